@@ -16,7 +16,7 @@ from torch import nn
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
 
-CACHE_BYTES = 12 * 2**20  # weights of one chunk of units (fits a typical 16–32 MiB L3 with activations)
+CACHE_BYTES = 6 * 2**20  # weights of one chunk of units (with activations, well inside a 16–32 MiB L3)
 
 
 def dense_layers(module: nn.Module) -> list[str] | None:
@@ -41,34 +41,44 @@ def dense_layers(module: nn.Module) -> list[str] | None:
 
 
 def chunk_units(params: Params) -> int:
+    """Units per chunk: as many as fit CACHE_BYTES, rounded to a multiple of the thread count (batched
+    matmuls split the units over threads; an odd count leaves one thread idle for a whole unit)."""
     per_unit = sum(v[0].numel() * v.element_size() for v in params.values())
-    return max(1, CACHE_BYTES // max(per_unit, 1))
+    threads = torch.get_num_threads()
+    return max(threads, CACHE_BYTES // max(per_unit, 1) // threads * threads)
 
 
 @torch.no_grad()
 def train_dense(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, solver: Solver, task: str) -> Params:
-    """Train all units of ``batch`` (see training.Batch); same maths as ``train_sequential``."""
+    """Train all units of ``batch`` (see training.Batch); same maths as ``train_sequential``.
+
+    Units are ordered longest-first, so in every chunk the active units shrink from the end. A chunk's
+    weights are gathered, trained in place and scattered back while they are cache-hot.
+    """
     U = len(batch.steps)
-    size = chunk_units(batch.init)
+    order = np.argsort(-batch.steps, kind="stable")
     out = {k: torch.empty_like(v) for k, v in batch.init.items()}
+    flat = x.reshape(x.shape[0], -1)
+    size = chunk_units(batch.init)
     for lo in range(0, U, size):
-        idx = np.arange(lo, min(lo + size, U))
-        res = _train_chunk(layers, x, y, batch, idx, solver, task)
-        for k in out:
-            out[k][lo:lo + len(idx)] = res[k]
+        t = torch.as_tensor(order[lo:lo + size])
+        state = {k: v.index_select(0, t) for k, v in batch.init.items()}
+        _train_chunk(layers, flat, y, batch, order[lo:lo + size], state, solver, task)
+        for k, v in state.items():
+            out[k].index_copy_(0, t, v)
     return out
 
 
-def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, idx: np.ndarray, solver: Solver,
-                 task: str) -> Params:
-    order = idx[np.argsort(-batch.steps[idx], kind="stable")]
-    t = torch.as_tensor(order)
-    steps = batch.steps[order]
-    W = [batch.init[f"{n}.weight"][t].clone() for n in layers]  # [u, out, in]
+def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, units: np.ndarray, state: Params,
+                 solver: Solver, task: str) -> None:
+    """Train ``units`` (sorted by decreasing step count) in place on their weights ``state``."""
+    t = torch.as_tensor(units)
+    steps = batch.steps[units]
+    W = [state[f"{n}.weight"] for n in layers]  # [u, out, in] views
     # [u, out]; a layer without bias keeps a zero bias that is never updated nor returned
-    b = [batch.init[f"{n}.bias"][t].clone() if f"{n}.bias" in batch.init else torch.zeros(len(t), w.shape[1])
-         for n, w in zip(layers, W, strict=True)]
-    has_bias = [f"{n}.bias" in batch.init for n in layers]
+    has_bias = [f"{n}.bias" in state for n in layers]
+    b = [state[f"{n}.bias"] if h else torch.zeros(len(t), w.shape[1])
+         for n, w, h in zip(layers, W, has_bias, strict=True)]
     plain = solver.momentum == 0 and solver.weight_decay == 0 and solver.prox_mu == 0
     if not plain:
         aW = [batch.anchor[f"{n}.weight"][t] for n in layers]
@@ -80,7 +90,7 @@ def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, idx
         while active > 0 and steps[active - 1] <= s:
             active -= 1
         rows = gidx[:active, s]
-        h = x[rows].reshape(active, rows.shape[1], -1)
+        h = x.index_select(0, rows.reshape(-1)).view(active, rows.shape[1], -1)
         hs, zs = [h], []
         for i in range(len(layers)):
             z = torch.baddbmm(b[i][:active].unsqueeze(1), hs[-1], W[i][:active].transpose(1, 2))
@@ -107,14 +117,7 @@ def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, idx
                 for j, (p, g, a) in enumerate(pairs):
                     _step(p[:active], g, a[:active], bufs[2 * i + j][:active] if bufs else None, solver)
             if dh is not None:
-                dz = dh.mul_(zs[i - 1] > 0)
-    inv = torch.as_tensor(np.argsort(order))  # row of each unit of ``idx`` (ascending) in ``order``
-    res: Params = {}
-    for n, w_, b_, h in zip(layers, W, b, has_bias, strict=True):
-        res[f"{n}.weight"] = w_[inv]
-        if h:
-            res[f"{n}.bias"] = b_[inv]
-    return res
+                dz = torch.ops.aten.threshold_backward(dh, zs[i - 1], 0.0)  # dh · 1[z > 0]
 
 
 def _step(p: torch.Tensor, g: torch.Tensor, anchor: torch.Tensor, buf: torch.Tensor | None, solver: Solver) -> None:
