@@ -17,7 +17,8 @@ import torch
 
 from fedcluster.config import RunConfig
 from fedcluster.data.federation import Federation, Split
-from fedcluster.engine.evaluation import mix_predictions, model_outputs, per_sample_losses
+from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
+from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import Params, get_params, num_units, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
@@ -64,6 +65,7 @@ class Algorithm(ABC):
         self.params = params
         self.models: Params = {}
         self.omega = np.zeros((ctx.fed.num_clients, 0))
+        self._forward = StackForward(ctx.module)  # inference-optimised forward of the K models
 
     @abstractmethod
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
@@ -87,7 +89,7 @@ class Algorithm(ABC):
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``test_weights``)."""
-        outputs = model_outputs(self.ctx.module, self.models, split.x)
+        outputs = self._forward(self.models, split.x)
         w = (torch.as_tensor(self.omega, dtype=torch.float32) if participating
              else self.test_weights(outputs, split))
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)

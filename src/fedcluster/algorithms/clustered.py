@@ -29,7 +29,6 @@ import torch
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import mix_predictions, model_outputs, per_sample_losses
-from fedcluster.engine.inference import StackForward
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, num_bytes, subset
 from fedcluster.engine.solver import Solver
@@ -69,7 +68,6 @@ class ClusteredAlgorithm(Algorithm):
         self.gamma = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
         self._groups = sample_groups(fed)
         self._multi: Trainer | None = None
-        self._forward = StackForward(ctx.module)
         self.rounds_done = 0  # completed rounds (seeds evaluation-time training such as FedRC-FT)
 
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
