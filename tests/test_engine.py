@@ -8,6 +8,7 @@ import torch
 
 from fedcluster.engine.batches import make_schedule
 from fedcluster.engine.dense import dense_layers
+from fedcluster.engine.multihead import MultiHead
 from fedcluster.engine.params import get_params, repeat, server_update, stack, weighted_mean
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
@@ -40,6 +41,7 @@ def _train(path: str, model_name: str, shape, solver: Solver, units_per_client: 
         rng = np.random.default_rng(0)
         weights = [rng.random(sizes[c]).astype(np.float32) for c in clients]
     tr = Trainer(module, x, y, ptr, task, seed=3, path=path, workers=2)
+    assert (tr.dense is not None) == (path == "dense")  # the dense path really runs (no silent fallback)
     try:
         return tr.train(init, clients, solver, round_=2, weights=weights)
     finally:
@@ -72,10 +74,13 @@ def test_dense_path_equals_sequential(model_name: str, task: str, solver: Solver
 
 
 def test_dense_layers_detection() -> None:
-    assert dense_layers(build_model("mlp", (1, 8, 8), 10, {"hidden": [16, 8]})) == [
-        "body.1", "body.3", "head"]
-    assert dense_layers(build_model("logistic", (1, 8, 8), 10)) == ["head"]
+    mlp = build_model("mlp", (1, 8, 8), 10, {"hidden": [16, 8]})
+    assert dense_layers(mlp) == [["body.1"], ["body.3"], ["head"]]
+    assert dense_layers(build_model("logistic", (1, 8, 8), 10)) == [["head"]]
     assert dense_layers(build_model("light-cnn", (1, 8, 8), 10)) is None
+    assert dense_layers(MultiHead(mlp, 3)) == [["body.1"], ["body.3"], ["heads.0", "heads.1", "heads.2"]]
+    assert dense_layers(MultiHead(build_model("logistic", (1, 8, 8), 10), 2)) == [["heads.0", "heads.1"]]
+    assert dense_layers(MultiHead(build_model("light-cnn", (1, 8, 8), 10), 2)) is None
 
 
 @pytest.mark.parametrize("path", ["pool", "pool-vectorized"])

@@ -35,6 +35,7 @@ def _multi_train(path: str, model_name: str, solver: Solver, weights_fn):
     weights = [weights_fn(s) for s in SIZES]
     parent = Trainer(base, x, y, ptr, "classification", seed=3, path=path, workers=2)
     tr = parent.sibling(module, MultiHeadLoss("classification"))
+    assert (tr.dense is not None) == (path == "dense")  # the dense path really runs (no silent fallback)
     try:
         return tr.train(init, clients, solver, round_=1, weights=weights)
     finally:
@@ -51,6 +52,17 @@ def _random_gamma(n: int) -> np.ndarray:
 def test_multihead_vectorized_equals_sequential(model_name: str, solver: Solver) -> None:
     ref = _multi_train("sequential", model_name, solver, _random_gamma)
     fast = _multi_train("vectorized", model_name, solver, _random_gamma)
+    for k in ref:
+        torch.testing.assert_close(fast[k], ref[k], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_name", ["mlp", "logistic"])
+@pytest.mark.parametrize("solver", [Solver(lr=0.1, batch_size=16),
+                                    Solver(lr=0.05, epochs=2, batch_size=8, momentum=0.9, weight_decay=1e-3,
+                                           prox_mu=0.1)])
+def test_multihead_dense_equals_sequential(model_name: str, solver: Solver) -> None:
+    ref = _multi_train("sequential", model_name, solver, _random_gamma)
+    fast = _multi_train("dense", model_name, solver, _random_gamma)
     for k in ref:
         torch.testing.assert_close(fast[k], ref[k], rtol=1e-4, atol=1e-5)
 

@@ -19,25 +19,42 @@ from fedcluster.engine.solver import Solver
 CACHE_BYTES = 6 * 2**20  # weights of one chunk of units (with activations, well inside a 16–32 MiB L3)
 
 
-def dense_layers(module: nn.Module) -> list[str] | None:
-    """Parameter-name prefixes of the Linear layers if ``module`` is a Flatten/Linear/ReLU stack, else None."""
+def dense_layers(module: nn.Module) -> list[list[str]] | None:
+    """Parameter-name prefixes of the Linear layers, one group per layer, if ``module`` is a
+    Flatten/Linear/ReLU stack (a SplitModel) or such a body with K Linear heads (engine.multihead's
+    MultiHead: its last group lists the K heads); else None."""
+    heads = getattr(module, "heads", None)
+    if isinstance(heads, nn.ModuleList):
+        if not all(isinstance(h, nn.Linear) for h in heads):
+            return None
+        body = _stack_prefixes(module.body, "body.")
+        return None if body is None or (body[0] and not body[1]) else [
+            [n] for n in body[0]] + [[f"heads.{k}" for k in range(len(heads))]]
+    found = _stack_prefixes(module, "")
+    return [[n] for n in found[0]] if found and found[0] and not found[1] else None
+
+
+def _stack_prefixes(module: nn.Module, prefix: str) -> tuple[list[str], bool] | None:
+    """(Linear-layer prefixes, whether the stack ends with a ReLU) of a Flatten/Linear/ReLU stack."""
     names, last_relu = [], True
     for name, m in module.named_modules():
         if m is module or isinstance(m, nn.Sequential) or name in ("body", "head"):
-            if name in ("body", "head") and isinstance(m, nn.Linear):
-                names.append(name)
+            if m is not module and name in ("body", "head") and isinstance(m, nn.Linear):
+                names.append(prefix + name)
                 last_relu = False
+            elif m is module and isinstance(m, nn.Linear):
+                return [prefix.rstrip(".")], False
             continue
         if isinstance(m, nn.Linear):
             if names and not last_relu:
                 return None  # two Linear layers without a ReLU between them
-            names.append(name)
+            names.append(prefix + name)
             last_relu = False
         elif isinstance(m, nn.ReLU):
             last_relu = True
         elif not isinstance(m, nn.Flatten):
             return None
-    return names if names and not last_relu else None
+    return names, last_relu and bool(names)
 
 
 def chunk_units(params: Params) -> int:
@@ -49,7 +66,7 @@ def chunk_units(params: Params) -> int:
 
 
 @torch.no_grad()
-def train_dense(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, solver: Solver, task: str) -> Params:
+def train_dense(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batch, solver: Solver, task: str) -> Params:
     """Train all units of ``batch`` (see training.Batch); same maths as ``train_sequential``.
 
     Units are ordered longest-first, so in every chunk the active units shrink from the end. A chunk's
@@ -69,20 +86,23 @@ def train_dense(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, solv
     return out
 
 
-def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, units: np.ndarray, state: Params,
+def _train_chunk(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batch, units: np.ndarray, state: Params,
                  solver: Solver, task: str) -> None:
     """Train ``units`` (sorted by decreasing step count) in place on their weights ``state``."""
     t = torch.as_tensor(units)
     steps = batch.steps[units]
-    W = [state[f"{n}.weight"] for n in layers]  # [u, out, in] views
+    # a group of K heads trains as one Linear layer with K·C outputs (copied back at the end)
+    W = [_joined(state, g, "weight") for g in layers]  # [u, out, in]
     # [u, out]; a layer without bias keeps a zero bias that is never updated nor returned
-    has_bias = [f"{n}.bias" in state for n in layers]
-    b = [state[f"{n}.bias"] if h else torch.zeros(len(t), w.shape[1])
-         for n, w, h in zip(layers, W, has_bias, strict=True)]
+    has_bias = [f"{g[0]}.bias" in state for g in layers]
+    b = [_joined(state, g, "bias") if h else torch.zeros(len(t), w.shape[1])
+         for g, w, h in zip(layers, W, has_bias, strict=True)]
+    heads, out_dim = len(layers[-1]), W[-1].shape[1] // len(layers[-1])
     plain = solver.momentum == 0 and solver.weight_decay == 0 and solver.prox_mu == 0
     if not plain:
-        aW = [batch.anchor[f"{n}.weight"][t] for n in layers]
-        ab = [batch.anchor[f"{n}.bias"][t] if h else bb for n, h, bb in zip(layers, has_bias, b, strict=True)]
+        anchor = {k: v.index_select(0, t) for k, v in batch.anchor.items()}
+        aW = [_joined(anchor, g, "weight") for g in layers]
+        ab = [_joined(anchor, g, "bias") if h else bb for g, h, bb in zip(layers, has_bias, b, strict=True)]
         bufs = [torch.zeros_like(v) for pair in zip(W, b, strict=True) for v in pair] if solver.momentum else None
     gidx, weight, count = batch.global_index[t], batch.weight[t], batch.count[t]
     active, lr = len(steps), solver.lr
@@ -97,14 +117,16 @@ def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, uni
             zs.append(z)
             if i < len(layers) - 1:
                 hs.append(z.clamp_min(0))
-        scale = (weight[:active, s] / count[:active, s, None]).unsqueeze(-1)  # w_j / n
-        yb = y[rows]
+        w = weight[:active, s]  # [a, B] or, per head, [a, B, K]
+        scale = (w if w.dim() == 3 else w.unsqueeze(-1)) / count[:active, s, None, None]  # w_j(k) / n
+        yb = y[rows].unsqueeze(-1).unsqueeze(-1).expand(-1, -1, heads, 1)  # [a, B, K, 1]
+        z = zs[-1].view(active, -1, heads, out_dim)
         if task == "classification":
-            dz = zs[-1].softmax(-1)
-            dz.scatter_add_(-1, yb.unsqueeze(-1), torch.full_like(dz[..., :1], -1.0))
+            dz = z.softmax(-1)
+            dz.scatter_add_(-1, yb, torch.full_like(dz[..., :1], -1.0))
         else:
-            dz = 2 * (zs[-1] - yb.unsqueeze(-1))
-        dz.mul_(scale)
+            dz = 2 * (z - yb)
+        dz = dz.mul_(scale.unsqueeze(-1)).view_as(zs[-1])
         for i in reversed(range(len(layers))):
             dh = torch.bmm(dz, W[i][:active]) if i > 0 else None  # before W[i] changes
             if plain:
@@ -118,6 +140,20 @@ def _train_chunk(layers: list[str], x: torch.Tensor, y: torch.Tensor, batch, uni
                     _step(p[:active], g, a[:active], bufs[2 * i + j][:active] if bufs else None, solver)
             if dh is not None:
                 dz = torch.ops.aten.threshold_backward(dh, zs[i - 1], 0.0)  # dh · 1[z > 0]
+    for g, w_, b_, h in zip(layers, W, b, has_bias, strict=True):
+        if len(g) > 1:  # scatter a joined head group back to its K heads
+            for k, name in enumerate(g):
+                rows_k = slice(k * out_dim, (k + 1) * out_dim)
+                state[f"{name}.weight"].copy_(w_[:, rows_k])
+                if h:
+                    state[f"{name}.bias"].copy_(b_[:, rows_k])
+
+
+def _joined(params: Params, group: list[str], kind: str) -> torch.Tensor:
+    """One layer's ``kind`` stack [u, out, ...] (a view), or the K heads' stacks joined along ``out``."""
+    if len(group) == 1:
+        return params[f"{group[0]}.{kind}"]
+    return torch.cat([params[f"{n}.{kind}"] for n in group], 1)
 
 
 def _step(p: torch.Tensor, g: torch.Tensor, anchor: torch.Tensor, buf: torch.Tensor | None, solver: Solver) -> None:

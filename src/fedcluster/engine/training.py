@@ -26,6 +26,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
+from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
 
@@ -92,7 +93,8 @@ class Trainer:
         t = Trainer(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
                     self.channels_last, self.max_units)
         t.loss = loss
-        t.dense = None  # the dense path knows only the standard losses
+        # the dense path knows the standard losses and engine.multihead's per-head loss
+        t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
         return t
 
