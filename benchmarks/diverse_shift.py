@@ -8,11 +8,11 @@ participation, as in S4; lr 0.1 is the top of S4's grid {0.01, 0.03, 0.06, 0.1}.
 
 To stay well under an hour on two CPU cores the defaults are smaller than S4 (300 clients, 200 rounds):
 100 clients keeping ``--fraction`` 1/4 of their samples (≈ 120 training samples each; S4 has ≈ 160),
-1,000 images per test client and ``--rounds`` 100 (about 25 minutes for the six methods on two busy
-cores). Reported, as in S4 (CATALOG E.4-9), at the round of the best *local* accuracy — S4 picks the best
-training accuracy, which the runner does not record; the local validation split is drawn from the same
-client distributions: local = mean validation accuracy of the participating clients, global = mean
-accuracy of the three test clients (after their E-step / best-cluster choice).
+1,000 images per test client and ``--rounds`` 100 (35 minutes for the six methods on two cores,
+measured 2026-11-21). Reported, as in S4 (CATALOG E.4-9), at the round of the best *local* accuracy —
+S4 picks the best training accuracy, which the runner does not record; the local validation split is
+drawn from the same client distributions: local = mean validation accuracy of the participating
+clients, global = mean accuracy of the three test clients (after their E-step / best-cluster choice).
 
 Usage: python benchmarks/diverse_shift.py [--rounds 100] [--clients 100] [--fraction 0.25]
        [--methods fedavg,ifca,fesem,fedem,fedsoft,fedrc] [--lr 0.1] [--set model.fc=128 ...]
