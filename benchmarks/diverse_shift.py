@@ -15,7 +15,7 @@ drawn from the same client distributions: local = mean validation accuracy of th
 clients, global = mean accuracy of the three test clients (after their E-step / best-cluster choice).
 
 Usage: python benchmarks/diverse_shift.py [--rounds 100] [--clients 100] [--fraction 0.25]
-       [--methods fedavg,ifca,fesem,fedem,fedsoft,fedrc] [--lr 0.1] [--set model.fc=128 ...]
+       [--methods fedavg,ifca,fesem,fedem,fedsoft,fedrc] [--lr 0.1] [--seeds 0,1,2] [--set model.fc=128 ...]
 """
 
 from __future__ import annotations
@@ -65,6 +65,32 @@ def shrink(fed: Federation, fraction: float, test_size: int, seed: int) -> Feder
                       sample_concept, fed.style, fed.style_names, fed.extras, {**fed.info, "fraction": fraction})
 
 
+def run_seed(args: argparse.Namespace, seed: int, out: str) -> dict[str, dict]:
+    """All methods on the federation of ``seed``; results per method."""
+    small = ["model.channels=[8,16]", "model.fc=64"] if args.model == "light-cnn" else []
+    common = ["dataset=fashion-mnist", "scenario=diverse-shift", f"model={args.model}", *small,
+              f"num_clients={args.clients}",
+              f"rounds={args.rounds}", f"lr={args.lr}", "momentum=0.9", f"batch_size={args.batch_size}",
+              "local_epochs=1", f"seed={seed}", "progress=false", f"checkpoint_every={args.rounds}", *args.set]
+    cfg, typed = resolve(load_raw(None, [c for c in common if not c.startswith("algorithm.")]))
+    fed = shrink(build_federation(cfg, typed["scenario"]), args.fraction, args.test_size, seed)
+    print(fed.summary(), flush=True)
+    results = {}
+    for method in args.methods.split(","):
+        extra = [] if method == "fedavg" else ["algorithm.num_clusters=3"]
+        cfg, typed = resolve(load_raw(None, common + [f"algorithm={method}", f"out={out}/{method}", *extra]))
+        t0 = time.perf_counter()
+        summary = Run(cfg, typed, fed=fed).execute()
+        at = summary["at_best_val"]
+        results[method] = {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"],
+                           "round": summary["best"]["val_acc"]["round"], "minutes": (time.perf_counter() - t0) / 60,
+                           "final": summary["final"]}
+        r = results[method]
+        print(f"seed {seed} {method}: local {r['local']:.2f} global {r['global']:.2f} ARI {r['ari']:.3f} at round "
+              f"{r['round']} ({r['minutes']:.1f} min)", flush=True)
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="fedavg,ifca,fesem,fedem,fedsoft,fedrc")
@@ -76,41 +102,32 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--model", default="light-cnn")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default=None, metavar="S1,S2,...",
+                    help="several seeds (federation + initialisation); prints mean ± sd over them")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra run-config override for every method, e.g. --set model.fc=64 (repeatable)")
     ap.add_argument("--out", default=f"runs/diverse-shift-{time.strftime('%Y%m%d-%H%M%S')}")
     args = ap.parse_args()
-    small = ["model.channels=[8,16]", "model.fc=64"] if args.model == "light-cnn" else []
-    common = ["dataset=fashion-mnist", "scenario=diverse-shift", f"model={args.model}", *small,
-              f"num_clients={args.clients}",
-              f"rounds={args.rounds}", f"lr={args.lr}", "momentum=0.9", f"batch_size={args.batch_size}",
-              "local_epochs=1", f"seed={args.seed}", "progress=false", f"checkpoint_every={args.rounds}", *args.set]
-    cfg, typed = resolve(load_raw(None, [c for c in common if not c.startswith("algorithm.")]))
-    fed = shrink(build_federation(cfg, typed["scenario"]), args.fraction, args.test_size, args.seed)
-    print(fed.summary(), flush=True)
-    results = {}
-    for method in args.methods.split(","):
-        extra = [] if method == "fedavg" else ["algorithm.num_clusters=3"]
-        cfg, typed = resolve(load_raw(None, common + [f"algorithm={method}", f"out={args.out}/{method}", *extra]))
-        t0 = time.perf_counter()
-        summary = Run(cfg, typed, fed=fed).execute()
-        at = summary["at_best_val"]
-        results[method] = {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"],
-                           "round": summary["best"]["val_acc"]["round"], "minutes": (time.perf_counter() - t0) / 60,
-                           "final": summary["final"]}
-        r = results[method]
-        print(f"{method}: local {r['local']:.2f} global {r['global']:.2f} ARI {r['ari']:.3f} at round {r['round']} "
-              f"({r['minutes']:.1f} min)", flush=True)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    per_seed = {s: run_seed(args, s, args.out if len(seeds) == 1 else f"{args.out}/seed{s}") for s in seeds}
+    sd_note = f", mean ± sd over seeds {','.join(map(str, seeds))}" if len(seeds) > 1 else f", seed {seeds[0]}"
     print(f"\nFashion-MNIST diverse shift, {args.clients} clients × {args.fraction:.2f} of their data, "
-          f"{args.rounds} rounds, {args.model}, lr {args.lr}; at the round of best local accuracy")
-    print(f"{'method':<9} {'local':>7} {'global':>7} {'ARI':>6} {'round':>6} {'min':>5} | "
-          f"{'S4 local':>8} {'S4 global':>9}")
-    for method, r in results.items():
+          f"{args.rounds} rounds, {args.model}, lr {args.lr}; at the round of best local accuracy{sd_note}")
+    print(f"{'method':<9} {'local':>13} {'global':>13} {'ARI':>13} {'min':>5} | {'S4 local':>8} {'S4 global':>9}")
+    for method in args.methods.split(","):
+        rs = [per_seed[s][method] for s in seeds]
+
+        def cell(key: str, fmt: str, rs: list[dict] = rs) -> str:
+            v = np.array([r[key] for r in rs])
+            return f"{v.mean():{fmt}}" + (f" ± {v.std():{fmt}}" if len(v) > 1 else "")
+
         s4 = S4_TABLE1.get(method, (float("nan"), float("nan")))
-        print(f"{method:<9} {r['local']:>7.2f} {r['global']:>7.2f} {r['ari']:>6.3f} {r['round']:>6d} "
-              f"{r['minutes']:>5.1f} | {s4[0]:>8.2f} {s4[1]:>9.2f}")
+        minutes = sum(r["minutes"] for r in rs)
+        print(f"{method:<9} {cell('local', '.2f'):>13} {cell('global', '.2f'):>13} {cell('ari', '.3f'):>13} "
+              f"{minutes:>5.1f} | {s4[0]:>8.2f} {s4[1]:>9.2f}")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "table.json").write_text(json.dumps(results, indent=2))
+    table = per_seed[seeds[0]] if len(seeds) == 1 else {str(s): r for s, r in per_seed.items()}
+    (Path(args.out) / "table.json").write_text(json.dumps(table, indent=2))
 
 
 if __name__ == "__main__":
