@@ -81,6 +81,10 @@ def test_dense_layers_detection() -> None:
     assert dense_layers(MultiHead(mlp, 3)) == [["body.1"], ["body.3"], ["heads.0", "heads.1", "heads.2"]]
     assert dense_layers(MultiHead(build_model("logistic", (1, 8, 8), 10), 2)) == [["heads.0", "heads.1"]]
     assert dense_layers(MultiHead(build_model("light-cnn", (1, 8, 8), 10), 2)) is None
+    # stacks the hand-written pass would get wrong are refused
+    assert dense_layers(torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(4, 2))) is None
+    assert dense_layers(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))) is None
+    assert dense_layers(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())) is None
 
 
 @pytest.mark.parametrize("path", ["pool", "pool-vectorized"])

@@ -21,40 +21,38 @@ CACHE_BYTES = 6 * 2**20  # weights of one chunk of units (with activations, well
 
 def dense_layers(module: nn.Module) -> list[list[str]] | None:
     """Parameter-name prefixes of the Linear layers, one group per layer, if ``module`` is a
-    Flatten/Linear/ReLU stack (a SplitModel) or such a body with K Linear heads (engine.multihead's
-    MultiHead: its last group lists the K heads); else None."""
+    Flatten/Linear/ReLU stack ending in a Linear layer (a SplitModel), or such a body with K Linear heads
+    (engine.multihead's MultiHead: its last group lists the K heads); else None."""
     heads = getattr(module, "heads", None)
     if isinstance(heads, nn.ModuleList):
-        if not all(isinstance(h, nn.Linear) for h in heads):
+        body = _linear_prefixes(module.body, "body")
+        if body is None or (body[0] and not body[1]) or not all(isinstance(h, nn.Linear) for h in heads):
             return None
-        body = _stack_prefixes(module.body, "body.")
-        return None if body is None or (body[0] and not body[1]) else [
-            [n] for n in body[0]] + [[f"heads.{k}" for k in range(len(heads))]]
-    found = _stack_prefixes(module, "")
+        return [[n] for n in body[0]] + [[f"heads.{k}" for k in range(len(heads))]]
+    found = _linear_prefixes(module, "")
     return [[n] for n in found[0]] if found and found[0] and not found[1] else None
 
 
-def _stack_prefixes(module: nn.Module, prefix: str) -> tuple[list[str], bool] | None:
-    """(Linear-layer prefixes, whether the stack ends with a ReLU) of a Flatten/Linear/ReLU stack."""
-    names, last_relu = [], True
+def _linear_prefixes(module: nn.Module, prefix: str) -> tuple[list[str], bool] | None:
+    """(prefixes of the Linear layers, whether a ReLU follows the last one) if the leaf modules are
+    Flatten/Linear/ReLU with a ReLU between Linear layers and none before the first; else None."""
+    names: list[str] = []
+    ends_relu = False
     for name, m in module.named_modules():
-        if m is module or isinstance(m, nn.Sequential) or name in ("body", "head"):
-            if m is not module and name in ("body", "head") and isinstance(m, nn.Linear):
-                names.append(prefix + name)
-                last_relu = False
-            elif m is module and isinstance(m, nn.Linear):
-                return [prefix.rstrip(".")], False
-            continue
+        if next(m.children(), None) is not None:
+            continue  # containers (SplitModel, Sequential)
         if isinstance(m, nn.Linear):
-            if names and not last_relu:
+            if names and not ends_relu:
                 return None  # two Linear layers without a ReLU between them
-            names.append(prefix + name)
-            last_relu = False
+            names.append(".".join(p for p in (prefix, name) if p))
+            ends_relu = False
         elif isinstance(m, nn.ReLU):
-            last_relu = True
+            if not names:
+                return None  # a ReLU on the input: not what the hand-written pass computes
+            ends_relu = True
         elif not isinstance(m, nn.Flatten):
             return None
-    return names, last_relu and bool(names)
+    return names, ends_relu
 
 
 def chunk_units(params: Params) -> int:
