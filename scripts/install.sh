@@ -1,14 +1,48 @@
 #!/usr/bin/env bash
-# Install everything fedcluster needs on a fresh Debian machine with Python 3.11:
-# Fashion-MNIST from Debian's package, the CPU build of PyTorch 2.13.0 (pinned: an unpinned torch pulls
-# gigabytes of CUDA wheels), then fedcluster itself (editable) with its test tools.
+# Set up fedcluster in a virtual environment at ./.venv (PEP 668: Debian's own Python refuses
+# system-wide `pip install`). Installs, where missing: Debian's python3-venv and dataset-fashion-mnist
+# (with sudo when not root), PyTorch, then fedcluster itself (editable) with its test tools.
+# Re-running it reuses the environment and only installs what changed.
+#
+# PyTorch: `torch==$FEDCLUSTER_TORCH_VERSION` (default 2.13.0) from pip's configured indexes. On PyPI the
+# Linux x86-64 wheel of that version is the CUDA build (several GB of CUDA packages). For the CPU-only
+# build set FEDCLUSTER_TORCH_INDEX to PyTorch's CPU wheel index; for a given CUDA build, to that
+# build's index (see the README, "Set-up"). A torch already in .venv that satisfies the pin is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TORCH_VERSION="${FEDCLUSTER_TORCH_VERSION:-2.13.0}"
+VENV="${FEDCLUSTER_VENV:-.venv}"
+EXTRAS="${FEDCLUSTER_EXTRAS:-all}"  # all = dev (tests, lint) + flower + tracking
+
 SUDO=""
-if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
-if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null
+if [ "$(id -u)" != "0" ]; then
+  if command -v sudo >/dev/null; then SUDO="sudo"; fi
 fi
-python3 -m pip install -q --disable-pip-version-check torch==2.13.0
-python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
+
+missing=()
+dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || missing+=(dataset-fashion-mnist)
+if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then missing+=(python3-venv); fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install.sh: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "install.sh: creating the virtual environment $VENV"
+  python3 -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+PIP=("$PY" -m pip install -q --disable-pip-version-check)
+
+if ! "$PY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" >/dev/null 2>&1; then
+  echo "install.sh: installing torch==$TORCH_VERSION"
+  if [ -n "${FEDCLUSTER_TORCH_INDEX:-}" ]; then
+    "${PIP[@]}" --index-url "$FEDCLUSTER_TORCH_INDEX" "torch==$TORCH_VERSION"
+  else
+    "${PIP[@]}" "torch==$TORCH_VERSION"
+  fi
+fi
+echo "install.sh: installing fedcluster[$EXTRAS]"
+"${PIP[@]}" -e ".[$EXTRAS]"
+echo "install.sh: done; run commands as $VENV/bin/fedcluster, or 'source $VENV/bin/activate' first"
