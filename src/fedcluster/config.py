@@ -46,6 +46,7 @@ class RunConfig:
     seed: int = 0
     data_seed: int | None = None  # defaults to seed
     data_dir: str | None = None
+    normalize: bool = False  # standardise image inputs per channel (data.normalize); synthetic data untouched
     out: str | None = None
     eval_every: int = 1
     checkpoint_every: int = 10

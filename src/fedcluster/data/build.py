@@ -14,6 +14,7 @@ import numpy as np
 
 from fedcluster.config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.normalize import standardize
 from fedcluster.errors import ConfigError
 from fedcluster.registry import DATASETS, SCENARIOS
 
@@ -39,7 +40,15 @@ def cache_path(cfg: RunConfig, params: Any) -> Path:
 
 
 def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Federation:
-    """The federation of ``cfg`` (dataset, scenario, its params, num_clients, data seed), cached on disk."""
+    """The federation of ``cfg`` (dataset, scenario, its params, num_clients, data seed), cached on disk;
+    image inputs standardised when ``cfg.normalize`` (after the cache: the cache holds the raw inputs)."""
+    fed = _raw_federation(cfg, params, use_cache)
+    if cfg.normalize and DATASETS.get(cfg.dataset).obj.load is not None:
+        standardize(fed)
+    return fed
+
+
+def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
     path = cache_path(cfg, params)
     if use_cache and path.is_file():
         return Federation.load(path)
