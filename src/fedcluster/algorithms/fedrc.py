@@ -100,7 +100,7 @@ class FedRC(FedEM):
         rows, _ = self.rows(clients)
         tuned = self.train_pairs(clients, self.gamma[rows], round_=self.rounds_done, stream=1)
         outputs, _ = self.own_outputs(tuned, split, clients)  # rows of every client in order = all rows
-        w = torch.as_tensor(self.prediction_weights(self.omega), dtype=torch.float32)
+        w = torch.as_tensor(self.prediction_weights(self.scoring_omega()), dtype=torch.float32)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:
