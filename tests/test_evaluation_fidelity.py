@@ -79,3 +79,26 @@ def test_test_clients_choose_their_cluster_on_the_fit_half(tmp_path: Path) -> No
     np.testing.assert_array_equal(half, best_cluster(-losses, part.owner(), part.num_clients))
     run_all = _run(tmp_path / "all", "algorithm=ifca", "rounds=2", "lr=0.3", "num_clients=9", "test_fit=all")
     assert run_all.fed.test.fit is None
+
+
+def test_fedrc_ft_global_accuracy_uses_the_averaged_fine_tuned_models(tmp_path: Path) -> None:
+    """S4 H.5: FedRC-FT's global model is the average of the fine-tuned local models, so its global (test)
+    accuracy differs from FedRC's (S4 Table 1), while training itself is unchanged."""
+    common = ["algorithm=fedrc", "rounds=2", "lr=0.3", "local_epochs=2", "num_clients=9"]
+    plain = _run(tmp_path / "plain", *common)
+    tuned = _run(tmp_path / "ft", *common, "algorithm.ft=true")
+    a, b = plain.execute(), tuned.execute()
+    for n, v in plain.alg.models.items():  # fine-tuning is evaluation only
+        torch.testing.assert_close(tuned.alg.models[n], v, rtol=0, atol=0)
+    assert a["final"]["test_acc"] != b["final"]["test_acc"]
+    assert a["final"]["val_acc"] != b["final"]["val_acc"]
+    alg, test = tuned.alg, tuned.fed.test
+    avg = alg.fine_tuned_average()
+    sizes = torch.as_tensor(tuned.fed.train.sizes, dtype=torch.float32)
+    name = next(iter(avg))
+    expected = (alg.fine_tuned()[name] * (sizes / sizes.sum()).view(-1, *[1] * (avg[name].dim()))).sum(0)
+    torch.testing.assert_close(avg[name], expected)
+    outputs = alg.outputs(test.x, avg)
+    w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32)
+    mixed = (w[torch.as_tensor(test.owner())].T.unsqueeze(-1) * outputs.softmax(-1)).sum(0)
+    torch.testing.assert_close(alg.predict(test, False), mixed)
