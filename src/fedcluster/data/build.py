@@ -41,9 +41,12 @@ def cache_path(cfg: RunConfig, params: Any) -> Path:
 
 def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Federation:
     """The federation of ``cfg`` (dataset, scenario, its params, num_clients, data seed), cached on disk;
-    image inputs standardised when ``cfg.normalize`` (after the cache: the cache holds the raw inputs)."""
+    image inputs standardised when ``cfg.normalize`` (None: the dataset's default, ``DatasetSpec.standardize``;
+    applied after the cache, which holds the raw inputs; synthetic data are never touched)."""
     fed = _raw_federation(cfg, params, use_cache)
-    if cfg.normalize and DATASETS.get(cfg.dataset).obj.load is not None:
+    spec = DATASETS.get(cfg.dataset).obj
+    wanted = spec.standardize if cfg.normalize is None else cfg.normalize
+    if wanted and spec.load is not None:
         standardize(fed)
     return fed
 
