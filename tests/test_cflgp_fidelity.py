@@ -122,3 +122,16 @@ def test_cflgp_separates_rotations_when_clients_have_enough_samples(tmp_path: Pa
 def test_cflgp_on_25_sample_clients_stays_far_from_the_rotations(tmp_path: Path) -> None:
     """The limit documented in docs/fidelity.md: 40 clients of 25 samples, 40 rounds, ARI < 0.5 in every seed."""
     assert all(_rotation_ari(tmp_path, 40, 40, seed) < 0.5 for seed in range(3))
+
+
+def test_body_profiles_leave_out_the_output_layer(tmp_path: Path) -> None:
+    """compression=body (S3 E.2's parameter-subset profile, the complement of last-layer) keeps exactly the
+    non-head coordinates."""
+    fed = cflgp_lines(6, 20.0, 10, pool_size=20, seed=0)
+    body = _lines_run(tmp_path / "b", fed, "algorithm.num_clusters=2", "algorithm.compression=body", "rounds=1",
+                      "model=mlp", "model.hidden=[4]").alg
+    last = _lines_run(tmp_path / "l", fed, "algorithm.num_clusters=2", "algorithm.compression=last-layer",
+                      "rounds=1", "model=mlp", "model.hidden=[4]").alg
+    total = sum(v[0].numel() for v in body.models.values())
+    assert sorted(body.index.tolist() + last.index.tolist()) == list(range(total))
+    assert body.d_hat == sum(v[0].numel() for n, v in body.models.items() if not n.startswith("head."))

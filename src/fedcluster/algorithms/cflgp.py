@@ -15,7 +15,10 @@ Round t (S3 Algorithm 1, gradient averaging; Algorithm 4/5, model averaging, wit
    spectrally clustered (S3 Alg. 3: top-K singular vectors, k-means, Hungarian cluster-to-model matching).
 
 Profile compression (S3 App. E): ``compression="random"`` keeps a random index set of d̂ = d/CR coordinates
-fixed for the whole run (E.3.10); ``"last-layer"`` keeps the ``head.`` parameters (E.2); ``quantize_digits``
+fixed for the whole run (E.3.10); ``"last-layer"`` keeps the ``head.`` parameters (E.2); ``"body"`` keeps all
+but the head (E.2's "gradients of a parameter subset" with the other subset: the output layer's gradient is
+the client's predicted-minus-observed label frequencies, so on clients with a few dozen samples it clusters
+them by label mix instead of by concept, docs/fidelity.md); ``quantize_digits``
 truncates every entry to n_d decimals (Table 7).
 
 Initial clusters: a random balanced assignment; initial models: K independent inits (E.3.6).
@@ -48,7 +51,7 @@ class CFLGPParams:
     variant: Literal["gradient", "model"] = "gradient"  # Alg. 1 (gradient averaging) / Alg. 4-5 (model averaging)
     beta: Literal["cumulative", "last"] = "cumulative"  # β_t = 1/(n+1), or β = 1 (F.1 ablation)
     stable_stop: bool = True  # stop cluster updates once the clustering is unchanged for T/10 rounds
-    compression: Literal["none", "random", "last-layer"] = "none"
+    compression: Literal["none", "random", "last-layer", "body"] = "none"
     compression_ratio: float = 1.0  # CR = d / d̂ for compression="random"
     quantize_digits: int | None = None  # keep this many decimals of every profile entry (S3 Table 7)
 
@@ -73,8 +76,9 @@ class CFLGP(Algorithm):
         flat = flatten(self.models)
         names = list(self.models)
         sizes = [self.models[n][0].numel() for n in names]
-        if params.compression == "last-layer":
-            mask = torch.cat([torch.full((s,), n.startswith("head."), dtype=torch.bool)
+        if params.compression in ("last-layer", "body"):
+            head = params.compression == "last-layer"
+            mask = torch.cat([torch.full((s,), n.startswith("head.") == head, dtype=torch.bool)
                               for n, s in zip(names, sizes, strict=True)])
             self.index = torch.nonzero(mask).squeeze(1)
         elif params.compression == "random":
