@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 import torch
 
+from fedcluster.algorithms.clustered import replace_solver
+from fedcluster.algorithms.oneshot import kmeans_models
 from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
+from fedcluster.engine.params import flatten
 from fedcluster.engine.runner import Run
+from fedcluster.tiers.weights import fedsoft
 from fedcluster.tracking.report import report_run
 
 
@@ -268,3 +272,45 @@ def test_fedrc_beats_fedem_on_concepts_over_seeds(tmp_path: Path) -> None:
     pairs = [(_ari_after("fedrc", s, 150, tmp_path), _ari_after("fedem", s, 150, tmp_path)) for s in range(3)]
     assert all(rc >= em for rc, em in pairs)
     assert np.mean([rc for rc, _ in pairs]) > np.mean([em for _, em in pairs]) + 0.25
+
+
+def test_fedsoft_shares_and_centres(tmp_path: Path) -> None:
+    """FedSoft: u_{i;k} = share of client i's samples that centre k fits best (floored at σ, on the simplex),
+    computed with the centres received; c_k = Σ_i u_{i;k} N_i w_i / Σ_i u_{i;k} N_i of the personal models."""
+    run = _run(["algorithm=fedsoft", "algorithm.floor=0.05", "rounds=2", "lr=0.3", f"out={tmp_path}"])
+    alg, clients = run.alg, run.stream[0]
+    rows, owner = alg.rows(clients)
+    losses = alg.losses(rows)
+    share = np.stack([np.bincount(owner[losses.argmin(1) == k], minlength=len(clients)) for k in range(3)], 1)
+    share = share / share.sum(1, keepdims=True)
+    u = fedsoft(-losses, owner, len(clients), 0.05)
+    assert (u >= 0.05 / (1 + 3 * 0.05) - 1e-9).all() and np.allclose(u.sum(1), 1)
+    np.testing.assert_allclose(u, np.maximum(share, 0.05) / np.maximum(share, 0.05).sum(1, keepdims=True))
+    alg.run_round(0, clients)
+    np.testing.assert_allclose(alg.omega[clients], u)
+    w = torch.as_tensor(u * run.fed.train.sizes[clients][:, None], dtype=torch.float32)
+    for name, centre in alg.models.items():
+        personal = alg.personal[name][torch.as_tensor(clients)]
+        expected = torch.einsum("mk,m...->k...", w / w.sum(0), personal)
+        torch.testing.assert_close(centre, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_oneshot_clusters_local_models_once_then_averages_within_clusters(tmp_path: Path) -> None:
+    """One-shot (Ghosh et al. 2019): round 1 fits local models from θ^0, k-means on them fixes the clusters, each
+    centre is its members' N_i-weighted mean; later rounds keep the assignment."""
+    run = _run(["algorithm=oneshot", "algorithm.local_epochs=2", "rounds=3", "lr=0.3", f"out={tmp_path}"])
+    alg, clients = run.alg, run.stream[0]
+    theta0 = {n: v[:1].expand(len(clients), *v.shape[1:]).clone() for n, v in alg.models.items()}
+    local = alg.ctx.trainer.train(theta0, clients, replace_solver(alg.ctx.solver, epochs=2), 0)
+    expected = kmeans_models(flatten(local), 3, run.cfg.seed)
+    alg.run_round(0, clients)
+    np.testing.assert_array_equal(alg.assigned[clients], expected)
+    sizes = torch.as_tensor(run.fed.train.sizes[clients], dtype=torch.float32)
+    for k in range(3):
+        m = torch.as_tensor(expected == k)
+        w = sizes[m] / sizes[m].sum()
+        for name, v in alg.models.items():
+            torch.testing.assert_close(v[k], torch.einsum("m,m...->...", w, local[name][m]), rtol=1e-4, atol=1e-5)
+    first = alg.assigned.copy()
+    alg.run_round(1, run.stream[1])
+    np.testing.assert_array_equal(alg.assigned, first)
