@@ -92,7 +92,7 @@ class Algorithm(ABC):
         test client's cluster choice is not made on the labels it is scored on (all rows without a mask)."""
         if split.fit is None:
             return self.test_weights(outputs, split)
-        return self.test_weights(outputs[:, torch.as_tensor(split.fit)], split.rows(split.fit))
+        return self.test_weights(outputs[:, torch.as_tensor(split.fit, device=outputs.device)], split.rows(split.fit))
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""

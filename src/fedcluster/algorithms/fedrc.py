@@ -113,7 +113,7 @@ class FedRC(FedEM):
         """S4 H.5's global model of FedRC-FT: θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i over all clients."""
         sizes = self.sizes(np.arange(self.ctx.fed.num_clients))
         w = torch.as_tensor(sizes / sizes.sum())
-        return {n: torch.tensordot(w.to(v.dtype), v, dims=([0], [0])).contiguous()
+        return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
                 for n, v in self.fine_tuned().items()}
 
     def _fine_tuned_global_predictions(self, split: Split) -> torch.Tensor:

@@ -59,7 +59,7 @@ class Split:
         """The same clients with only the rows where ``keep`` is true."""
         keep = np.asarray(keep, dtype=bool)
         sizes = np.bincount(self.owner()[keep], minlength=self.num_clients)
-        idx = torch.as_tensor(np.flatnonzero(keep))
+        idx = torch.as_tensor(np.flatnonzero(keep), device=self.x.device)
         return Split(self.x[idx], self.y[idx], np.concatenate([[0], np.cumsum(sizes)]))
 
     @staticmethod
