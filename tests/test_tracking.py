@@ -106,16 +106,19 @@ def test_tensorboard_scalars_equal_rounds_csv(tmp_path: Path) -> None:
 
 
 def test_resumed_run_logs_every_round_once(tmp_path: Path) -> None:
-    out = tmp_path / "both"
-    both = "tracking=[mlflow,tensorboard]"
-    assert main(["run", *FAST, f"out={out}", both, "rounds=2", "checkpoint_every=1"]) == 0
+    out, db = tmp_path / "both", tmp_path / "shared" / "mlflow.db"
+    db.parent.mkdir()
+    both = ["tracking=[mlflow,tensorboard]", f"tracking_uri=sqlite:///{db}"]
+    assert main(["run", *FAST, f"out={out}", *both, "rounds=2", "checkpoint_every=1"]) == 0
     assert main(["resume", str(out), "rounds=3"]) == 0
     rows = _rows(out)
     assert [s for s, _ in _scalars(out / "tensorboard")["test_acc"]] == [1, 2, 3]
     assert [v for _, v in _scalars(out / "tensorboard")["test_acc"]] == pytest.approx(
         [v for _, v in _expected(rows, "test_acc")], rel=1e-5)
-    client = _mlflow(out)
+    client = _mlflow(db.parent)
     first, resumed = _runs(client)
+    assert {a.path for a in client.list_artifacts(resumed.info.run_id)} >= {"rounds.csv", "summary.json"}
+    assert (db.parent / "mlartifacts").is_dir() and not (out / "mlflow.db").exists()
     assert resumed.data.tags["fedcluster.resumed_after_round"] == "2"
     history = sorted((m.step, m.value) for m in client.get_metric_history(resumed.info.run_id, "test_acc"))
     expected = _expected(rows, "test_acc")

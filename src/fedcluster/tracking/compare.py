@@ -222,9 +222,12 @@ def plot_curves(groups: Sequence[Group], path: Path, title: str) -> Path:
             if len(rounds) == 0:
                 continue
             colour = f"C{i % 10}"
-            ax.plot(rounds, mean, color=colour, label=f"{g.label} (n={len(g.runs)})")
-            ax.fill_between(rounds, mean - sd, mean + sd, color=colour, alpha=0.2, linewidth=0)
-        ax.set(title=name, ylabel=name)
+            step = "post" if column == "num_clusters" else None  # K changes at a round, it does not glide
+            ax.plot(rounds, mean, color=colour, label=f"{g.label} (n={len(g.runs)})", drawstyle=f"steps-{step}"
+                    if step else "default")
+            ax.fill_between(rounds, mean - sd, mean + sd, color=colour, alpha=0.2, linewidth=0, step=step)
+        ax.set_title(name)
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("round")

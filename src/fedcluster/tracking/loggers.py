@@ -74,12 +74,19 @@ def _require(*modules: str) -> None:
                             f"install it with `{INSTALL_HINT}` or run with tracking=none") from None
 
 
+def _artifact_root(uri: str) -> str | None:
+    """A new experiment in a SQLite store keeps its artefacts beside the database (MLflow's default would be
+    ./mlruns of the current directory); other stores (servers) choose for themselves."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
+
+
 class MlflowLogger:
     """One MLflow run per fedcluster run (a resumed run starts a new MLflow run holding every round)."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, run_dir
-        self.default_store = cfg.tracking_uri is None
         self.uri = cfg.tracking_uri or "sqlite:///" + str((run_dir / "mlflow.db").resolve())
         _require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
         self.client: Any = None
@@ -95,7 +102,7 @@ class MlflowLogger:
         try:
             self.client = MlflowClient(self.uri)
             exp = self.client.get_experiment_by_name(self.cfg.tracking_experiment)
-            artifacts = (self.run_dir / "mlartifacts").resolve().as_uri() if self.default_store else None
+            artifacts = _artifact_root(self.uri)
             exp_id = exp.experiment_id if exp else self.client.create_experiment(
                 self.cfg.tracking_experiment, artifact_location=artifacts)
             tags = {"fedcluster.run_dir": str(self.run_dir.resolve())}
