@@ -113,6 +113,9 @@ def test_curves_are_means_over_seeds(runs: Path) -> None:
     assert list(rounds) == [1, 2, 3]
     np.testing.assert_allclose(mean, matrix.mean(axis=0))
     np.testing.assert_allclose(sd, matrix.std(axis=0, ddof=1))
+    ifca = next(g for g in groups if g.label == "ifca")
+    assert curve(ifca, "num_clusters")[1].tolist() == [1, 3, 2]
+    np.testing.assert_allclose(curve(ifca, "ari")[1], [0.105, 0.205, 0.305])  # 0.1·t + 0.01·seed, seeds 0 and 1
 
 
 @pytest.mark.parametrize("case", ["missing", "not_a_run", "empty", "bad_by"])
