@@ -3,6 +3,7 @@ and TensorBoard, and MLflow's own client and TensorBoard's EventAccumulator read
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -173,3 +174,21 @@ def test_a_failing_logger_is_dropped_and_the_run_goes_on(capsys) -> None:
     tracking.log_round({"round": 2, "val_acc": 0.5})
     tracking.end("FINISHED")
     assert "disk full" in capsys.readouterr().err and broken.ended == [] and fine.ended == ["FINISHED"]
+
+
+@pytest.mark.parametrize(("raised", "status"), [(None, "FINISHED"), (KeyboardInterrupt, "KILLED"),
+                                                 (RuntimeError, "FAILED")])
+def test_tracking_ends_with_the_run_status(raised: type[BaseException] | None, status: str, tmp_path: Path,
+                                           monkeypatch) -> None:
+    from fedcluster.config import RunConfig
+    from fedcluster.tracking import loggers
+
+    made: list[_Broken] = []
+    monkeypatch.setitem(loggers.LOGGERS, "mlflow", lambda cfg, run_dir: made.append(_Broken()) or made[-1])
+    with pytest.raises(raised) if raised else contextlib.nullcontext(), \
+            loggers.open_tracking(RunConfig(tracking=["mlflow", "none", "mlflow"]), tmp_path):
+        if raised:
+            raise raised
+    assert len(made) == 1 and made[0].ended == [status]
+    with loggers.open_tracking(RunConfig(), tmp_path) as nothing:
+        assert nothing.observers == []

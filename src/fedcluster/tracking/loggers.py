@@ -110,8 +110,8 @@ class MlflowLogger:
                 tags["fedcluster.resumed_after_round"] = str(int(rows[-1]["round"]))
             self.run_id = self.client.create_run(exp_id, run_name=self.run_dir.name, tags=tags).info.run_id
         except MlflowException as e:
-            first = str(e.message).split(". ")[0]
-            raise UserError(f"tracking_uri={self.uri!r}: MLflow refused it ({first}); use e.g. "
+            first = " ".join(str(e.message).split(". ")[0].split())[:200]
+            raise UserError(f"tracking_uri={self.uri!r}: MLflow could not use it ({first}); use e.g. "
                             "tracking_uri=sqlite:///PATH/mlflow.db or leave it unset") from None
         params = [Param(k, v) for k, v in flatten_config(self.cfg).items()]
         for i in range(0, len(params), 100):  # MLflow's limit per batch
