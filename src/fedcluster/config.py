@@ -53,6 +53,10 @@ class RunConfig:
     workers: int = 2
     threads: int | None = None
     progress: bool = True
+    tracking: list[Literal["none", "mlflow", "tensorboard"]] = field(default_factory=list)  # or [mlflow,tensorboard]
+    tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUN_DIR/mlflow.db)
+    tracking_experiment: str = "fedcluster"  # MLflow experiment name
+    tensorboard_dir: str | None = None  # TensorBoard log dir (default: RUN_DIR/tensorboard)
     algorithm_params: dict[str, Any] = field(default_factory=dict)
     scenario_params: dict[str, Any] = field(default_factory=dict)
     model_params: dict[str, Any] = field(default_factory=dict)

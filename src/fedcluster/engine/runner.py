@@ -27,6 +27,7 @@ from fedcluster.errors import ConfigError
 from fedcluster.metrics import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.registry import ALGORITHMS
+from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
@@ -84,6 +85,10 @@ class Run:
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def execute(self) -> dict[str, Any]:
+        with open_tracking(self.cfg, self.dir.path) as self.tracking:
+            return self._execute()
+
+    def _execute(self) -> dict[str, Any]:
         cfg = self.cfg
         start, rows, elapsed = 0, [], 0.0
         if self.resume:
@@ -94,6 +99,7 @@ class Run:
             self.dir.truncate_jsonl("clusters.jsonl", start)
         else:
             self.dir.create(dump_config(cfg))
+        self.tracking.start(rows)
         val_acc = np.full(self.fed.num_clients, np.nan)
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
@@ -117,6 +123,7 @@ class Run:
                 if res.clusters is not None:
                     self.dir.append_jsonl("clusters.jsonl", {"round": t + 1, **res.clusters})
                 rows.append(row)
+                self.tracking.log_round(row)
                 if metrics:
                     bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
                                     K=self.alg.num_clusters, refresh=False)
