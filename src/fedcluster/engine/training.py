@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import multiprocessing as mp
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
