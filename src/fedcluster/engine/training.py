@@ -87,7 +87,7 @@ def build_batch(
 ) -> Batch:
     """The batch on ``device`` (default: the CPU): schedules are built on the host and moved once."""
     device = torch.device("cpu") if device is None else device
-    offsets = torch.as_tensor(ptr[clients], dtype=torch.long).view(-1, 1, 1)
+    offsets = torch.from_numpy(ptr[clients].astype(np.int64)).view(-1, 1, 1)  # host, like the schedule
     w = schedule.mask.clone()
     if weights is not None:
         # [n_i] arrays weight each sample; [n_i, K] arrays weight each (sample, output head) pair and
