@@ -34,25 +34,13 @@ METHODS = {"fedavg": [], "fedrc": ["algorithm.num_clusters=3"]}
 COLUMNS = ["device", "method", "clients", "cohort", "seconds_per_round", "peak_mb", "state_mb", "model"]
 
 
-def state_bytes(obj: Any) -> int:
-    """Bytes of every tensor and array inside a (nested) state dict."""
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if isinstance(obj, dict):
-        return sum(state_bytes(v) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return sum(state_bytes(v) for v in obj)
-    return 0
-
-
 def one_point(device: str, method: str, clients: int, args: argparse.Namespace) -> dict[str, Any]:
     """Runs in the child process: build, warm up, time ``args.rounds`` rounds, report peak memory."""
     from _synthetic import synthetic_federation
 
     import fedcluster.builtin  # noqa: F401
     from fedcluster.config import load_raw, resolve
+    from fedcluster.engine.params import state_bytes
     from fedcluster.engine.runner import Run
 
     fed = synthetic_federation(clients, args.samples, (1, 28, 28))

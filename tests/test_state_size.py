@@ -5,25 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
+from fedcluster.engine.params import state_bytes
 from fedcluster.engine.runner import Run
-
-
-def _bytes(obj) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, np.ndarray):
-        return obj.nbytes
-    if isinstance(obj, dict):
-        return sum(_bytes(v) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return sum(_bytes(v) for v in obj)
-    return 0
 
 
 @pytest.mark.parametrize("method,k", [("fedavg", 1), ("fedrc", 3), ("fedem", 3), ("ifca", 3)])
@@ -38,6 +25,6 @@ def test_state_is_k_models_plus_per_client_and_per_sample_weights(tmp_path: Path
     fed = run.fed
     # K models, Ω [M, K], per-sample weights/priors [N, K] (a few arrays), per-client label counts [M, K, C]
     bound = k * model + 8 * k * (4 * len(fed.train.y) + fed.num_clients * (2 + fed.num_classes)) + 4096
-    state = _bytes(run.alg.state_dict())
+    state = state_bytes(run.alg.state_dict())
     assert k * model <= state <= bound
     assert state < (k + 1) * model + fed.num_clients * model  # far from one model per client

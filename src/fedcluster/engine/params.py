@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -72,3 +73,16 @@ def distances(local: Params, centres: Params, chunk: int = 8) -> torch.Tensor:
             sq = sq + (a - centres[n].reshape(1, len(centres[n]), -1).double()).square().sum(-1)
         out[i:i + chunk] = sq.sqrt()
     return out
+
+
+def state_bytes(state: object) -> int:
+    """Bytes of every tensor and NumPy array inside a nested state (dicts, lists, tuples)."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, np.ndarray):
+        return state.nbytes
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    if isinstance(state, list | tuple):
+        return sum(state_bytes(v) for v in state)
+    return 0

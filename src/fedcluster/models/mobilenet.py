@@ -15,7 +15,7 @@ from torch import nn
 
 from fedcluster.errors import ConfigError
 from fedcluster.models.base import SplitModel
-from fedcluster.models.resnet import group_norm
+from fedcluster.models.resnet import ResNetParams, group_norm
 from fedcluster.models.weights import load_weights
 from fedcluster.registry import MODELS
 
@@ -46,13 +46,8 @@ class InvertedResidual(nn.Module):
 
 
 @dataclass
-class MobileNetParams:
-    groups: int = 8  # GroupNorm groups (the largest divisor of each width up to this)
-    weights: str | None = None  # a local state dict to start from (model.weights=PATH)
-
-    def __post_init__(self) -> None:
-        if self.groups < 1:
-            raise ValueError("model.groups must be >= 1")
+class MobileNetParams(ResNetParams):
+    groups: int = 8  # narrower layers (16–24 channels) than ResNet's: fewer groups
 
 
 @MODELS.register("mobilenet-v2", "MobileNet-V2, CIFAR stem, GroupNorm (2.2M parameters on 3×32×32)",
