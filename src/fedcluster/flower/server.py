@@ -66,8 +66,8 @@ class NodeLink:
         new = sorted(nodes - set(self.node_of.values()))
         if new:
             content = RecordDict({RUN: ConfigRecord({"config": self.config_yaml})})
-            msgs = [self.grid.create_message(content, "query.hello", n, group_id=f"hello-{round_}",
-                                             ttl=self.options.timeout) for n in new]
+            msgs = [Message(content, n, "query.hello", group_id=f"hello-{round_}", ttl=self.options.timeout)
+                    for n in new]
             for reply in self.grid.send_and_receive(msgs, timeout=self.options.timeout):
                 if reply.has_error():
                     log.warning("node %s did not answer hello: %s", reply.metadata.src_node_id, reply.error.reason)
@@ -92,8 +92,7 @@ class NodeLink:
             content = request_content(r, self.config_yaml)
             self.bytes_down += wire_bytes(content)
             kind = "query.losses" if r.kind == LOSSES else "train"
-            msgs.append(self.grid.create_message(content, kind, node, group_id=str(self.round),
-                                                 ttl=self.options.timeout))
+            msgs.append(Message(content, node, kind, group_id=str(self.round), ttl=self.options.timeout))
             client_of[node] = r.client
         got: dict[int, Arrays] = {}
         for reply in self.grid.send_and_receive(msgs, timeout=self.options.timeout):
@@ -125,6 +124,10 @@ class FlowerRun(Run):
     def play_round(self, t: int) -> RoundResult:
         cohort = np.asarray(self.stream[t], dtype=np.int64)
         live = self.link.refresh(t)
+        other = sorted(p for p in live if self.link.true_cluster[p] != int(self.fed.true_cluster[p]))
+        if other:  # the tag is for scoring only, but a mismatch means the nodes hold other data than scored
+            raise RuntimeError(f"the nodes of partitions {other} report another ground-truth cluster than the "
+                               "server's federation: they were built from another config or data")
         failed = {int(c) for c in cohort if int(c) not in live}
         before = copy.deepcopy(self.alg.state_dict())
         self.link.bytes_up = self.link.bytes_down = 0
