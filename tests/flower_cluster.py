@@ -94,10 +94,30 @@ class Cluster:
         for name in list(self.procs):
             self.stop(name)
 
+    def serve_cmd(self, args: list[str]) -> list[str]:
+        return [sys.executable, "-m", "fedcluster.cli", "flower", "serve", "--superlink", self.address,
+                *self.security(False), *args]
+
     def serve(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "fedcluster.cli", "flower", "serve", "--superlink", self.address,
-               *self.security(False), *args]
-        return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+        return subprocess.run(self.serve_cmd(args), env=self.env, capture_output=True, text=True, timeout=timeout,
+                              cwd=self.tmp)
+
+    def serve_async(self, args: list[str]) -> subprocess.Popen:
+        """``fedcluster flower serve`` in the background (ended by :meth:`close` if still running)."""
+        return self._start("serve", self.serve_cmd(args))
+
+    def run_cli(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fedcluster.cli", *args], env=self.env, capture_output=True,
+                              text=True, timeout=timeout, cwd=self.tmp)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 1.0) -> None:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"{what} did not happen within {timeout} s")
 
 
 def final_models(run_dir: Path) -> dict[str, torch.Tensor]:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from flower_cluster import Cluster, final_models
 
 from fedcluster.config import load_raw, resolve
 from fedcluster.engine.runner import Run
-
-from flower_cluster import Cluster, final_models
 
 pytest.importorskip("flwr")
 

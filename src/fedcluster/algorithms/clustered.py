@@ -36,6 +36,7 @@ from fedcluster.engine.training import Trainer
 from fedcluster.tiers.weights import best_cluster, em_weights, one_hot
 from fedcluster.tracking.clusters import cluster_record, sample_groups
 
+
 @dataclass
 class ClusteredParams:
     num_clusters: int = 3

@@ -5,6 +5,7 @@
 * ``serve CONFIG [key=value ...] --superlink HOST:PORT`` — writes a Flower app for the config and submits it
   with ``flwr run`` to a running ``flower-superlink``; returns when the run ends.
 * ``node --superlink HOST:PORT --partition-id N`` — starts a ``flower-supernode`` that serves partition N.
+* ``register PUBLIC_KEY --superlink HOST:PORT`` — registers a node's key (SuperNode authentication).
 
 Besides the run's keys, ``flower.min_clients`` and ``flower.timeout`` set the fault tolerance (see
 :class:`~fedcluster.flower.server.FlowerOptions`).
@@ -26,12 +27,12 @@ from fedcluster.errors import UserError
 
 def add_parser(sub: Any) -> None:
     """Register ``fedcluster flower ...`` on the main parser's subcommands."""
-    fl = sub.add_parser("flower", help="run a method on Flower: simulate | serve | node")
+    fl = sub.add_parser("flower", help="run a method on Flower: simulate | serve | node | register")
     fsub = fl.add_subparsers(dest="flower_command", required=True)
-    sim = fsub.add_parser("simulate", help="Flower simulation (Ray): fedcluster flower simulate [CONFIG] [key=value ...]")
+    sim = fsub.add_parser("simulate", help="Flower simulation (Ray): simulate [CONFIG] [key=value ...]")
     sim.add_argument("items", nargs="*", metavar="CONFIG.yaml | key=value")
     sim.add_argument("--gpu-fraction", type=float, default=None,
-                     help="GPU share per virtual client (default: 1/clients_per_round-cohort when a GPU is present)")
+                     help="GPU share per virtual client (default: 1/cohort size when a GPU is present, else 0)")
     sim.add_argument("--cpus-per-client", type=float, default=1.0)
     sim.set_defaults(fn=cmd_simulate)
     srv = fsub.add_parser("serve", help="submit a run to a SuperLink: fedcluster flower serve [CONFIG] [key=value ...]")
@@ -43,10 +44,17 @@ def add_parser(sub: Any) -> None:
     nd.add_argument("--superlink", default="127.0.0.1:8000", help="SuperLink address host:port")
     nd.add_argument("--partition-id", type=int, required=True, help="the client this node holds (0-based)")
     nd.add_argument("--port", type=int, default=None, help="this node's local ClientApp port (default 9094)")
-    nd.add_argument("--auth-private-key", default=None, help="SuperNode authentication: private key (PEM)")
-    nd.add_argument("--auth-public-key", default=None, help="SuperNode authentication: public key (PEM)")
+    nd.add_argument("--auth-private-key", default=None,
+                    help="SuperNode authentication: this node's EC private key (PEM); its public key must be "
+                         "registered first (fedcluster flower register)")
     _tls_args(nd)
     nd.set_defaults(fn=cmd_node)
+    rg = fsub.add_parser("register", help="register a SuperNode's public key with a SuperLink that runs with "
+                                          "--enable-supernode-auth")
+    rg.add_argument("public_key", help="the node's EC public key (OpenSSH format, NIST curve)")
+    rg.add_argument("--superlink", default="127.0.0.1:8000", help="SuperLink address host:port")
+    _tls_args(rg)
+    rg.set_defaults(fn=cmd_register)
 
 
 def _tls_args(p: argparse.ArgumentParser) -> None:
@@ -192,15 +200,27 @@ def cmd_node(args: argparse.Namespace) -> int:
     _check_tls(args)
     if args.partition_id < 0:
         raise UserError("--partition-id must be >= 0")
-    if (args.auth_private_key is None) != (args.auth_public_key is None):
-        raise UserError("SuperNode authentication needs both --auth-private-key and --auth-public-key")
+    if args.auth_private_key is not None and not Path(args.auth_private_key).is_file():
+        raise UserError(f"--auth-private-key {args.auth_private_key!r} is not a file")
     cmd = [flwr_bin("flower-supernode"), "--superlink", args.superlink,
            "--node-config", f"partition-id={args.partition_id}"]
     cmd += ["--insecure"] if args.insecure else ["--root-certificates", args.root_certificates]
     if args.port is not None:
         cmd += ["--port", str(args.port)]
     if args.auth_private_key:
-        cmd += ["--auth-supernode-private-key", args.auth_private_key,
-                "--auth-supernode-public-key", args.auth_public_key]
+        cmd += ["--auth-supernode-private-key", args.auth_private_key]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run(cmd, env=env).returncode
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    _check_tls(args)
+    if not Path(args.public_key).is_file():
+        raise UserError(f"public key {args.public_key!r} is not a file")
+    with tempfile.TemporaryDirectory(prefix="fedcluster-flower-") as tmp:
+        write_connection(Path(tmp), args.superlink, args.insecure, args.root_certificates)
+        code = subprocess.run([flwr_bin("flwr"), "supernode", "register", str(Path(args.public_key).resolve()),
+                               "fedcluster"], env={**os.environ, "FLWR_HOME": tmp}).returncode
+    if code != 0:
+        raise UserError(f"registering {args.public_key!r} failed (flwr supernode register exit status {code})")
+    return 0

@@ -18,8 +18,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedcluster.engine.protocol import Trainer, node_trainer, serve
-from fedcluster.engine.training import auto_path
+from fedcluster.engine.protocol import node_trainer, serve
+from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.flower.records import RUN, content_request, to_record
 
 client_app = ClientApp()
