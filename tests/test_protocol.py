@@ -8,19 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_clustered import _one_thread  # noqa: F401  (autouse: one intra-op thread for tiny models)
 
 from fedcluster.config import load_raw, resolve
 from fedcluster.engine.protocol import ClientsFailed, RemoteTrainer, Request, node_trainer, serve
 from fedcluster.engine.runner import Run
 from fedcluster.engine.training import Trainer
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 class LoopbackRun(Run):
