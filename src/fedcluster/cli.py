@@ -7,6 +7,7 @@ stderr naming what is wrong and the valid choices, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -89,6 +90,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return report_run(Path(args.run_dir))
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fedcluster.tracking.compare import compare_runs
+
+    return compare_runs(args.run_dirs, args.by, args.out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fedcluster", description="Clustered federated learning.")
     sub = p.add_subparsers(dest="command")
@@ -107,10 +114,32 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_report)
+    cp = sub.add_parser("compare", help="compare runs: a mean ± sd table over seeds and curves on shared axes")
+    cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (or folders holding them)")
+    cp.add_argument("--by", default="algorithm", help="config key that labels the groups (default: algorithm)")
+    cp.add_argument("--out", default=None, help="output folder (default: compare-TIME beside the first run)")
+    cp.set_defaults(fn=cmd_compare)
     ls = sub.add_parser("list", help="list registered algorithms, datasets, scenarios and models")
     ls.add_argument("kind", nargs="?", choices=["algorithms", "datasets", "scenarios", "models"])
     ls.set_defaults(fn=cmd_list)
+    _add_flower(sub)
     return p
+
+
+def _add_flower(sub: argparse._SubParsersAction) -> None:
+    """``fedcluster flower simulate | serve | node`` (fedcluster.flower; needs the ``flower`` extra)."""
+    if importlib.util.find_spec("flwr") is None:  # Flower not installed: the subcommand says how to get it
+        fl = sub.add_parser("flower", help="run a method on Flower (pip install 'fedcluster[flower]')")
+        fl.add_argument("rest", nargs=argparse.REMAINDER)
+        fl.set_defaults(fn=_no_flower)
+        return
+    from fedcluster.flower.commands import add_parser
+
+    add_parser(sub)
+
+
+def _no_flower(args: argparse.Namespace) -> int:
+    raise UserError("Flower is not installed: pip install 'fedcluster[flower]' (or bash scripts/install.sh)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,22 +35,24 @@ def per_sample_losses(outputs: torch.Tensor, y: torch.Tensor, task: str) -> torc
 def mix_predictions(outputs: torch.Tensor, weights: torch.Tensor, owner: np.ndarray, task: str
                     ) -> torch.Tensor:
     """Σ_k ω_{i;k} p_k(x) per sample (softmax probabilities, or raw outputs for regression)."""
-    w = weights[torch.as_tensor(owner)].T.unsqueeze(-1).to(outputs.dtype)  # [K, N, 1]
+    index = torch.as_tensor(owner, device=outputs.device)
+    w = weights.to(outputs.device)[index].T.unsqueeze(-1).to(outputs.dtype)  # [K, N, 1]
     probs = outputs.softmax(-1) if task == "classification" else outputs
     return (w * probs).sum(0)
 
 
 def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred`` over the scored
-    rows of ``split`` (all rows, or those outside its ``fit`` mask: engine.holdout)."""
+    rows of ``split`` (all rows, or those outside its ``fit`` mask: engine.holdout); the per-sample scores are
+    the only thing copied back from the device."""
     owner = split.owner()
     scored = scored_rows(split).astype(np.float64)
     sizes = np.maximum(np.bincount(owner, scored, split.num_clients), 1)
     if task == "classification":
-        correct = (pred.argmax(-1) == split.y).double().numpy()
-        loss = -torch.log(pred.gather(1, split.y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double().numpy()
+        correct = (pred.argmax(-1) == split.y).double().cpu().numpy()
+        loss = -torch.log(pred.gather(1, split.y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double().cpu().numpy()
         acc = np.bincount(owner, correct * scored, split.num_clients) / sizes
     else:
-        loss = ((pred.squeeze(-1) - split.y) ** 2).double().numpy()
+        loss = ((pred.squeeze(-1) - split.y) ** 2).double().cpu().numpy()
         acc = np.full(split.num_clients, np.nan)
     return acc, np.bincount(owner, loss * scored, split.num_clients) / sizes
