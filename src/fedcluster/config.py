@@ -46,6 +46,8 @@ class RunConfig:
     seed: int = 0
     data_seed: int | None = None  # defaults to seed
     data_dir: str | None = None
+    test_fit: Literal["half", "all"] = "half"  # test clients: fit weights on half, score the other (engine.holdout)
+    normalize: bool | None = None  # standardise image inputs per channel (data.normalize); None: dataset default
     out: str | None = None
     eval_every: int = 1
     checkpoint_every: int = 10

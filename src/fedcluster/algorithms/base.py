@@ -94,11 +94,18 @@ class Algorithm(ABC):
         mean = np.stack([np.bincount(owner, lk, split.num_clients) for lk in losses], 1)
         return torch.as_tensor(np.eye(self.num_clusters)[mean.argmin(1)], dtype=torch.float32)
 
+    def fit_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor | np.ndarray:
+        """``test_weights`` fitted on the rows of ``split`` in its ``fit`` mask only (engine.holdout), so that a
+        test client's cluster choice is not made on the labels it is scored on (all rows without a mask)."""
+        if split.fit is None:
+            return self.test_weights(outputs, split)
+        return self.test_weights(outputs[:, torch.as_tensor(split.fit, device=outputs.device)], split.rows(split.fit))
+
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
-        """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``test_weights``)."""
+        """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""
         outputs = self._forward(self.models, split.x)
         w = (torch.as_tensor(self.omega, dtype=torch.float32) if participating
-             else self.test_weights(outputs, split))
+             else torch.as_tensor(self.fit_weights(outputs, split), dtype=torch.float32))
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:

@@ -8,11 +8,17 @@ Round t (S3 Algorithm 1, gradient averaging; Algorithm 4/5, model averaging, wit
 2. cluster update, if t mod P = 1 (every round when P = 1, E.3.2) and t < T_cl and clustering has not been
    stable for T/10 rounds: k̄ ← (k̄ + 1) mod K (round robin, model 0 first, E.3.3); θ_k̄ goes to ALL clients;
    block k̄ of each profile g_c ∈ R^{K d̂} becomes (1 − β) g_{c,k̄} + β ∇f(X_c, θ_k̄) (Δθ for the model
-   variant) with β = 1/(n_k̄ + 1) (cumulative average, E.3.4); the profiles are spectrally clustered
-   (S3 Alg. 3: top-K singular vectors, k-means, Hungarian cluster-to-model matching).
+   variant) with β = 1/(n_{c,k̄} + 1), n_{c,k̄} = updates of client c's block k̄ so far (cumulative average,
+   E.3.4; S3's β_t = 1/(⌊t/(KP)⌋ + 1) counts the same thing when every client takes part every round, and
+   with partial participation a per-client count keeps each block the mean of the gradients c actually sent,
+   where one global count would mix a late client's first gradient with its zero start); the profiles are
+   spectrally clustered (S3 Alg. 3: top-K singular vectors, k-means, Hungarian cluster-to-model matching).
 
 Profile compression (S3 App. E): ``compression="random"`` keeps a random index set of d̂ = d/CR coordinates
-fixed for the whole run (E.3.10); ``"last-layer"`` keeps the ``head.`` parameters (E.2); ``quantize_digits``
+fixed for the whole run (E.3.10); ``"last-layer"`` keeps the ``head.`` parameters (E.2); ``"body"`` keeps all
+but the head (E.2's "gradients of a parameter subset" with the other subset: the output layer's gradient is
+the client's predicted-minus-observed label frequencies, so on clients with a few dozen samples it clusters
+them by label mix instead of by concept, docs/fidelity.md); ``quantize_digits``
 truncates every entry to n_d decimals (Table 7).
 
 Initial clusters: a random balanced assignment; initial models: K independent inits (E.3.6).
@@ -45,7 +51,7 @@ class CFLGPParams:
     variant: Literal["gradient", "model"] = "gradient"  # Alg. 1 (gradient averaging) / Alg. 4-5 (model averaging)
     beta: Literal["cumulative", "last"] = "cumulative"  # β_t = 1/(n+1), or β = 1 (F.1 ablation)
     stable_stop: bool = True  # stop cluster updates once the clustering is unchanged for T/10 rounds
-    compression: Literal["none", "random", "last-layer"] = "none"
+    compression: Literal["none", "random", "last-layer", "body"] = "none"
     compression_ratio: float = 1.0  # CR = d / d̂ for compression="random"
     quantize_digits: int | None = None  # keep this many decimals of every profile entry (S3 Table 7)
 
@@ -70,8 +76,9 @@ class CFLGP(Algorithm):
         flat = flatten(self.models)
         names = list(self.models)
         sizes = [self.models[n][0].numel() for n in names]
-        if params.compression == "last-layer":
-            mask = torch.cat([torch.full((s,), n.startswith("head."), dtype=torch.bool)
+        if params.compression in ("last-layer", "body"):
+            head = params.compression == "last-layer"
+            mask = torch.cat([torch.full((s,), n.startswith("head.") == head, dtype=torch.bool)
                               for n, s in zip(names, sizes, strict=True)])
             self.index = torch.nonzero(mask).squeeze(1)
         elif params.compression == "random":
@@ -81,7 +88,8 @@ class CFLGP(Algorithm):
             self.index = torch.arange(flat.shape[1])
         self.d_hat = len(self.index)
         self.profiles = np.zeros((M, K, self.d_hat))  # g_c, K blocks of d̂
-        self.block_count = np.zeros(K, dtype=np.int64)  # n_k: updates of block k so far
+        self.block_count = np.zeros(K, dtype=np.int64)  # updates of block k so far (any client)
+        self.profile_count = np.zeros((M, K), dtype=np.int64)  # n_{c,k}: updates of client c's block k
         self.pointer = K - 1  # k̄^{(-1)}: model 0 is broadcast first
         self.stable_rounds = 0
         self.stopped = False
@@ -145,8 +153,10 @@ class CFLGP(Algorithm):
             member_rows = np.flatnonzero(own == kb)
             by_client[member_rows] = rows[member_rows]
             by_client[own != kb] = rows[n:]
-            beta = 1.0 if p.beta == "last" else cumulative_beta(int(self.block_count[kb]))
-            self.profiles[clients, kb] = (1 - beta) * self.profiles[clients, kb] + beta * by_client
+            counts = self.profile_count[clients, kb]
+            beta = np.ones(n) if p.beta == "last" else np.array([cumulative_beta(int(c)) for c in counts])
+            self.profiles[clients, kb] = (1 - beta)[:, None] * self.profiles[clients, kb] + beta[:, None] * by_client
+            self.profile_count[clients, kb] += 1
             self.block_count[kb] += 1
             seed = int(np.random.default_rng([self.ctx.cfg.seed, 62, round_]).integers(2**31))
             new_cluster = self.cluster.copy()
@@ -179,11 +189,12 @@ class CFLGP(Algorithm):
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "cluster": self.cluster, "profiles": self.profiles,
-                "block_count": self.block_count, "pointer": self.pointer, "stable_rounds": self.stable_rounds,
+                "block_count": self.block_count, "profile_count": self.profile_count, "pointer": self.pointer,
+                "stable_rounds": self.stable_rounds,
                 "stopped": self.stopped, "transmissions": self.transmissions, "first_ari1": self.first_ari1}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        for key in ("cluster", "profiles", "block_count", "pointer", "stable_rounds", "stopped",
+        for key in ("cluster", "profiles", "block_count", "profile_count", "pointer", "stable_rounds", "stopped",
                     "transmissions", "first_ari1"):
             setattr(self, key, state[key])

@@ -67,9 +67,12 @@ class ClusteredAlgorithm(Algorithm):
         self._groups = sample_groups(fed)
         self._multi: Trainer | None = None
         self.rounds_done = 0  # completed rounds (seeds evaluation-time training such as FedRC-FT)
+        self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
+        self._scoring: tuple[tuple[int, int], np.ndarray] | None = None
 
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         res = self.step(round_, np.asarray(clients, dtype=np.int64))
+        self.estimated[np.asarray(clients, dtype=np.int64)] = True
         self.rounds_done = round_ + 1
         if res.clusters is None:
             res.clusters = self.clusters_record()
@@ -176,9 +179,30 @@ class ClusteredAlgorithm(Algorithm):
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         outputs = self.outputs(split.x)
-        w = self.omega if participating else self.test_weights(outputs, split)
+        w = self.scoring_omega() if participating else self.fit_weights(outputs, split)
         w = self.prediction_weights(np.asarray(w))
         return mix_predictions(outputs, torch.as_tensor(w, dtype=torch.float32), split.owner(), self.ctx.fed.task)
+
+    def scoring_omega(self) -> np.ndarray:
+        """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard
+        method, cluster 0 for ARI); as S4 App. H.2 does for any client that did not train, it runs the
+        method's test rule (E-steps for soft methods, the lowest-loss cluster for hard ones) on its labelled
+        training data with the current models. Ω itself (the training state) is left unchanged."""
+        missing = ~self.estimated
+        if not missing.any():
+            return self.omega
+        key = (self.rounds_done, id(self.models))
+        if self._scoring is None or self._scoring[0] != key:
+            tr = self.ctx.fed.train
+            part = tr.rows(missing[tr.owner()])
+            w = np.asarray(self.test_weights(self.outputs(part.x), part), dtype=np.float64)
+            omega = self.omega.copy()
+            omega[missing] = w[missing]
+            self._scoring = (key, omega)
+        return self._scoring[1]
+
+    def assignment(self) -> np.ndarray:
+        return self.scoring_omega().argmax(1)
 
     def loglik(self, losses: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
         """Tier 1 of the method (conditional unless overridden)."""
@@ -218,11 +242,14 @@ class ClusteredAlgorithm(Algorithm):
         return cluster_record(self.gamma, self._groups)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "gamma": self.gamma, "rounds_done": self.rounds_done}
+        return {**super().state_dict(), "gamma": self.gamma, "rounds_done": self.rounds_done,
+                "estimated": self.estimated}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.gamma, self.rounds_done = state["gamma"], state["rounds_done"]
+        self.estimated = state.get("estimated", np.ones(len(self.omega), dtype=bool))  # older checkpoints
+        self._scoring = None
 
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:

@@ -11,8 +11,11 @@ Variants (paper readings where the authors' code differs, CATALOG A.3 / E.4):
 
 * ``ft`` — FedRC-FT: for the local (validation) accuracy every client fine-tunes a copy of the K models
   for one local epoch with its γ weights and predicts with the fine-tuned models mixed by ω (the
-  reference code's ``update_tuned_learners``). Global accuracy stays the aggregated models', i.e. the
-  average of the local models (S4 H.5), since the fine-tuning is evaluation only.
+  reference code's ``update_tuned_learners``). Global accuracy: S4 H.5 evaluates a method without one
+  global model by "averaging the local models to create a global model", so the test clients use
+  θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i (the fine-tuned models averaged as in S4 Alg. 1 step 4) with their
+  usual E-step; this is why S4 Table 1 reports a global FedRC-FT accuracy different from FedRC's. The
+  fine-tuning is evaluation only: training continues from the un-tuned models.
 * ``hard=test`` — FedRC-TeHC (Table 15): train soft, predict with argmax_k ω_{i;k} only.
 * ``hard=train`` — FedRC-TrHC: each client trains and predicts only with its highest-weight model; the
   E-step, ω and the label counts stay soft.
@@ -66,6 +69,7 @@ class FedRC(FedEM):
         shape = self.gamma.shape
         self.adam_m1 = np.zeros(shape) if params.adam else None
         self.adam_m2 = np.zeros(shape) if params.adam else None
+        self._tuned: tuple[tuple[int, int], Any] | None = None
 
     def e_step(self, ll: np.ndarray, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray) -> EStep:
         if not self.params.adam:
@@ -89,18 +93,41 @@ class FedRC(FedEM):
         return one_hot(omega.argmax(1), self.num_clusters)
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
-        if not (self.params.ft and participating):
+        if not self.params.ft:
             return super().predict(split, participating)
+        if not participating:
+            return self._fine_tuned_global_predictions(split)
         return self._fine_tuned_predictions(split)
 
+    def fine_tuned(self) -> Any:
+        """[M, K, ...] every client's K models after one local epoch from the current models with its γ
+        (stream 1, so the batch order differs from the training rounds'); cached until the models change."""
+        key = (self.rounds_done, id(self.models))
+        if self._tuned is None or self._tuned[0] != key:
+            clients = np.arange(self.ctx.fed.num_clients)
+            rows, _ = self.rows(clients)
+            self._tuned = (key, self.train_pairs(clients, self.gamma[rows], round_=self.rounds_done, stream=1))
+        return self._tuned[1]
+
+    def fine_tuned_average(self) -> Any:
+        """S4 H.5's global model of FedRC-FT: θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i over all clients."""
+        sizes = self.sizes(np.arange(self.ctx.fed.num_clients))
+        w = torch.as_tensor(sizes / sizes.sum())
+        return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
+                for n, v in self.fine_tuned().items()}
+
+    def _fine_tuned_global_predictions(self, split: Split) -> torch.Tensor:
+        models = self.fine_tuned_average()
+        outputs = self.outputs(split.x, models)
+        w = self.prediction_weights(np.asarray(self.fit_weights(outputs, split)))  # E-step on the outputs
+        return mix_predictions(outputs, torch.as_tensor(w, dtype=torch.float32), split.owner(), self.ctx.fed.task)
+
     def _fine_tuned_predictions(self, split: Split) -> torch.Tensor:
-        """FedRC-FT: one local epoch from the current models with each client's γ (stream 1, so the
-        batch order differs from the training rounds'), then the fine-tuned ensemble on its own rows."""
+        """FedRC-FT local accuracy: each client's fine-tuned ensemble on its own rows."""
         clients = np.arange(self.ctx.fed.num_clients)
-        rows, _ = self.rows(clients)
-        tuned = self.train_pairs(clients, self.gamma[rows], round_=self.rounds_done, stream=1)
+        tuned = self.fine_tuned()
         outputs, _ = self.own_outputs(tuned, split, clients)  # rows of every client in order = all rows
-        w = torch.as_tensor(self.prediction_weights(self.omega), dtype=torch.float32)
+        w = torch.as_tensor(self.prediction_weights(self.scoring_omega()), dtype=torch.float32)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:

@@ -85,7 +85,8 @@ class FedSoft(ClusteredAlgorithm):
         clients = np.arange(self.ctx.fed.num_clients)
         fresh = torch.as_tensor(~self.has_personal)
         models = {n: torch.where(fresh.view(-1, *[1] * (v.dim() - 1)), c, self.personal[n])
-                  for (n, v), c in zip(self.personal.items(), self.centre_mix(self.omega).values(), strict=True)}
+                  for (n, v), c in zip(self.personal.items(),
+                                             self.centre_mix(self.scoring_omega()).values(), strict=True)}
         outputs, _ = self.own_outputs({n: v.unsqueeze(1) for n, v in models.items()}, split, clients)
         ones = torch.ones(split.num_clients, 1)
         return mix_predictions(outputs, ones, split.owner(), self.ctx.fed.task)

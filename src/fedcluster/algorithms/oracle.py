@@ -28,6 +28,7 @@ class Oracle(ClusteredAlgorithm):
             raise ConfigError(f"oracle needs algorithm.num_clusters >= the {ctx.fed.num_concepts} true clusters, "
                               f"got {params.num_clusters}")
         self.set_hard(np.arange(ctx.fed.num_clients), ctx.fed.true_cluster)
+        self.estimated[:] = True  # the true cluster is known for every client
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         assign = self.ctx.fed.true_cluster[clients]

@@ -14,6 +14,7 @@ import numpy as np
 
 from fedcluster.config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.normalize import standardize
 from fedcluster.errors import ConfigError
 from fedcluster.registry import DATASETS, SCENARIOS
 
@@ -39,7 +40,18 @@ def cache_path(cfg: RunConfig, params: Any) -> Path:
 
 
 def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Federation:
-    """The federation of ``cfg`` (dataset, scenario, its params, num_clients, data seed), cached on disk."""
+    """The federation of ``cfg`` (dataset, scenario, its params, num_clients, data seed), cached on disk;
+    image inputs standardised when ``cfg.normalize`` (None: the dataset's default, ``DatasetSpec.standardize``;
+    applied after the cache, which holds the raw inputs; synthetic data are never touched)."""
+    fed = _raw_federation(cfg, params, use_cache)
+    spec = DATASETS.get(cfg.dataset).obj
+    wanted = spec.standardize if cfg.normalize is None else cfg.normalize
+    if wanted and spec.load is not None:
+        standardize(fed)
+    return fed
+
+
+def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
     path = cache_path(cfg, params)
     if use_cache and path.is_file():
         return Federation.load(path)

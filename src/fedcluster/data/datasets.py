@@ -16,10 +16,14 @@ from fedcluster.registry import DATASETS
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """``load(data_dir)`` returns the arrays; synthetic sources have no loader (their scenario generates)."""
+    """``load(data_dir)`` returns the arrays; synthetic sources have no loader (their scenario generates).
+    ``standardize``: inputs are standardised per channel unless the run says ``normalize=false`` (the real image
+    sets, as FL-bench and PyTorch users expect; scikit-learn's 8×8 digits stay in [0, 1], the scale the
+    embedded demo's calibrated tolerances assume)."""
 
     load: Callable[[str | None], ArrayDataset] | None
     synthetic_scenario: str | None = None
+    standardize: bool = False
 
 
 def _needs_dir(name: str, loader: Callable[[str], ArrayDataset]) -> Callable[[str | None], ArrayDataset]:
@@ -34,14 +38,15 @@ def _needs_dir(name: str, loader: Callable[[str], ArrayDataset]) -> Callable[[st
 
 DATASETS.add("digits", DatasetSpec(lambda _dir: load_digits()),
              "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)")
-DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d)),
+DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d), standardize=True),
              "Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)")
-DATASETS.add("mnist", DatasetSpec(_needs_dir("mnist", load_mnist)), "MNIST 28×28 from idx files in data_dir=")
-DATASETS.add("emnist", DatasetSpec(_needs_dir("emnist", load_emnist)),
+DATASETS.add("mnist", DatasetSpec(_needs_dir("mnist", load_mnist), standardize=True),
+             "MNIST 28×28 from idx files in data_dir=")
+DATASETS.add("emnist", DatasetSpec(_needs_dir("emnist", load_emnist), standardize=True),
              "EMNIST (balanced split) 28×28 from idx files in data_dir=")
-DATASETS.add("cifar10", DatasetSpec(_needs_dir("cifar10", load_cifar10)),
+DATASETS.add("cifar10", DatasetSpec(_needs_dir("cifar10", load_cifar10), standardize=True),
              "CIFAR-10 32×32 RGB from the python pickle batches in data_dir=")
-DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100)),
+DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100), standardize=True),
              "CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir=")
 DATASETS.add("mixed-regression", DatasetSpec(None, synthetic_scenario="mixed-regression"),
              "S2 synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)")

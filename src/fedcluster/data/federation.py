@@ -27,9 +27,14 @@ class Split:
     x: torch.Tensor
     y: torch.Tensor
     ptr: np.ndarray
+    # Rows a non-participating client may use to choose its cluster weights (the others are scored);
+    # None: every row does both (engine.holdout).
+    fit: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.ptr = np.asarray(self.ptr, dtype=np.int64)
+        if self.fit is not None and len(self.fit) != len(self.x):
+            raise ValueError("split fit mask needs one entry per sample")
         if self.ptr[0] != 0 or self.ptr[-1] != len(self.x) or len(self.x) != len(self.y):
             raise ValueError("split offsets do not match the number of samples")
         if np.any(np.diff(self.ptr) < 0):
@@ -50,6 +55,13 @@ class Split:
     def owner(self) -> np.ndarray:
         """Client id of every sample."""
         return np.repeat(np.arange(self.num_clients), self.sizes)
+
+    def rows(self, keep: np.ndarray) -> Split:
+        """The same clients with only the rows where ``keep`` is true."""
+        keep = np.asarray(keep, dtype=bool)
+        sizes = np.bincount(self.owner()[keep], minlength=self.num_clients)
+        idx = torch.as_tensor(np.flatnonzero(keep), device=self.x.device)
+        return Split(self.x[idx], self.y[idx], np.concatenate([[0], np.cumsum(sizes)]))
 
     @staticmethod
     def from_parts(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], regression: bool = False) -> Split:

@@ -9,6 +9,7 @@ from torch import nn
 from torch.func import functional_call
 
 from fedcluster.data.federation import Split
+from fedcluster.engine.holdout import scored_rows
 from fedcluster.engine.params import Params, num_units
 
 
@@ -41,15 +42,17 @@ def mix_predictions(outputs: torch.Tensor, weights: torch.Tensor, owner: np.ndar
 
 
 def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred`` (the per-sample
-    scores are the only thing copied back from the device)."""
+    """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred`` over the scored
+    rows of ``split`` (all rows, or those outside its ``fit`` mask: engine.holdout); the per-sample scores are
+    the only thing copied back from the device."""
     owner = split.owner()
-    sizes = np.maximum(split.sizes, 1)
+    scored = scored_rows(split).astype(np.float64)
+    sizes = np.maximum(np.bincount(owner, scored, split.num_clients), 1)
     if task == "classification":
         correct = (pred.argmax(-1) == split.y).double().cpu().numpy()
         loss = -torch.log(pred.gather(1, split.y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double().cpu().numpy()
-        acc = np.bincount(owner, correct, split.num_clients) / sizes
+        acc = np.bincount(owner, correct * scored, split.num_clients) / sizes
     else:
         loss = ((pred.squeeze(-1) - split.y) ** 2).double().cpu().numpy()
         acc = np.full(split.num_clients, np.nan)
-    return acc, np.bincount(owner, loss, split.num_clients) / sizes
+    return acc, np.bincount(owner, loss * scored, split.num_clients) / sizes

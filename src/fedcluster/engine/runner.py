@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
 from fedcluster.engine.evaluation import client_scores
+from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
@@ -77,7 +79,8 @@ class Run:
         check_engine(path, self.device, cfg.precision)
         configure(self.device, cfg.deterministic)
         fed = fed if fed is not None else build_federation(cfg, typed["scenario"])
-        self.fed = fed.to(self.device)  # the one host-to-device copy of the data
+        fed = fed.to(self.device)  # the one host-to-device copy of the data
+        self.fed = dataclasses.replace(fed, test=with_fit_rows(fed.test, cfg.test_fit, cfg.seed))
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
         torch.manual_seed(cfg.seed)
@@ -161,10 +164,11 @@ class Run:
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
         assign = self.alg.assignment()
+        trained = np.isin(np.arange(self.fed.num_clients), self.stream[: self.cfg.rounds])
         self.dir.write_clients([
             {"client": i, "true_cluster": int(self.fed.true_cluster[i]), "cluster": int(assign[i]),
              "val_acc": float(val_acc[i]), "train_samples": int(self.fed.train.sizes[i]),
-             "style": int(self.fed.style[i])}
+             "style": int(self.fed.style[i]), "trained": int(trained[i])}
             for i in range(self.fed.num_clients)
         ])
         summary = summarize(rows)

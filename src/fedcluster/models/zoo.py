@@ -16,9 +16,26 @@ def logistic(input_shape: tuple[int, ...], output_dim: int, params: None) -> Spl
     return SplitModel(nn.Flatten(), nn.Linear(flat_dim(input_shape), output_dim))
 
 
-@MODELS.register("linear", "linear regression ŷ = <θ, x> + b (for the mixed-regression scenarios)")
-def linear(input_shape: tuple[int, ...], output_dim: int, params: None) -> SplitModel:
-    return SplitModel(nn.Flatten(), nn.Linear(flat_dim(input_shape), output_dim))
+@dataclass
+class LinearParams:
+    """``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (S3 §5.1's initialisation of the
+    three-lines task, a ∈ {0.8, 1.6}); 0 keeps PyTorch's default init."""
+
+    init_range: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.init_range >= 0 or self.init_range == float("inf"):
+            raise ValueError(f"model.init_range must be a finite number >= 0, got {self.init_range}")
+
+
+@MODELS.register("linear", "linear regression ŷ = <θ, x> + b (init_range=a: S3's θ_1 ~ U(−a, a), θ_2 = 0)",
+                 LinearParams)
+def linear(input_shape: tuple[int, ...], output_dim: int, params: LinearParams) -> SplitModel:
+    head = nn.Linear(flat_dim(input_shape), output_dim)
+    if params.init_range > 0:
+        nn.init.uniform_(head.weight, -params.init_range, params.init_range)
+        nn.init.zeros_(head.bias)
+    return SplitModel(nn.Flatten(), head)
 
 
 @dataclass

@@ -99,7 +99,8 @@ def mixed_regression_scenario(data: ArrayDataset | None, num_clients: int, param
 @dataclass
 class CFLGPLinesParams:
     """S3 §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples
-    per client (2,000 = T·b: fresh samples every round of a 200-round run)."""
+    per client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat
+    across rounds (see :func:`cflgp_lines`). S3's init: ``model=linear model.init_range=0.8``."""
 
     delta_phi: float = 20.0
     batch: int = 10

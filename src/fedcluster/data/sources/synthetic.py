@@ -220,10 +220,13 @@ def cflgp_lines(
 
     S3 has clients draw a fresh minibatch of size ``batch`` every round and gives no local data
     size. Here every client owns a pool of ``pool_size`` i.i.d. samples (default 2,000 = T·b for S3's
-    T = 200 rounds and b = 10, so walking through the pool without replacement gives fresh samples
-    in every round of the default run; raise it for larger b). ``batch`` is stored in ``info`` for
-    the engine. Each client also gets ``val_size`` fresh validation samples, and there is one test
-    client per distribution with ``test_size`` samples.
+    T = 200 rounds and b = 10) and each round's minibatch is drawn at random from the whole pool (a new
+    permutation per round, engine.batches): without replacement within a round, with replacement across
+    rounds, so a sample can come back (a 200-round run with b = 10 sees about 63 % of a 2,000 pool). With a
+    pool much larger than T·b this approaches S3's fresh draws. ``batch`` is stored in ``info`` for the
+    engine. S3's initial lines θ_1 ~ U(−a, a), θ_2 = 0 are ``model=linear model.init_range=a``.
+    Each client also gets ``val_size`` fresh validation samples, and there is one test client per
+    distribution with ``test_size`` samples.
 
     Clients are split equally over the three distributions in contiguous blocks (S3 implies a
     balanced split; the first ``num_clients % 3`` distributions get one extra client); pass
