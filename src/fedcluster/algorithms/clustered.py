@@ -41,7 +41,7 @@ CHUNK = 4096  # training rows gathered per step of the batched E-step
 
 @dataclass
 class ClusteredParams:
-    num_clusters: int = 3
+    num_clusters: int = 3  # K, the number of cluster models
     split: bool = False  # shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)
 
     def __post_init__(self) -> None:
