@@ -1,4 +1,4 @@
-"""Seconds per FedAvg round for three local-training implementations (issue 2's speed table).
+"""Seconds per FedAvg round for three local-training implementations (the README's speed table).
 
 Setting: 100 clients × 600 samples of 1×28×28, 10 classes, 1 local epoch, batch 32, plain SGD.
 * framework-style loop: deep-copy the global model per client, a DataLoader per client, torch.optim.SGD

@@ -14,6 +14,7 @@ import numpy as np
 
 from fedcluster.config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.progress import build_progress
 from fedcluster.errors import ConfigError
 from fedcluster.registry import DATASETS, SCENARIOS
 
@@ -50,7 +51,8 @@ def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Fed
         raise ConfigError(f"dataset {cfg.dataset!r} is synthetic: use scenario={spec.synthetic_scenario}")
     data = spec.load(cfg.data_dir) if spec.load is not None else None
     try:
-        fed = scenario(data, cfg.num_clients, params, rng)
+        with build_progress(cfg.progress):
+            fed = scenario(data, cfg.num_clients, params, rng)
     except ValueError as e:
         raise ConfigError(f"scenario {cfg.scenario!r} on {cfg.dataset!r}: {e}") from None
     if use_cache:
