@@ -134,7 +134,7 @@ def table(rows: list[tuple[str, str, str, str]], indent: str = "  ") -> str:
             out.append(f"{indent}{key:<{w_key}}  {kind}  {default}")
             if not doc:
                 continue
-            head = " " * len(head)
+            head = " " * (len(indent) + w_key + w_type + w_default + 4)
         out.append(f"{head}  {doc}".rstrip())
     return "\n".join(out)
 
