@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=run_keys_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("items", nargs="*", metavar="CONFIG.yaml | key=value")
     r.set_defaults(fn=cmd_run)
-    dm = sub.add_parser("demo", help="FedAvg vs IFCA on the embedded digits: what clustering is for (< 1 min)")
+    dm = sub.add_parser("demo", help="FedAvg vs CFL on the embedded digits: what clustering is for (< 1 min)")
     dm.add_argument("--out", default=None, help="folder of the two runs (default: runs/<time>-demo/)")
     dm.set_defaults(fn=cmd_demo)
     rs = sub.add_parser("resume", help="continue an interrupted run from its last checkpoint")
