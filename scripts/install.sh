@@ -23,6 +23,10 @@ missing=()
 dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || missing+=(dataset-fashion-mnist)
 if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then missing+=(python3-venv); fi
 if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" != "0" ] && [ -z "$SUDO" ]; then
+    echo "install.sh: needs root or sudo to install the Debian packages ${missing[*]}; install them and rerun" >&2
+    exit 1
+  fi
   echo "install.sh: installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -18,4 +18,6 @@ import fedcluster.algorithms.pacfl  # noqa: F401
 import fedcluster.algorithms.stocfl  # noqa: F401
 import fedcluster.data.datasets  # noqa: F401
 import fedcluster.data.scenarios  # noqa: F401
+import fedcluster.models.mobilenet  # noqa: F401
+import fedcluster.models.resnet  # noqa: F401
 import fedcluster.models.zoo  # noqa: F401

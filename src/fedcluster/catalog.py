@@ -102,6 +102,10 @@ MODELS: dict[str, tuple[str, str]] = {
         "linear regression ŷ = <θ, x> without bias (S2's mixed-regression model)"),
     'logistic': ('fedcluster.models.zoo',
         'multinomial logistic regression (flatten → linear)'),
+    'mobilenet-v2': ('fedcluster.models.mobilenet',
+        'MobileNet-V2, CIFAR stem, GroupNorm (2.2M parameters on 3×32×32)'),
+    'resnet18': ('fedcluster.models.resnet',
+        'ResNet-18, CIFAR stem, GroupNorm (11.2M parameters on 3×32×32)'),
     'mlp': ('fedcluster.models.zoo',
         'multi-layer perceptron, ReLU (default 784-200-10 as in CFL-GP)'),
 }

@@ -104,6 +104,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     return report_run(Path(args.run_dir))
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fedcluster.tracking.compare import compare_runs
+
+    return compare_runs(args.run_dirs, args.by, args.out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fedcluster import __version__
     from fedcluster.describe import run_keys_help
@@ -132,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_report)
+    cp = sub.add_parser("compare", help="compare runs: a mean ± sd table over seeds and curves on shared axes")
+    cp.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (or folders holding them)")
+    cp.add_argument("--by", default="algorithm", help="config key that labels the groups (default: algorithm)")
+    cp.add_argument("--out", default=None, help="output folder (default: compare-TIME beside the first run)")
+    cp.set_defaults(fn=cmd_compare)
     ls = sub.add_parser("list", help="list registered algorithms, datasets, scenarios and models, "
                                      "or the parameters of one of them")
     ls.add_argument("name", nargs="?", metavar="KIND | NAME",

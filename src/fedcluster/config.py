@@ -52,7 +52,15 @@ class RunConfig:
     engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized"] = "auto"
     workers: int = 2
     threads: int | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forward/backward, fp32 weights and aggregation
+    chunk_mb: float | None = None  # memory budget of one vectorised call (default: free accelerator memory)
+    deterministic: bool = True  # same seed, same device => same rounds.csv (slower kernels on CUDA)
     progress: bool = True
+    tracking: list[Literal["none", "mlflow", "tensorboard"]] = field(default_factory=list)  # or [mlflow,tensorboard]
+    tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUN_DIR/mlflow.db)
+    tracking_experiment: str = "fedcluster"  # MLflow experiment name
+    tensorboard_dir: str | None = None  # TensorBoard log dir (default: RUN_DIR/tensorboard)
     algorithm_params: dict[str, Any] = field(default_factory=dict)
     scenario_params: dict[str, Any] = field(default_factory=dict)
     model_params: dict[str, Any] = field(default_factory=dict)
@@ -263,6 +271,8 @@ def _check_ranges(cfg: RunConfig) -> None:
             raise ConfigError(f"{k} must be >= 0, got {getattr(cfg, k)}")
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
+    if cfg.chunk_mb is not None and not 0 < cfg.chunk_mb < float("inf"):
+        raise ConfigError(f"chunk_mb must be a positive number of MiB, got {cfg.chunk_mb}")
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -42,7 +42,15 @@ RUN_KEY_DOCS: dict[str, str] = {
     "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs (all give the same models)",
     "workers": "worker processes of the pool engines",
     "threads": "torch intra-op threads (null = torch's default)",
+    "device": "where the engine runs: auto = CUDA when PyTorch sees a GPU, else cpu",
+    "precision": "fp32, or bf16 autocast of forward/backward (fp32 weights and aggregation)",
+    "chunk_mb": "memory budget of one vectorised call in MiB (null = from free accelerator memory)",
+    "deterministic": "same seed, same device => same rounds.csv (slower kernels on CUDA)",
     "progress": "progress bars on stderr",
+    "tracking": "also log to none, mlflow, tensorboard or a list [mlflow,tensorboard]",
+    "tracking_uri": "MLflow tracking URI (null = sqlite:///RUN_DIR/mlflow.db)",
+    "tracking_experiment": "MLflow experiment name",
+    "tensorboard_dir": "TensorBoard log folder (null = RUN_DIR/tensorboard)",
 }
 
 
@@ -144,7 +152,8 @@ def run_keys_help() -> str:
     from fedcluster.config import RunConfig
 
     fields = [f for f in dataclasses.fields(RunConfig) if not f.name.endswith("_params")]
-    rows = [r for r in field_rows(RunConfig, docs=RUN_KEY_DOCS) if not r[0].endswith("_params")]
+    docs = {**field_docs(RunConfig), **RUN_KEY_DOCS}  # a key added with a trailing comment is documented too
+    rows = [r for r in field_rows(RunConfig, docs=docs) if not r[0].endswith("_params")]
     assert len(rows) == len(fields)
     return ("keys (key=value; in a YAML file `key: value`):\n" + table(rows) + "\n\n"
             "plus algorithm.<name>=, scenario.<name>=, model.<name>= for the typed hyper-parameters of the chosen\n"

@@ -74,10 +74,10 @@ def param_error(theta_hat: np.ndarray, theta_star: np.ndarray) -> float:
 def linear_params(models: Params, dim: int | None = None) -> np.ndarray:
     """[K, d] (or [K, d+1] with the bias when ``dim`` = d+1) parameter vectors of stacked linear models."""
     w = models["head.weight"].detach().double()
-    w = w.reshape(len(w), -1).numpy()
+    w = w.reshape(len(w), -1).cpu().numpy()
     if dim is not None and dim == w.shape[1] + 1:
         b = models.get("head.bias")
-        b = np.zeros((len(w), 1)) if b is None else b.detach().double().reshape(len(w), -1).numpy()
+        b = np.zeros((len(w), 1)) if b is None else b.detach().double().reshape(len(w), -1).cpu().numpy()
         return np.concatenate([w, b], 1)
     return w
 
@@ -106,7 +106,7 @@ def regression_extras(alg: Algorithm) -> dict[str, float]:
     per_client = np.linalg.norm(est[assign] - theta_star[fed.true_cluster], axis=1)
     with torch.no_grad():
         pred = alg.predict(fed.val, True).squeeze(-1)
-    sq = ((pred - fed.val.y) ** 2).double().numpy()
+    sq = ((pred - fed.val.y) ** 2).double().cpu().numpy()
     mse = np.bincount(fed.val.owner(), sq, fed.val.num_clients) / np.maximum(fed.val.sizes, 1)
     return {"param_error": param_error(est, theta_star), "client_error": float(per_client.mean()),
             "mse": float(mse.mean())}

@@ -35,16 +35,23 @@ class Context:
     trainer: Trainer
     solver: Solver
 
+    @property
+    def device(self) -> torch.device:
+        """Where the run computes: the device of the federation's tensors (the runner moved them there)."""
+        return self.fed.train.x.device
+
     def fresh_models(self, k: int, stream: int = 0) -> Params:
-        """K independently initialised models, seeded by (seed, stream)."""
+        """K independently initialised models, seeded by (seed, stream); initialised on the CPU (the same
+        numbers on every device), then moved to the run's device."""
         gen_state = torch.random.get_rng_state()
         models = []
-        for i in range(k):
-            torch.manual_seed(int(np.random.default_rng([self.cfg.seed, 3, stream, i]).integers(2**31)))
-            models.append(get_params(build_model(self.cfg.model, self.fed.input_shape, self.fed.output_dim,
-                                                 self.cfg.model_params)))
+        with torch.device("cpu"):
+            for i in range(k):
+                torch.manual_seed(int(np.random.default_rng([self.cfg.seed, 3, stream, i]).integers(2**31)))
+                models.append(get_params(build_model(self.cfg.model, self.fed.input_shape, self.fed.output_dim,
+                                                     self.cfg.model_params)))
         torch.random.set_rng_state(gen_state)
-        return stack(models)
+        return {n: v.to(self.device) for n, v in stack(models).items()}
 
 
 @dataclass
@@ -82,7 +89,7 @@ class Algorithm(ABC):
     def test_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor:
         """Ω rows of non-participating test clients: the cluster with the lowest loss on their
         labelled data (how S4's reference code assigns test clients for hard methods)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double().numpy()
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double().cpu().numpy()
         owner = split.owner()
         mean = np.stack([np.bincount(owner, lk, split.num_clients) for lk in losses], 1)
         return torch.as_tensor(np.eye(self.num_clusters)[mean.argmin(1)], dtype=torch.float32)

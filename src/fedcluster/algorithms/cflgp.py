@@ -104,7 +104,7 @@ class CFLGP(Algorithm):
         delta = start - trained
         if self.params.variant == "gradient":
             delta = delta / self.local_solver().lr  # θ − θ' = γ ∇f for one SGD step
-        out = delta[:, self.index].double().numpy()
+        out = delta[:, self.index].double().cpu().numpy()
         if self.params.quantize_digits is not None:
             scale = 10.0 ** self.params.quantize_digits
             out = np.trunc(out * scale) / scale

@@ -106,7 +106,7 @@ class ClusteredAlgorithm(Algorithm):
         for i in range(0, len(rows), CHUNK):
             idx = torch.as_tensor(rows[i:i + CHUNK])
             out.append(per_sample_losses(self.outputs(tr.x[idx]), tr.y[idx], self.ctx.fed.task).T)
-        return torch.cat(out).double().numpy() if out else np.zeros((0, self.num_clusters))
+        return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, self.num_clusters))
 
     # -- local training ----------------------------------------------------------------------
     def train_pairs(self, clients: np.ndarray, gamma: np.ndarray, round_: int, solver: Solver | None = None,
@@ -195,7 +195,7 @@ class ClusteredAlgorithm(Algorithm):
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
         """Non-participating clients. Soft methods: E-steps (models fixed) on their labelled data, as
         S4 App. H.2 does for FedRC/FedEM; hard methods: the cluster with the lowest mean loss (S4 H.8)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().numpy()
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
         ll = self.loglik(losses, split.x, split.y)
         owner = split.owner()
         if self.soft:

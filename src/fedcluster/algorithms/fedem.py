@@ -76,13 +76,13 @@ class FedEM(ClusteredAlgorithm):
     def loglik(self, losses: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
         p = self.params
         log_px = gaussian_log_density(x, self.density) if p.formulation == "joint" else None
-        return log_likelihood(losses, p.formulation, y.numpy(), self.marginal, log_px)
+        return log_likelihood(losses, p.formulation, y.cpu().numpy(), self.marginal, log_px)
 
     def update_statistics(self, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray, gamma: np.ndarray) -> None:
         """Upload of the round's statistics and the server's new C_{y,k} (S4 Alg. 1 step 4) / ν_k."""
         fed, p = self.ctx.fed, self.params
         if p.formulation == "fedrc-ratio":
-            y = fed.train.y.numpy()[rows]
+            y = fed.train.y.cpu().numpy()[rows]
             for i, c in enumerate(clients):
                 sel = owner == i
                 self.counts[c] = label_counts(gamma[sel], y[sel], fed.num_classes)

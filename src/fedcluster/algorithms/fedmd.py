@@ -159,7 +159,7 @@ class FedMD(Algorithm):
     def random_vectors(self, n: int) -> np.ndarray:
         if self.params.init_scale > 0:
             return self.rng.standard_normal((n, self.dim)) * self.params.init_scale / math.sqrt(self.dim)
-        return flatten(self.ctx.fresh_models(n, stream=7)).double().numpy()
+        return flatten(self.ctx.fresh_models(n, stream=7)).double().cpu().numpy()
 
     def theta_star_vectors(self) -> np.ndarray:
         if self.theta_star is None:
@@ -183,7 +183,7 @@ class FedMD(Algorithm):
     def oneshot(self) -> np.ndarray:
         """One-shot clustering: local min-norm least-squares estimates, k-means, fixed labels (E.2.9)."""
         fed, k = self.ctx.fed, self.params.num_clusters
-        x, y = fed.train.x.double().numpy().reshape(len(fed.train.x), -1), fed.train.y.double().numpy()
+        x, y = fed.train.x.double().cpu().numpy().reshape(len(fed.train.x), -1), fed.train.y.double().cpu().numpy()
         with_bias = self.dim == x.shape[1] + 1
         est = []
         for i in range(fed.num_clients):
@@ -211,7 +211,7 @@ class FedMD(Algorithm):
         for i in range(0, len(x), chunk):
             gi = g(params, x[i:i + chunk], y[i:i + chunk])
             out.append(torch.cat([gi[n].reshape(len(gi[n]), -1) for n in self.shapes], 1).double() * scale)
-        return torch.cat(out).numpy() if out else np.zeros((0, self.dim))
+        return torch.cat(out).cpu().numpy() if out else np.zeros((0, self.dim))
 
     def subspace(self, e: np.ndarray, owner: np.ndarray, num_clients: int, round_: int) -> np.ndarray:
         """Ũ ∈ R^{D×k}: top-k left singular space of Y_{i,t} (exact SVD or S2 Algorithm 3)."""
@@ -289,7 +289,7 @@ class FedMD(Algorithm):
         """[M, k] mean training loss of every model on every client."""
         fed = self.ctx.fed
         out = model_outputs(self.ctx.module, self.models, fed.train.x)
-        losses = per_sample_losses(out, fed.train.y, fed.task).double().numpy()
+        losses = per_sample_losses(out, fed.train.y, fed.task).double().cpu().numpy()
         owner = fed.train.owner()
         return np.stack([np.bincount(owner, lk, fed.num_clients) for lk in losses], 1) / np.maximum(
             fed.train.sizes, 1)[:, None]

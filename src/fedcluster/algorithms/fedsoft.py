@@ -91,7 +91,7 @@ class FedSoft(ClusteredAlgorithm):
         return mix_predictions(outputs, ones, split.owner(), self.ctx.fed.task)
 
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().numpy()
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
         return fedsoft(-losses, split.owner(), split.num_clients, self.params.floor)
 
     def state_dict(self) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class FeSEM(ClusteredAlgorithm):
         prefix = "head." if self.split else ""
         names = [n for n in self.models if n.startswith(prefix)]
         dist = distances({n: local[n] for n in names}, {n: self.models[n] for n in names})
-        assign = hard_distance(dist.numpy()).argmax(1)
+        assign = hard_distance(dist.cpu().numpy()).argmax(1)
         self.aggregate(local, self.cluster_sizes_weights(clients, assign))
         self.assigned[clients] = assign
         self.set_hard(clients, assign)

@@ -158,7 +158,7 @@ class HCFL(ClusterChanges):
             local = self.train_single(clients, start, round_, solver)
             names = [n for n in self.models if n.startswith("head." if self.split else "")]
             assign = hard_distance(distances({n: local[n] for n in names},
-                                             {n: self.models[n] for n in names}).numpy()).argmax(1)
+                                             {n: self.models[n] for n in names}).cpu().numpy()).argmax(1)
             self.assigned[clients] = assign
         omega = one_hot(assign, k)
         return local, omega * sizes[:, None], omega[owner], omega, start
@@ -270,7 +270,7 @@ class HCFL(ClusterChanges):
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
         """Test clients use the round's tier-2 rule on their labelled data: E-steps (soft-em, S4 H.2 / S1
         E.1-21), FedSoft's shares, or the best cluster (hard rules)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().numpy()
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
         ll = self.loglik(losses, split.x, split.y)
         owner, m = split.owner(), split.num_clients
         if self.params.weights == "soft-em":

@@ -43,7 +43,7 @@ def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:
     x = local - local.mean(0)
     gram = (x @ x.T).double()
     vals, vecs = torch.linalg.eigh(gram)
-    emb = (vecs * vals.clamp_min(0).sqrt()).numpy()
+    emb = (vecs * vals.clamp_min(0).sqrt()).cpu().numpy()
     k = min(k, len(emb))
     return KMeans(n_clusters=k, n_init=10, random_state=seed).fit(emb).labels_
 

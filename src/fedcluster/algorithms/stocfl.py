@@ -72,7 +72,7 @@ class StoCFL(HardClusters):
             np.add.at(self.rep_count, pos[first], 1)
             self.seen[clients[first]] = True
         valid = self.rep_count > 0
-        reps = (self.rep_sum / torch.as_tensor(np.maximum(self.rep_count, 1))[:, None]).numpy()
+        reps = (self.rep_sum / torch.as_tensor(np.maximum(self.rep_count, 1))[:, None]).cpu().numpy()
         groups = stocfl_merges(reps, valid, self.params.tau)
         sim = cosine_similarity(reps[valid]) if valid.sum() > 1 else np.zeros((1, 1))
         max_cos = float(sim[~np.eye(len(sim), dtype=bool)].max()) if len(sim) > 1 else float("nan")

@@ -8,6 +8,7 @@ clients (one per concept/cluster). Ground truth for scoring clustering is kept b
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,15 @@ class Federation:
     def num_concepts(self) -> int:
         return int(max(self.true_cluster.max(initial=0), self.test_cluster.max(initial=0)) + 1)
 
+    def to(self, device: torch.device | str) -> Federation:
+        """The federation with its train/val/test tensors on ``device`` (moved once; ground truth stays NumPy)."""
+        device = torch.device(device)
+        if all(s.x.device == device and s.y.device == device for s in (self.train, self.val, self.test)):
+            return self
+        moved = {k: Split(s.x.to(device), s.y.to(device), s.ptr)
+                 for k, s in (("train", self.train), ("val", self.val), ("test", self.test))}
+        return dataclasses.replace(self, **moved)
+
     def summary(self) -> str:
         n = self.train.sizes
         lines = [
@@ -138,7 +148,7 @@ class Federation:
         owner = self.train.owner()
         hist = np.zeros((self.num_clients, max(self.num_classes, 1)), dtype=np.int64)
         if self.task == "classification":
-            np.add.at(hist, (owner, self.train.y.numpy()), 1)
+            np.add.at(hist, (owner, self.train.y.cpu().numpy()), 1)
         return hist
 
     # -- persistence -------------------------------------------------------------------------

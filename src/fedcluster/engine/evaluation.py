@@ -34,20 +34,22 @@ def per_sample_losses(outputs: torch.Tensor, y: torch.Tensor, task: str) -> torc
 def mix_predictions(outputs: torch.Tensor, weights: torch.Tensor, owner: np.ndarray, task: str
                     ) -> torch.Tensor:
     """Σ_k ω_{i;k} p_k(x) per sample (softmax probabilities, or raw outputs for regression)."""
-    w = weights[torch.as_tensor(owner)].T.unsqueeze(-1).to(outputs.dtype)  # [K, N, 1]
+    index = torch.as_tensor(owner, device=outputs.device)
+    w = weights.to(outputs.device)[index].T.unsqueeze(-1).to(outputs.dtype)  # [K, N, 1]
     probs = outputs.softmax(-1) if task == "classification" else outputs
     return (w * probs).sum(0)
 
 
 def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred``."""
+    """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred`` (the per-sample
+    scores are the only thing copied back from the device)."""
     owner = split.owner()
     sizes = np.maximum(split.sizes, 1)
     if task == "classification":
-        correct = (pred.argmax(-1) == split.y).double().numpy()
-        loss = -torch.log(pred.gather(1, split.y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double().numpy()
+        correct = (pred.argmax(-1) == split.y).double().cpu().numpy()
+        loss = -torch.log(pred.gather(1, split.y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double().cpu().numpy()
         acc = np.bincount(owner, correct, split.num_clients) / sizes
     else:
-        loss = ((pred.squeeze(-1) - split.y) ** 2).double().numpy()
+        loss = ((pred.squeeze(-1) - split.y) ** 2).double().cpu().numpy()
         acc = np.full(split.num_clients, np.nan)
     return acc, np.bincount(owner, loss, split.num_clients) / sizes

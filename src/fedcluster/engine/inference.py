@@ -4,7 +4,7 @@ For convolutional models PyTorch's eager CPU forward is slow (NCHW max-pooling a
 it), so the K loss passes of an E-step would cost more than the FedAvg round they are compared with.
 A traced, frozen, inference-optimised copy of each model (oneDNN fused conv + ReLU, blocked layouts) runs
 3–4× faster, takes ~50 ms to build and agrees with the eager forward to ~1e-7. Models without
-convolutions run eagerly (they are fast already). The last built set is cached, so the evaluation after
+convolutions, and every model on an accelerator, run eagerly. The last built set is cached, so the evaluation after
 round t and the E-step of round t + 1, which use the same models, build it once.
 """
 
@@ -69,7 +69,7 @@ class StackForward:
                  ) -> torch.Tensor:
         k = len(next(iter(models.values())))
         heads = [{n[5:]: v[j] for n, v in models.items() if n.startswith("head.")} for j in range(k)]
-        if self.fast and len(x):
+        if self.fast and len(x) and x.device.type == "cpu":  # oneDNN freezing is a CPU optimisation
             fns = self._build(models, x[:2], shared_body)
         elif shared_body:
             body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}

@@ -37,6 +37,7 @@ class MultiHeadLoss:
         self.task = task
 
     def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = out.float()  # bf16 autocast outputs: the loss is computed in fp32
         if self.task == "classification":
             return F.cross_entropy(out.transpose(1, 2), y.unsqueeze(1).expand(-1, out.shape[1]), reduction="none")
         return (out.squeeze(-1) - y.unsqueeze(1)) ** 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -22,7 +23,7 @@ def unstack(stacked: Params) -> list[Params]:
 
 
 def select(stacked: Params, index: torch.Tensor | list[int]) -> Params:
-    idx = torch.as_tensor(index, dtype=torch.long)
+    idx = torch.as_tensor(index, dtype=torch.long, device=next(iter(stacked.values())).device)
     return {k: v.index_select(0, idx) for k, v in stacked.items()}
 
 
@@ -38,7 +39,7 @@ def num_units(stacked: Params) -> int:
 def weighted_mean(stacked: Params, weights: torch.Tensor) -> Params:
     """Σ_u w_u θ_u / Σ_u w_u over the stack's leading dimension."""
     w = weights.to(torch.float64) / weights.sum()
-    return {k: torch.tensordot(w.to(v.dtype), v, dims=([0], [0])) for k, v in stacked.items()}
+    return {k: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])) for k, v in stacked.items()}
 
 
 def server_update(current: Params, local: Params, weights: torch.Tensor, global_lr: float) -> Params:
@@ -64,7 +65,7 @@ def subset(params: Params, prefix: str) -> Params:
 def distances(local: Params, centres: Params, chunk: int = 8) -> torch.Tensor:
     """[m, K] Euclidean distances ‖θ_i − θ_k‖ between two stacks (exact differences, chunked over m)."""
     names = list(centres)
-    out = torch.zeros(num_units(local), num_units(centres), dtype=torch.float64)
+    out = torch.zeros(num_units(local), num_units(centres), dtype=torch.float64, device=centres[names[0]].device)
     for i in range(0, num_units(local), chunk):
         sq = 0
         for n in names:
@@ -72,3 +73,16 @@ def distances(local: Params, centres: Params, chunk: int = 8) -> torch.Tensor:
             sq = sq + (a - centres[n].reshape(1, len(centres[n]), -1).double()).square().sum(-1)
         out[i:i + chunk] = sq.sqrt()
     return out
+
+
+def state_bytes(state: object) -> int:
+    """Bytes of every tensor and NumPy array inside a nested state (dicts, lists, tuples)."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, np.ndarray):
+        return state.nbytes
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    if isinstance(state, list | tuple):
+        return sum(state_bytes(v) for v in state)
+    return 0

@@ -19,6 +19,7 @@ from fedcluster.algorithms.base import Algorithm, Context
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
+from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
 from fedcluster.engine.evaluation import client_scores
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
@@ -27,6 +28,7 @@ from fedcluster.errors import ConfigError
 from fedcluster.metrics import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.registry import ALGORITHMS
+from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
@@ -52,9 +54,10 @@ def git_revision() -> str | None:
         return None
 
 
-def versions() -> dict[str, str]:
-    return {"fedcluster": fedcluster.__version__, "python": platform.python_version(),
-            "torch": torch.__version__, "numpy": np.__version__, "scikit-learn": sklearn.__version__}
+def versions(device: torch.device | None = None) -> dict[str, str]:
+    out = {"fedcluster": fedcluster.__version__, "python": platform.python_version(),
+           "torch": torch.__version__, "numpy": np.__version__, "scikit-learn": sklearn.__version__}
+    return out if device is None else out | {"device": device_name(device)}
 
 
 class Run:
@@ -69,43 +72,56 @@ class Run:
         if not resume and (self.dir.rounds_csv.exists() or self.dir.checkpoint.exists()):
             raise ConfigError(f"run directory {str(self.dir.path)!r} already holds a run; continue it with "
                               f"`fedcluster resume {self.dir.path}` or pass another out=")
-        self.fed = fed if fed is not None else build_federation(cfg, typed["scenario"])
+        self.device = resolve_device(cfg.device)
+        path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
+        check_engine(path, self.device, cfg.precision)
+        configure(self.device, cfg.deterministic)
+        fed = fed if fed is not None else build_federation(cfg, typed["scenario"])
+        self.fed = fed.to(self.device)  # the one host-to-device copy of the data
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
         torch.manual_seed(cfg.seed)
-        module = build_model(cfg.model, self.fed.input_shape, self.fed.output_dim, typed["model"])
-        path = auto_path(cfg.model) if cfg.engine == "auto" else cfg.engine
+        module = build_model(cfg.model, self.fed.input_shape, self.fed.output_dim, typed["model"]).to(self.device)
         trainer = Trainer(module, self.fed.train.x, self.fed.train.y, self.fed.train.ptr, self.fed.task,
-                          seed=cfg.seed, path=path, workers=cfg.workers)
+                          seed=cfg.seed, path=path, workers=cfg.workers, precision=cfg.precision,
+                          chunk_mb=cfg.chunk_mb)
         solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum,
                         weight_decay=cfg.weight_decay)
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
-        self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
+        with default_device(self.device):
+            self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def execute(self) -> dict[str, Any]:
+        with open_tracking(self.cfg, self.dir.path) as self.tracking:
+            return self._execute()
+
+    def _execute(self) -> dict[str, Any]:
         cfg = self.cfg
         start, rows, elapsed = 0, [], 0.0
         if self.resume:
             state = self.dir.load_checkpoint()
-            self.alg.load_state_dict(state["algorithm"])
+            with default_device(self.device):
+                self.alg.load_state_dict(to_device(state["algorithm"], self.device))
             start, elapsed = state["round"], state["elapsed"]
             rows = self.dir.truncate_rounds(start)
             self.dir.truncate_jsonl("clusters.jsonl", start)
         else:
             self.dir.create(dump_config(cfg))
+        self.tracking.start(rows)
         val_acc = np.full(self.fed.num_clients, np.nan)
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
         try:
             for t in bar:
                 t0 = time.perf_counter()
-                res = self.alg.run_round(t, self.stream[t])
                 last = t == cfg.rounds - 1
-                if (t + 1) % cfg.eval_every == 0 or last:
-                    metrics, val_acc = evaluate(self.alg, self.fed)
-                else:
-                    metrics = {}
+                with default_device(self.device):
+                    res = self.alg.run_round(t, self.stream[t])
+                    if (t + 1) % cfg.eval_every == 0 or last:
+                        metrics, val_acc = evaluate(self.alg, self.fed)
+                    else:
+                        metrics = {}
                 seconds = time.perf_counter() - t0
                 elapsed += seconds
                 row = {"round": t + 1, **{k: metrics.get(k, float("nan")) for k in ("val_acc", "test_acc", "ari")},
@@ -117,17 +133,19 @@ class Run:
                 if res.clusters is not None:
                     self.dir.append_jsonl("clusters.jsonl", {"round": t + 1, **res.clusters})
                 rows.append(row)
+                self.tracking.log_round(row)
                 if metrics:
                     bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
                                     K=self.alg.num_clusters, refresh=False)
                 if (t + 1) % cfg.checkpoint_every == 0 or last:
-                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed,
-                                              "algorithm": self.alg.state_dict()})
+                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed,  # portable: CPU tensors
+                                              "algorithm": to_device(self.alg.state_dict(), torch.device("cpu"))})
         finally:
             bar.close()
             self.ctx.trainer.close()
         if np.isnan(val_acc).all() and self.fed.task == "classification":
-            _, val_acc = evaluate(self.alg, self.fed)
+            with default_device(self.device):
+                _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
@@ -139,13 +157,24 @@ class Run:
             for i in range(self.fed.num_clients)
         ])
         summary = summarize(rows)
-        summary.update(wall_seconds=round(elapsed, 3), versions=versions(), git_revision=git_revision(),
+        summary.update(wall_seconds=round(elapsed, 3), versions=versions(self.device), git_revision=git_revision(),
                        federation=self.fed.summary(), algorithm=self.cfg.algorithm,
                        scenario=self.cfg.scenario, dataset=self.cfg.dataset, run_dir=str(self.dir.path))
         self.dir.write_summary(summary)
         plot_accuracy(rows, self.dir.path / "accuracy.png",
                       f"{self.cfg.algorithm} on {self.cfg.dataset}/{self.cfg.scenario}")
         return summary
+
+
+def to_device(state: Any, device: torch.device) -> Any:
+    """A checkpointed algorithm state with its tensors on ``device`` (checkpoints are written from the CPU)."""
+    if isinstance(state, torch.Tensor):
+        return state.to(device)
+    if isinstance(state, dict):
+        return {k: to_device(v, device) for k, v in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(to_device(v, device) for v in state)
+    return state
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,11 +8,17 @@ E-step responsibilities γ_{i,j;k} for FedEM/FedRC). Three paths give the same m
 * ``vectorized`` – all units' parameters stacked, one ``torch.func.vmap(grad(...))`` call per
   step; the fast path for linear models and MLPs, whose per-client work is too small for a CPU;
 * ``pool`` – the sequential path split over worker processes with one thread each; the fast path
-  for CNNs, which are compute bound and scale better over processes than over intra-op threads.
+  for CNNs on the CPU, which are compute bound and scale better over processes than over intra-op threads.
+
+The trainer works on the device of the federation's tensors it is given (the run moves them once): batches,
+parameters and updates stay there. ``precision="bf16"`` runs forward and backward under ``torch.autocast``
+(bfloat16) with fp32 parameters, updates and results. On a GPU the vectorised path is the fast path; its units
+are trained in chunks sized by a memory budget (:mod:`fedcluster.engine.memory`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import multiprocessing as mp
 from collections.abc import Callable
@@ -26,17 +32,41 @@ from torch.func import functional_call, grad, vmap
 
 from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
+from fedcluster.engine.memory import units_per_chunk
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
+from fedcluster.engine.pool import start_pool
 from fedcluster.engine.solver import Solver
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> per-sample loss
 
 
+class PerSampleLoss:
+    """Cross-entropy (classification) or squared error (regression) per sample; picklable for the pool."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+
+    def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.task == "classification":
+            return F.cross_entropy(out.float(), y, reduction="none")
+        return (out.float().squeeze(-1) - y) ** 2
+
+
 def per_sample_loss(task: str) -> LossFn:
-    if task == "classification":
-        return lambda out, y: F.cross_entropy(out, y, reduction="none")
-    return lambda out, y: (out.squeeze(-1) - y) ** 2
+    return PerSampleLoss(task)
+
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast for ``precision="bf16"`` (forward/backward only; parameters stay fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision != "bf16":
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 @dataclass
@@ -53,20 +83,23 @@ class Batch:
 
 def build_batch(
     init: Params, clients: np.ndarray, ptr: np.ndarray, schedule: Schedule,
-    weights: list[np.ndarray] | None, anchor: Params | None,
+    weights: list[np.ndarray] | None, anchor: Params | None, device: torch.device | None = None,
 ) -> Batch:
-    offsets = torch.as_tensor(ptr[clients], dtype=torch.long).view(-1, 1, 1)
+    """The batch on ``device`` (default: the CPU): schedules are built on the host and moved once."""
+    device = torch.device("cpu") if device is None else device
+    offsets = torch.from_numpy(ptr[clients].astype(np.int64)).view(-1, 1, 1)  # host, like the schedule
     w = schedule.mask.clone()
     if weights is not None:
         # [n_i] arrays weight each sample; [n_i, K] arrays weight each (sample, output head) pair and
         # need a loss that returns [batch, K] (e.g. engine.multihead's shared body + K heads).
-        gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32)[schedule.local[u]]
+        gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
                                 for u, wu in enumerate(weights)])
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
+    anchor = anchor if anchor is not None else init
     return Batch(
-        init=init, anchor=anchor if anchor is not None else init,
-        global_index=schedule.local + offsets, weight=w, count=schedule.mask.sum(-1).clamp(min=1.0),
-        steps=schedule.steps,
+        init={k: v.to(device) for k, v in init.items()}, anchor={k: v.to(device) for k, v in anchor.items()},
+        global_index=(schedule.local + offsets).to(device), weight=w.to(device),
+        count=schedule.mask.sum(-1).clamp(min=1.0).to(device), steps=schedule.steps,
     )
 
 
@@ -75,13 +108,25 @@ class Trainer:
 
     def __init__(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, task: str,
                  seed: int, path: str = "vectorized", workers: int = 2,
-                 channels_last: bool = False, max_units: int = 256) -> None:
-        self.module, self.x, self.y, self.ptr = module, x, y, ptr
+                 channels_last: bool = False, max_units: int = 256, precision: str = "fp32",
+                 chunk_mb: float | None = None) -> None:
+        if x.device != y.device:
+            raise ValueError(f"inputs on {x.device} but targets on {y.device}: move the federation once, whole")
+        self.device = x.device
+        if path in ("pool", "pool-vectorized", "dense") and self.device.type != "cpu":
+            raise ValueError(f"engine={path} runs on the CPU only; on {self.device} use engine=vectorized "
+                             "(or engine=auto)")
+        if path == "dense" and precision != "fp32":
+            raise ValueError("engine=dense computes in fp32; use engine=vectorized with precision=bf16")
+        autocast(self.device, precision)  # validates ``precision``
+        self.module, self.x, self.y, self.ptr = module.to(self.device), x, y, ptr
         self.sizes = np.diff(ptr)
         self.task, self.seed, self.path, self.workers = task, seed, path, workers
+        self.precision, self.chunk_mb = precision, chunk_mb
         self.loss = per_sample_loss(task)
         self.channels_last = channels_last
         self.max_units = max_units
+        self._chunk: dict[int, int] = {}  # units per vectorised chunk, by batch size
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
@@ -91,12 +136,22 @@ class Trainer:
         """A trainer on the same data and path with another module and per-sample loss (closed with
         this one); e.g. a shared body with K heads whose loss returns [batch, K]."""
         t = Trainer(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
-                    self.channels_last, self.max_units)
+                    self.channels_last, self.max_units, self.precision, self.chunk_mb)
         t.loss = loss
         # the dense path knows the standard losses and engine.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
         return t
+
+    def chunk_size(self, batch_size: int) -> int:
+        """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; on an accelerator
+        what fits the memory budget (``chunk_mb``, or a share of the free device memory)."""
+        if self.chunk_mb is None and self.device.type == "cpu":
+            return self.max_units
+        if batch_size not in self._chunk:
+            budget = None if self.chunk_mb is None else int(self.chunk_mb * 2**20)
+            self._chunk[batch_size] = units_per_chunk(self.module, self.x, batch_size, self.device, budget)
+        return self._chunk[batch_size]
 
     def train(
         self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
@@ -106,22 +161,24 @@ class Trainer:
         clients = np.asarray(clients, dtype=np.int64)
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
                               stream, solver.max_steps)
-        batch = build_batch(init, clients, self.ptr, sched, weights, anchor)
+        batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device)
         if self.path == "sequential":
-            return train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last)
+            return train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
+                                    self.precision)
         if self.path in ("pool", "pool-vectorized"):
             return self._train_pool(batch, solver)
         if self.dense is not None:
             return train_dense(self.dense, self.x, self.y, batch, solver, self.task)
-        return train_vectorized(self.module, self.x, self.y, batch, solver, self.loss, self.max_units)
+        return train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
+                                self.chunk_size(solver.batch_size), self.precision)
 
     # -- process pool ------------------------------------------------------------------------
     def _train_pool(self, batch: Batch, solver: Solver) -> Params:
-        if self._pool is None:
-            ctx = mp.get_context("fork")
-            _WORKER.update(module=self.module, x=self.x, y=self.y, loss=self.loss, cl=self.channels_last,
-                           vectorized=self.path == "pool-vectorized", max_units=self.max_units)
-            self._pool = ctx.Pool(self.workers, initializer=torch.set_num_threads, initargs=(1,))
+        if self._pool is None:  # started once, reused by every round until close()
+            self._pool = start_pool(self.workers, _init_worker, (
+                dict(module=self.module, x=self.x, y=self.y, loss=self.loss, cl=self.channels_last,
+                     vectorized=self.path == "pool-vectorized", max_units=self.max_units,
+                     precision=self.precision),))
         U = len(batch.steps)
         # Hand units out longest first, round-robin, so both workers get similar work.
         order = np.argsort(-batch.steps, kind="stable")
@@ -148,15 +205,22 @@ class Trainer:
 _WORKER: dict = {}
 
 
+def _init_worker(state: dict) -> None:
+    """Runs once in each pool worker: one intra-op thread, and the training data kept for every job."""
+    torch.set_num_threads(1)
+    _WORKER.update(state)
+
+
 def _pool_job(batch: Batch, solver: Solver) -> Params:
     w = _WORKER
     if w["vectorized"]:
-        return train_vectorized(w["module"], w["x"], w["y"], batch, solver, w["loss"], w["max_units"])
-    return train_sequential(w["module"], w["x"], w["y"], batch, solver, w["loss"], w["cl"])
+        return train_vectorized(w["module"], w["x"], w["y"], batch, solver, w["loss"], w["max_units"],
+                                w["precision"])
+    return train_sequential(w["module"], w["x"], w["y"], batch, solver, w["loss"], w["cl"], w["precision"])
 
 
 def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
-    t = torch.as_tensor(idx)
+    t = torch.as_tensor(idx, device=b.global_index.device)
     steps = b.steps[idx]
     S = int(steps.max(initial=1))
     return Batch(
@@ -167,7 +231,7 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
 
 # -- the reference path -------------------------------------------------------------------------
 def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
-                     loss_fn: LossFn, channels_last: bool = False) -> Params:
+                     loss_fn: LossFn, channels_last: bool = False, precision: str = "fp32") -> Params:
     """One unit at a time with ``torch.optim.SGD``: the plain reference implementation."""
     out = {k: torch.empty_like(v) for k, v in batch.init.items()}
     model = copy.deepcopy(module)
@@ -185,7 +249,9 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
             xb = x[idx]
             if channels_last and xb.dim() == 4:
                 xb = xb.contiguous(memory_format=torch.channels_last)
-            loss = (loss_fn(model(xb), y[idx]) * batch.weight[u, s, :real]).sum() / real
+            with autocast(x.device, precision):
+                pred = model(xb)
+            loss = (loss_fn(pred, y[idx]) * batch.weight[u, s, :real]).sum() / real
             if solver.prox_mu > 0:
                 loss = loss + 0.5 * solver.prox_mu * sum(
                     ((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor, strict=True)
@@ -200,7 +266,7 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
 
 # -- the vectorised path ------------------------------------------------------------------------
 def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
-                     loss_fn: LossFn, max_units: int = 256) -> Params:
+                     loss_fn: LossFn, max_units: int = 256, precision: str = "fp32") -> Params:
     """All units at once: per step, ``vmap(grad(loss))`` over stacked parameters and a padded batch.
 
     Units are sorted by their number of steps so that the units still training at step s are a
@@ -209,18 +275,21 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     U = len(batch.steps)
     if max_units < U:
         parts = [np.arange(i, min(i + max_units, U)) for i in range(0, U, max_units)]
-        res = [train_vectorized(module, x, y, _slice_batch(batch, p), solver, loss_fn, max_units)
+        res = [train_vectorized(module, x, y, _slice_batch(batch, p), solver, loss_fn, max_units, precision)
                for p in parts]
         return {k: torch.cat([r[k] for r in res]) for k in res[0]}
-    order = torch.as_tensor(np.argsort(-batch.steps, kind="stable"))
-    steps = batch.steps[order.numpy()]
+    order_np = np.argsort(-batch.steps, kind="stable")
+    order = torch.as_tensor(order_np, device=x.device)
+    steps = batch.steps[order_np]
     params = {k: v[order].clone() for k, v in batch.init.items()}
     anchor = {k: v[order] for k, v in batch.anchor.items()}
     gidx, weight, count = batch.global_index[order], batch.weight[order], batch.count[order]
     bufs = {k: torch.zeros_like(v) for k, v in params.items()} if solver.momentum > 0 else None
 
     def unit_loss(p: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor, nb: torch.Tensor):
-        return (loss_fn(functional_call(module, p, (xb,)), yb) * wb).sum() / nb
+        with autocast(x.device, precision):
+            out = functional_call(module, p, (xb,))
+        return (loss_fn(out, yb) * wb).sum() / nb
 
     grad_fn = vmap(grad(unit_loss))
     active = len(steps)
@@ -243,13 +312,16 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
                     d = buf
                 p.sub_(d, alpha=solver.lr)
     inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(U)
+    inverse[order] = torch.arange(U, device=order.device)
     return {k: v[inverse] for k, v in params.items()}
 
 
-def auto_path(model_name: str) -> str:
-    """The fast path per model family: hand-written batched backprop for dense models, a process pool for
-    CNNs (compute bound), torch.func vectorisation for anything else."""
+def auto_path(model_name: str, device: str | torch.device = "cpu", precision: str = "fp32") -> str:
+    """The fast path per model family and device. On the CPU: hand-written batched backprop for dense models
+    (fp32 only), a process pool for CNNs (compute bound), torch.func vectorisation for anything else. On an
+    accelerator: the vectorised cohort for every model."""
+    if torch.device(device).type != "cpu":
+        return "vectorized"
     if model_name in ("logistic", "linear", "linear-nobias", "mlp"):
-        return "dense"
+        return "dense" if precision == "fp32" else "vectorized"
     return "pool" if "cnn" in model_name else "vectorized"

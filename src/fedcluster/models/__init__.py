@@ -1,6 +1,6 @@
 """Models, each split into a feature extractor (``body``, φ) and a head (``head``, θ)."""
 
-from fedcluster.models import zoo  # noqa: F401  (registers the models)
+from fedcluster.models import mobilenet, resnet, zoo  # noqa: F401  (register the models)
 from fedcluster.models.base import SplitModel, build_model
 
 __all__ = ["SplitModel", "build_model"]

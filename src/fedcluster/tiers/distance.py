@@ -47,7 +47,7 @@ def cosine_similarity(x: torch.Tensor | np.ndarray) -> np.ndarray:
     (CFL's similarity of updates Δθ_i, Sattler et al. / CATALOG A.7; StoCFL and ICFL use the same)."""
     v = _rows(x)
     norms = v.norm(dim=1)
-    return ((v @ v.T) / (norms[:, None] * norms[None, :] + _EPS)).numpy()
+    return ((v @ v.T) / (norms[:, None] * norms[None, :] + _EPS)).cpu().numpy()
 
 
 def cosine_distance(x: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -60,7 +60,7 @@ def cosine_distance(x: torch.Tensor | np.ndarray) -> np.ndarray:
 def parameter_distance(x: torch.Tensor | np.ndarray) -> np.ndarray:
     """[n, n] ‖x_i − x_j‖₂ between flattened parameter vectors (FeSEM's metric, S1 footnote 6)."""
     v = _rows(x)
-    return torch.cdist(v, v).numpy()
+    return torch.cdist(v, v).cpu().numpy()
 
 
 def profile_distance(profiles: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -79,14 +79,14 @@ def client_prototypes(features: torch.Tensor, labels: torch.Tensor | np.ndarray,
     absent class, whose row is 0). ``owner`` [N] gives each row's client 0..m−1.
     """
     z = torch.as_tensor(features).reshape(len(features), -1).double()
-    y = torch.as_tensor(np.asarray(labels), dtype=torch.long)
-    own = torch.as_tensor(np.asarray(owner), dtype=torch.long)
+    y = torch.as_tensor(labels, dtype=torch.long, device=z.device)  # on the features' device
+    own = torch.as_tensor(owner, dtype=torch.long, device=z.device)
     rows = num_classes + 1
-    sums = torch.zeros(m * rows, z.shape[1], dtype=torch.float64)
-    counts = torch.zeros(m * rows, dtype=torch.float64)
+    sums = z.new_zeros(m * rows, z.shape[1])
+    counts = z.new_zeros(m * rows)
     for slot in (own * rows + y, own * rows + num_classes):
         sums.index_add_(0, slot, z)
-        counts.index_add_(0, slot, torch.ones(len(z), dtype=torch.float64))
+        counts.index_add_(0, slot, z.new_ones(len(z)))
     protos = sums / counts.clamp_min(1.0)[:, None]
     return protos.view(m, rows, -1), counts.view(m, rows)
 
@@ -116,7 +116,7 @@ def prototype_distance(prototypes: torch.Tensor, counts: torch.Tensor, principle
         out = dist.sum(-1) / valid.sum(-1).clamp_min(1)
     else:
         raise ValueError(f"unknown reduce {reduce!r}; choose max or mean")
-    out = out.numpy()
+    out = out.cpu().numpy()
     np.fill_diagonal(out, 0.0)
     return out
 
@@ -149,8 +149,9 @@ def data_signature(x: torch.Tensor | np.ndarray, y: torch.Tensor | np.ndarray, n
     """PACFL's client signature U_i [d, Σ_c r_c]: for every class c present, the top ``n_basis`` left singular
     vectors of the data matrix [d, N_{i,c}] whose columns are the flattened samples, side by side (Vahidian et
     al. 2023, Sec. 3; [ref-code] MMorafah/PACFL ``main_pacfl.py``: per-label truncated SVD, n_basis = 3)."""
-    xs = (x.double().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)).reshape(len(x), -1)
-    ys = y.numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    xs = x.double().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
+    xs = xs.reshape(len(x), -1)
+    ys = y.cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
     parts = []
     for c in np.unique(ys):
         u, _, _ = np.linalg.svd(xs[ys == c].T, full_matrices=False)

@@ -75,7 +75,7 @@ class GaussianStats:
     def of(x: torch.Tensor, gamma: np.ndarray) -> GaussianStats:
         flat = x.reshape(len(x), -1).double()
         g = torch.as_tensor(gamma, dtype=torch.float64)
-        return GaussianStats(g.sum(0).numpy(), (g.T @ flat).numpy(), (g.T @ flat.square()).numpy())
+        return GaussianStats(g.sum(0).cpu().numpy(), (g.T @ flat).cpu().numpy(), (g.T @ flat.square()).cpu().numpy())
 
     def __add__(self, other: GaussianStats) -> GaussianStats:
         return GaussianStats(self.s0 + other.s0, self.s1 + other.s1, self.s2 + other.s2)
@@ -93,4 +93,4 @@ def gaussian_log_density(x: torch.Tensor, stats: GaussianStats | None, var_floor
     # Σ_d (x_d − μ_d)² / σ_d² expanded, so no [N, K, D] tensor is built.
     quad = (flat.square() @ (1 / v).T) - 2 * (flat @ (mu / v).T) + (mu.square() / v).sum(1)
     logdet = torch.log(v).sum(1) + flat.shape[1] * math.log(2 * math.pi)
-    return (-0.5 * (quad + logdet)).numpy()
+    return (-0.5 * (quad + logdet)).cpu().numpy()

@@ -20,7 +20,7 @@ def sample_groups(fed: Federation) -> dict[str, tuple[np.ndarray, list[str]]]:
     n_concepts = int(max(concept.max(initial=0) + 1, fed.num_concepts))
     out = {"concept": (np.asarray(concept, dtype=np.int64), [str(c) for c in range(n_concepts)])}
     if fed.task == "classification":
-        out["class"] = (fed.train.y.numpy().astype(np.int64), [str(c) for c in range(fed.num_classes)])
+        out["class"] = (fed.train.y.cpu().numpy().astype(np.int64), [str(c) for c in range(fed.num_classes)])
     style = np.asarray(fed.style, dtype=np.int64)[owner]
     if (style >= 0).any():
         names = list(fed.style_names) or [str(s) for s in range(int(style.max()) + 1)]

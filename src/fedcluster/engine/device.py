@@ -1,0 +1,68 @@
+"""Where a run computes: ``device=auto|cpu|cuda``, ``precision=fp32|bf16`` and the deterministic settings.
+
+The device is a property of the run, owned by the runner: the federation is moved there once, the models,
+batches, E-steps, evaluation and aggregation stay there, and only metrics come back. While a round runs on
+an accelerator the runner makes it the default device (``torch.device`` as a context manager), so tensors an
+algorithm builds from NumPy land beside the models without the algorithm naming a device.
+
+Determinism on CUDA (``deterministic=true``, the default): ``torch.use_deterministic_algorithms`` and
+``CUBLAS_WORKSPACE_CONFIG=:4096:8`` make the same seed give the same ``rounds.csv`` on the same device; TF32
+is off in fp32 so that CPU and CUDA agree to float tolerance. Cost: deterministic kernels (scatter/index-add
+reductions, some convolution backward algorithms) are slower, cuDNN autotuning is off, and fp32 matmuls run
+at full precision instead of TF32. ``deterministic=false`` lifts all three.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+from fedcluster.errors import ConfigError
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when PyTorch sees a GPU, else the CPU; ``cuda`` without one is a user error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            build = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            raise ConfigError(f"device={name} but PyTorch sees no CUDA GPU (torch {torch.__version__}, {build}); "
+                              "use device=cpu or device=auto")
+        return torch.device(name)
+    if name == "cpu":
+        return torch.device("cpu")
+    raise ConfigError(f"device={name!r} is not valid; choose one of: auto, cpu, cuda")
+
+
+def check_engine(engine: str, device: torch.device, precision: str) -> None:
+    """Engines that exist only on the CPU, and the dense path's fp32-only maths, as one-line errors."""
+    if device.type != "cpu" and engine in ("dense", "pool", "pool-vectorized"):
+        raise ConfigError(f"engine={engine} runs on the CPU only; with device={device} use engine=vectorized, "
+                          "sequential or auto")
+    if engine == "dense" and precision != "fp32":
+        raise ConfigError("engine=dense computes in fp32; use precision=fp32, or engine=vectorized (or auto) "
+                          "for bf16")
+
+
+def configure(device: torch.device, deterministic: bool) -> None:
+    """Process-wide numerics for a run on ``device`` (nothing changes for CPU runs)."""
+    if device.type != "cuda":
+        return
+    torch.backends.cuda.matmul.allow_tf32 = not deterministic
+    torch.backends.cudnn.allow_tf32 = not deterministic
+    torch.backends.cudnn.benchmark = not deterministic
+    if deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def default_device(device: torch.device) -> contextlib.AbstractContextManager:
+    """Make ``device`` the default for new tensors (a no-op on the CPU, which costs nothing there)."""
+    return contextlib.nullcontext() if device.type == "cpu" else torch.device(device)
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

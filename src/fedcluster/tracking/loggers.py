@@ -1,0 +1,215 @@
+"""Optional experiment tracking: the run loop reports to observers, which log to MLflow and TensorBoard.
+
+``tracking=mlflow`` (and/or ``tensorboard``) logs the resolved config as parameters, every ``rounds.csv``
+column as a per-round metric (step = round; rounds without evaluation are skipped, not logged as NaN) and,
+when the run ends, the run directory's result files as MLflow artefacts. MLflow and TensorBoard are
+imported only when asked for. MLflow 3 refuses its file store (``./mlruns``) unless
+``MLFLOW_ALLOW_FILE_STORE=true``, so the default store is MLflow's recommended local one, a SQLite
+database: ``sqlite:///RUN_DIR/mlflow.db`` with the artefacts in ``RUN_DIR/mlartifacts``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from fedcluster.config import RunConfig
+from fedcluster.errors import UserError
+
+INSTALL_HINT = "pip install 'fedcluster[tracking]'"
+ARTIFACT_FILES = ("config.yaml", "rounds.csv", "clients.csv", "summary.json", "clusters.jsonl")
+
+
+class RunObserver(Protocol):
+    """What the run loop tells a tracker: the start (with rows of a resumed run), each round, the end."""
+
+    def start(self, rows: Sequence[Mapping[str, float]]) -> None: ...
+
+    def log_round(self, row: Mapping[str, Any]) -> None: ...
+
+    def end(self, status: str) -> None: ...
+
+
+def flatten_config(cfg: RunConfig) -> dict[str, str]:
+    """The resolved config as flat ``key -> text``; section parameters as ``algorithm.mu`` (the CLI's keys)."""
+    flat: dict[str, str] = {}
+    for key, value in cfg.to_dict().items():
+        if key.endswith("_params"):
+            for sub, v in value.items():
+                flat[f"{key[:-7]}.{sub}"] = _text(v)
+        else:
+            flat[key] = _text(value)
+    return flat
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def round_metrics(row: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric, finite columns of one ``rounds.csv`` row, without the step column ``round``."""
+    return {k: float(v) for k, v in row.items()
+            if k != "round" and isinstance(v, int | float) and math.isfinite(float(v))}
+
+
+def result_files(run_dir: Path) -> list[Path]:
+    """The run directory's result files that are logged as artefacts (not the checkpoint)."""
+    return [run_dir / n for n in ARTIFACT_FILES if (run_dir / n).is_file()] + sorted(run_dir.glob("*.png"))
+
+
+def _require(*modules: str) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise UserError(f"tracking needs the Python package {name.split('.')[0]!r}, which is not installed; "
+                            f"install it with `{INSTALL_HINT}` or run with tracking=none") from None
+
+
+def _artifact_root(uri: str) -> str | None:
+    """A new experiment in a SQLite store keeps its artefacts beside the database (MLflow's default would be
+    ./mlruns of the current directory); other stores (servers) choose for themselves."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
+
+
+class MlflowLogger:
+    """One MLflow run per fedcluster run (a resumed run starts a new MLflow run holding every round)."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        self.uri = cfg.tracking_uri or "sqlite:///" + str((run_dir / "mlflow.db").resolve())
+        _require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
+        self.client: Any = None
+        self.run_id = ""
+
+    def start(self, rows: Sequence[Mapping[str, float]]) -> None:
+        from mlflow.entities import Param
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        for name in ("mlflow", "alembic"):  # schema creation chatter on a fresh store
+            logging.getLogger(name).setLevel(logging.WARNING)
+        try:
+            self.client = MlflowClient(self.uri)
+            exp = self.client.get_experiment_by_name(self.cfg.tracking_experiment)
+            artifacts = _artifact_root(self.uri)
+            exp_id = exp.experiment_id if exp else self.client.create_experiment(
+                self.cfg.tracking_experiment, artifact_location=artifacts)
+            tags = {"fedcluster.run_dir": str(self.run_dir.resolve())}
+            if rows:
+                tags["fedcluster.resumed_after_round"] = str(int(rows[-1]["round"]))
+            self.run_id = self.client.create_run(exp_id, run_name=self.run_dir.name, tags=tags).info.run_id
+        except MlflowException as e:
+            first = " ".join(str(e.message).split(". ")[0].split())[:200]
+            raise UserError(f"tracking_uri={self.uri!r}: MLflow could not use it ({first}); use e.g. "
+                            "tracking_uri=sqlite:///PATH/mlflow.db or leave it unset") from None
+        params = [Param(k, v) for k, v in flatten_config(self.cfg).items()]
+        for i in range(0, len(params), 100):  # MLflow's limit per batch
+            self.client.log_batch(self.run_id, params=params[i:i + 100])
+        for row in rows:
+            self.log_round(row)
+
+    def log_round(self, row: Mapping[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        stamp, step = int(time.time() * 1000), int(row["round"])
+        metrics = [Metric(k, v, stamp, step) for k, v in round_metrics(row).items()]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def end(self, status: str) -> None:
+        if not self.run_id:
+            return
+        if status == "FINISHED":
+            for path in result_files(self.run_dir):
+                self.client.log_artifact(self.run_id, str(path))
+        self.client.set_terminated(self.run_id, status=status)
+
+
+class TensorBoardLogger:
+    """Scalars per round under the column names, and the resolved config as text."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
+        _require("tensorboard", "torch.utils.tensorboard")
+        self.cfg = cfg
+        self.log_dir = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir / "tensorboard"
+        self.writer: Any = None
+
+    def start(self, rows: Sequence[Mapping[str, float]]) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        # purge_step=1: a resumed run drops what an earlier writer logged and logs every kept round again
+        self.writer = SummaryWriter(str(self.log_dir), purge_step=1 if rows else None, flush_secs=10)
+        table = "\n".join(f"    {k}: {v}" for k, v in flatten_config(self.cfg).items())
+        self.writer.add_text("config", table)
+        for row in rows:
+            self.log_round(row)
+
+    def log_round(self, row: Mapping[str, Any]) -> None:
+        step = int(row["round"])
+        for key, value in round_metrics(row).items():
+            self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def end(self, status: str) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+class Tracking:
+    """Fans the run loop's events out to the chosen loggers (none: every call does nothing).
+
+    A logger that fails after the start is dropped with one warning: tracking never stops a run, whose
+    results are in the run directory anyway.
+    """
+
+    def __init__(self, observers: Sequence[RunObserver]) -> None:
+        self.observers = list(observers)
+
+    def start(self, rows: Sequence[Mapping[str, float]]) -> None:
+        for o in self.observers:
+            o.start(rows)
+
+    def log_round(self, row: Mapping[str, Any]) -> None:
+        self._each(lambda o: o.log_round(row))
+
+    def end(self, status: str) -> None:
+        self._each(lambda o: o.end(status))
+
+    def _each(self, call: Callable[[RunObserver], None]) -> None:
+        for o in list(self.observers):
+            try:
+                call(o)
+            except Exception as e:  # noqa: BLE001 - any tracking failure, reported and survived
+                print(f"fedcluster: warning: {type(o).__name__} failed ({' '.join(str(e).split())[:200]}); "
+                      "tracking to it stops, the run goes on", file=sys.stderr)
+                self.observers.remove(o)
+
+
+LOGGERS = {"mlflow": MlflowLogger, "tensorboard": TensorBoardLogger}
+
+
+@contextmanager
+def open_tracking(cfg: RunConfig, run_dir: Path) -> Iterator[Tracking]:
+    """The loggers named by ``cfg.tracking``; ended FINISHED after the block, KILLED/FAILED if it raises."""
+    names = dict.fromkeys(n for n in cfg.tracking if n != "none")
+    tracking = Tracking([LOGGERS[n](cfg, run_dir) for n in names])
+    try:
+        yield tracking
+    except KeyboardInterrupt:
+        tracking.end("KILLED")
+        raise
+    except BaseException:
+        tracking.end("FAILED")
+        raise
+    tracking.end("FINISHED")

@@ -1,0 +1,104 @@
+"""A CPU stand-in for an accelerator, to test on machines without one that a run keeps its tensors together.
+
+Under :class:`FakeDevice` every tensor is either *host* (made by ``.cpu()``, ``from_numpy`` or from host
+tensors only) or *device* (everything else: what the runner's device context, ``.to(device)`` or the moved
+federation would put on the GPU; on a CPU run the run's device is the CPU, so a named device is the run's).
+It records what would fail on CUDA: an operation that mixes host and device tensors (other than CPU scalars
+and indices, which CUDA accepts), and a device tensor read as NumPy (``.numpy()``, ``np.asarray``,
+``.tolist()``) without ``.cpu()`` first.
+"""
+
+from __future__ import annotations
+
+import traceback
+import weakref
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+TO_HOST = {"cpu", "from_numpy"}
+READS = {"numpy", "__array__", "tolist"}
+INDEXING = {"__getitem__", "__setitem__", "index_select", "index_copy_", "index_add_", "index_put_", "gather",
+            "take", "put_", "masked_select", "scatter", "scatter_", "scatter_add", "scatter_add_"}
+
+
+def _where(depth: int = 12) -> str:
+    frames = [f for f in traceback.extract_stack()[:-3] if "/fedcluster/" in f.filename]
+    return " <- ".join(f"{f.filename.split('/fedcluster/')[-1]}:{f.lineno}" for f in frames[::-1][:3])
+
+
+class FakeDevice(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self._host: dict[int, weakref.ref] = {}
+        self.problems: list[str] = []
+
+    def __enter__(self):
+        # torch.from_numpy bypasses __torch_function__: wrap it while the mode is on (always a host tensor)
+        self._from_numpy = torch.from_numpy
+
+        def from_numpy(a):
+            out = self._from_numpy(a)
+            self._mark(out)
+            return out
+
+        torch.from_numpy = from_numpy
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.from_numpy = self._from_numpy
+        return super().__exit__(*exc)
+
+    def host(self, t: torch.Tensor) -> bool:
+        r = self._host.get(id(t))
+        return r is not None and r() is t
+
+    def _mark(self, out: Any) -> None:
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self._host[id(t)] = weakref.ref(t)
+
+    @staticmethod
+    def _names_device(args: tuple, kwargs: dict) -> bool:
+        """Whether a ``to``/``as_tensor``/factory call names a device (then it lands on the run's device)."""
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, torch.device):
+                return True
+            if isinstance(a, str):
+                try:
+                    torch.device(a)
+                    return True
+                except (RuntimeError, TypeError):
+                    continue
+        return False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name in READS and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
+            self.problems.append(f"{name}() of a device tensor at {_where()}")
+        out = func(*args, **kwargs)
+        tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if name in TO_HOST:
+            if out is args[0]:  # .cpu() of a CPU tensor is the tensor itself: tag an alias, not the original
+                out = out.view_as(out)
+            self._mark(out)
+            return out
+        if name in ("to", "as_tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "eye", "zeros_like",
+                    "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "linspace") and \
+                self._names_device(args[1:] if name == "to" else args, kwargs):
+            return out  # on the run's device
+        if name in INDEXING:
+            tensors = tensors[:1]  # CUDA takes CPU indices; the result follows the indexed tensor
+        if not tensors:
+            return out  # a factory without a device: the runner's device context puts it on the device
+        big = [t for t in tensors if t.dim() > 0]
+        flags = [self.host(t) for t in (big or tensors)]
+        if big and any(flags) and not all(flags):
+            kinds = ", ".join(f"{'host' if h else 'device'} {list(t.shape)}" for t, h in zip(big, flags, strict=True))
+            self.problems.append(f"{name} mixes host and device tensors ({kinds}) at {_where()}")
+        if all(flags):
+            self._mark(out)
+        return out

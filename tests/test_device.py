@@ -1,0 +1,220 @@
+"""Device handling: keys and errors, the trainer on another device, bf16, memory-budgeted chunks, and every
+algorithm keeping its tensors where the run put them (checked on the CPU with a simulated device; on a GPU
+for real when one is present)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fake_device import FakeDevice
+
+from fedcluster.cli import main
+from fedcluster.config import load_raw, resolve
+from fedcluster.data.build import build_federation
+from fedcluster.engine.device import check_engine, resolve_device
+from fedcluster.engine.memory import unit_bytes, units_per_chunk
+from fedcluster.engine.params import get_params, stack
+from fedcluster.engine.runner import Run
+from fedcluster.engine.solver import Solver
+from fedcluster.engine.training import Trainer, auto_path
+from fedcluster.errors import ConfigError
+from fedcluster.models import build_model
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]
+# every registered method, with the keys it needs on the demo federation (regression methods on theirs)
+METHODS = {
+    "fedavg": [], "fedprox": [], "fedrc": [], "fedem": [], "ifca": [], "fesem": [], "fedsoft": [], "oracle": [],
+    "cfl": [], "oneshot": [], "pacfl": [], "stocfl": [], "icfl": [], "cflgp": [], "hcfl": [], "hcfl-plus": [],
+    "hcfl-prime": [], "fedrc-adaptive": [],
+    "fedmd": ["scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
+              "algorithm.num_clusters=3"],
+}
+SLOW = {"fedmd", "fesem", "fedsoft", "oracle", "oneshot", "pacfl", "stocfl", "icfl", "hcfl", "hcfl-prime",
+        "fedrc-adaptive"}
+
+
+def _cfg(tmp_path: Path, *items: str):
+    return resolve(load_raw(None, [*FAST, f"out={tmp_path / 'run'}", *items]))
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with (path / "rounds.csv").open() as f:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+
+
+# -- the simulated device -----------------------------------------------------------------------------
+def test_fake_device_flags_what_would_fail_on_a_gpu() -> None:
+    with FakeDevice() as fake:
+        device = torch.ones(3)
+        device.cpu().numpy()  # fine: copied to the host first
+        torch.from_numpy(np.ones(3)).numpy()  # fine: a host tensor
+        device[torch.from_numpy(np.array([0, 1]))]  # fine: CUDA takes CPU indices
+        assert not fake.problems
+        device.numpy()
+        _ = torch.from_numpy(np.ones(3, dtype=np.float32)) + device
+        np.asarray(device)
+    assert len(fake.problems) == 3
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in METHODS])
+def test_every_algorithm_keeps_its_tensors_on_the_runs_device(tmp_path: Path, name: str) -> None:
+    """The vectorised engine (what engine=auto picks on a GPU): no host/device mixing, no device tensor read as
+    NumPy, in construction, rounds, evaluation and checkpointing."""
+    cfg, typed = _cfg(tmp_path, f"algorithm={name}", "engine=vectorized", *METHODS[name])
+    fed = build_federation(cfg, typed["scenario"])
+    with FakeDevice() as fake:
+        Run(cfg, typed, fed=fed).execute()
+    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
+
+
+def test_split_body_and_cnn_keep_their_tensors_on_the_runs_device(tmp_path: Path) -> None:
+    cfg, typed = _cfg(tmp_path, "algorithm=fedrc", "algorithm.split=true", "model=light-cnn", "engine=vectorized")
+    fed = build_federation(cfg, typed["scenario"])
+    with FakeDevice() as fake:
+        Run(cfg, typed, fed=fed).execute()
+    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
+
+
+# -- keys and errors ----------------------------------------------------------------------------------------
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
+def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["run", *FAST, "device=cuda", f"out={tmp_path / 'r'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "device=cuda" in err and "device=cpu" in err
+    assert resolve_device("auto") == torch.device("cpu")
+
+
+def test_bad_keys_are_one_line_errors(tmp_path: Path, capsys) -> None:
+    for bad, word in (("device=tpu", "device"), ("precision=fp16", "precision"), ("chunk_mb=0", "chunk_mb"),
+                      ("chunk_mb=.nan", "chunk_mb")):
+        assert main(["run", *FAST, bad, f"out={tmp_path / 'r'}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and word in err, err
+
+
+def test_cpu_only_engines_are_refused_on_an_accelerator() -> None:
+    cuda = torch.device("cuda")
+    for engine in ("pool", "pool-vectorized", "dense"):
+        with pytest.raises(ConfigError, match=f"engine={engine} runs on the CPU only"):
+            check_engine(engine, cuda, "fp32")
+    with pytest.raises(ConfigError, match="engine=dense computes in fp32"):
+        check_engine("dense", torch.device("cpu"), "bf16")
+    check_engine("vectorized", cuda, "bf16")
+
+
+def test_auto_engine_per_device() -> None:
+    assert [auto_path(m) for m in ("mlp", "light-cnn", "cnn", "resnet18")] == ["dense", "pool", "pool", "vectorized"]
+    assert {auto_path(m, "cuda", p) for m in ("mlp", "cnn", "resnet18") for p in ("fp32", "bf16")} == {"vectorized"}
+    assert auto_path("mlp", "cpu", "bf16") == "vectorized"  # the dense path is fp32-only
+
+
+# -- the trainer on another device ------------------------------------------------------------------------
+def _setup(sizes=(37, 64, 5, 90), shape=(1, 8, 8), model="light-cnn"):
+    g = torch.Generator().manual_seed(0)
+    n = sum(sizes)
+    x, y = torch.rand(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g)
+    torch.manual_seed(1)
+    module = build_model(model, shape, 10)
+    init = stack([get_params(module) for _ in sizes])
+    return module, x, y, np.concatenate([[0], np.cumsum(sizes)]), init
+
+
+def test_trainer_computes_on_its_datas_device() -> None:
+    """Data and models on 'meta' (shapes only): any tensor the vectorised path made on the CPU would fail to
+    mix. (The sequential reference reads batch sizes with .item(), which meta tensors cannot answer.)"""
+    path = "vectorized"
+    module, x, y, ptr, init = _setup(model="mlp")
+    meta = {k: v.to("meta") for k, v in init.items()}
+    tr = Trainer(module, x.to("meta"), y.to("meta"), ptr, "classification", seed=0, path=path)
+    out = tr.train(meta, np.arange(4), Solver(lr=0.1, batch_size=16, momentum=0.9, prox_mu=0.1), 0,
+                   weights=[np.ones(n, dtype=np.float32) for n in np.diff(ptr)])
+    assert {v.device.type for v in out.values()} == {"meta"}
+    assert {p.device.type for p in tr.module.parameters()} == {"meta"}
+    with pytest.raises(ValueError, match="runs on the CPU only"):
+        Trainer(module, x.to("meta"), y.to("meta"), ptr, "classification", seed=0, path="pool")
+
+
+def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
+    module, x, y, ptr, init = _setup()
+    solver = Solver(lr=0.05, batch_size=16)
+    out = {}
+    for path, prec in (("vectorized", "fp32"), ("vectorized", "bf16"), ("sequential", "bf16")):
+        tr = Trainer(module, x, y, ptr, "classification", seed=0, path=path, precision=prec)
+        out[path, prec] = tr.train(init, np.arange(4), solver, 0)
+    fp32, bf16 = out["vectorized", "fp32"], out["vectorized", "bf16"]
+    assert all(v.dtype == torch.float32 for v in bf16.values())  # fp32 master weights
+    assert any(not torch.equal(bf16[k], fp32[k]) for k in fp32)  # autocast really ran
+    for k in fp32:
+        torch.testing.assert_close(bf16[k], fp32[k], rtol=0.05, atol=0.02)
+        torch.testing.assert_close(out["sequential", "bf16"][k], bf16[k], rtol=0.05, atol=0.02)
+    with pytest.raises(ValueError, match="precision"):
+        Trainer(module, x, y, ptr, "classification", seed=0, precision="fp16")
+
+
+def test_memory_budget_chunks_give_the_same_models() -> None:
+    module, x, y, ptr, init = _setup()
+    per_unit = unit_bytes(module, x, 16)
+    params = sum(p.numel() * 4 for p in module.parameters())
+    assert per_unit > 5 * params  # activations of a batch are counted on top of the parameter copies
+    assert units_per_chunk(module, x, 16, torch.device("cpu"), budget=3 * per_unit) == 3
+    assert units_per_chunk(module, x, 16, torch.device("cpu"), budget=1) == 1
+    assert units_per_chunk(module, x, 16, torch.device("cpu")) == 256  # no budget on the CPU: the default
+    solver = Solver(lr=0.05, batch_size=16, momentum=0.9)
+    whole = Trainer(module, x, y, ptr, "classification", seed=0).train(init, np.arange(4), solver, 0)
+    tr = Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=1.5 * per_unit / 2**20)
+    assert tr.chunk_size(16) == 1
+    chunked = tr.train(init, np.arange(4), solver, 0)
+    for k in whole:
+        torch.testing.assert_close(chunked[k], whole[k], rtol=1e-5, atol=1e-6)
+
+
+def test_federation_moves_once_and_whole(tmp_path: Path) -> None:
+    cfg, typed = _cfg(tmp_path)
+    fed = build_federation(cfg, typed["scenario"])
+    assert fed.to("cpu") is fed
+    meta = fed.to("meta")
+    assert {s.x.device.type for s in (meta.train, meta.val, meta.test)} == {"meta"}
+    assert {s.y.device.type for s in (meta.train, meta.val, meta.test)} == {"meta"}
+    assert np.array_equal(meta.train.ptr, fed.train.ptr) and meta.true_cluster is fed.true_cluster
+
+
+def test_cpu_runs_are_deterministic(tmp_path: Path) -> None:
+    for d in ("a", "b"):
+        assert main(["run", *FAST, "algorithm=fedrc", "engine=vectorized", f"out={tmp_path / d}"]) == 0
+    assert _rows(tmp_path / "a") == _rows(tmp_path / "b")
+
+
+# -- on a GPU (skipped without one) --------------------------------------------------------------------------
+@CUDA
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_algorithm_runs_on_cuda(tmp_path: Path, name: str) -> None:
+    cfg, typed = _cfg(tmp_path, f"algorithm={name}", "device=cuda", *METHODS[name])
+    run = Run(cfg, typed)
+    run.execute()
+    assert {v.device.type for v in run.alg.models.values()} == {"cuda"}
+    assert run.fed.train.x.device.type == "cuda" and run.ctx.trainer.path == "vectorized"
+
+
+@CUDA
+@pytest.mark.parametrize("extra", [[], ["model=light-cnn", "algorithm=fedrc", "algorithm.split=true"],
+                                   ["precision=bf16", "model=light-cnn"]])
+def test_cuda_same_seed_same_rounds(tmp_path: Path, extra: list[str]) -> None:
+    for d in ("a", "b"):
+        assert main(["run", *FAST, "device=cuda", *extra, f"out={tmp_path / d}"]) == 0
+    assert _rows(tmp_path / "a") == _rows(tmp_path / "b")
+
+
+@CUDA
+@pytest.mark.parametrize("model", ["mlp", "light-cnn"])
+def test_cpu_and_cuda_agree(tmp_path: Path, model: str) -> None:
+    for dev in ("cpu", "cuda"):
+        assert main(["run", *FAST, "algorithm=fedrc", f"model={model}", "engine=vectorized", f"device={dev}",
+                     f"out={tmp_path / dev}"]) == 0
+    for a, b in zip(_rows(tmp_path / "cpu"), _rows(tmp_path / "cuda"), strict=True):
+        for k in ("val_acc", "test_acc", "val_loss", "test_loss"):
+            assert float(a[k]) == pytest.approx(float(b[k]), abs=2e-3)
