@@ -7,6 +7,7 @@ stderr naming what is wrong and the valid choices, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -148,7 +149,24 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("name", nargs="?", metavar="KIND | NAME",
                     help="algorithms, datasets, scenarios or models; or a name (e.g. fedrc) for its parameters")
     ls.set_defaults(fn=cmd_list)
+    _add_flower(sub)
     return p
+
+
+def _add_flower(sub: argparse._SubParsersAction) -> None:
+    """``fedcluster flower simulate | serve | node`` (fedcluster.flower; needs the ``flower`` extra)."""
+    if importlib.util.find_spec("flwr") is None:  # Flower not installed: the subcommand says how to get it
+        fl = sub.add_parser("flower", help="run a method on Flower (pip install 'fedcluster[flower]')")
+        fl.add_argument("rest", nargs=argparse.REMAINDER)
+        fl.set_defaults(fn=_no_flower)
+        return
+    from fedcluster.flower.commands import add_parser
+
+    add_parser(sub)
+
+
+def _no_flower(args: argparse.Namespace) -> int:
+    raise UserError("Flower is not installed: pip install 'fedcluster[flower]' (or bash scripts/install.sh)")
 
 
 def _user_facing(e: BaseException) -> bool:

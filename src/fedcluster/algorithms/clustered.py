@@ -36,8 +36,6 @@ from fedcluster.engine.training import Trainer
 from fedcluster.tiers.weights import best_cluster, em_weights, one_hot
 from fedcluster.tracking.clusters import cluster_record, sample_groups
 
-CHUNK = 4096  # training rows gathered per step of the batched E-step
-
 
 @dataclass
 class ClusteredParams:
@@ -97,16 +95,10 @@ class ClusteredAlgorithm(Algorithm):
         """[K, N, out] outputs of the K models (inference-optimised; with a shared body it runs once)."""
         return self._forward(self.models if models is None else models, x, self.split)
 
-    @torch.no_grad()
     def losses(self, rows: np.ndarray) -> np.ndarray:
-        """[N, K] per-sample losses of the K models on training ``rows``: one batched pass over the
-        whole cohort (chunks of CHUNK rows), not one small pass per client and model."""
-        tr = self.ctx.fed.train
-        out = []
-        for i in range(0, len(rows), CHUNK):
-            idx = torch.as_tensor(rows[i:i + CHUNK])
-            out.append(per_sample_losses(self.outputs(tr.x[idx]), tr.y[idx], self.ctx.fed.task).T)
-        return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, self.num_clusters))
+        """[N, K] per-sample losses of the K models on training ``rows`` (the clients' E-step work, done by
+        the trainer: in process one batched pass over the cohort, on Flower by each node)."""
+        return self.ctx.trainer.losses(self.models, rows, self.split)
 
     # -- local training ----------------------------------------------------------------------
     def train_pairs(self, clients: np.ndarray, gamma: np.ndarray, round_: int, solver: Solver | None = None,

@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 import fedcluster
-from fedcluster.algorithms.base import Algorithm, Context
+from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
@@ -82,15 +82,26 @@ class Run:
             cfg.num_clients = self.fed.num_clients
         torch.manual_seed(cfg.seed)
         module = build_model(cfg.model, self.fed.input_shape, self.fed.output_dim, typed["model"]).to(self.device)
-        trainer = Trainer(module, self.fed.train.x, self.fed.train.y, self.fed.train.ptr, self.fed.task,
-                          seed=cfg.seed, path=path, workers=cfg.workers, precision=cfg.precision,
-                          chunk_mb=cfg.chunk_mb)
+        self.engine_path = path
+        trainer = self.make_trainer(module)
         solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum,
                         weight_decay=cfg.weight_decay)
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
         with default_device(self.device):
             self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
+
+    def make_trainer(self, module: torch.nn.Module) -> Trainer:
+        """The clients' work (local training, E-step losses): in process here; the Flower adapter
+        (fedcluster.flower) overrides this with a trainer that sends the same work to the nodes."""
+        cfg = self.cfg
+        return Trainer(module, self.fed.train.x, self.fed.train.y, self.fed.train.ptr, self.fed.task,
+                       seed=cfg.seed, path=self.engine_path, workers=cfg.workers, precision=cfg.precision,
+                       chunk_mb=cfg.chunk_mb)
+
+    def play_round(self, t: int) -> RoundResult:
+        """One round with this round's sampled clients (the Flower adapter drops failed nodes here)."""
+        return self.alg.run_round(t, self.stream[t])
 
     def execute(self) -> dict[str, Any]:
         with open_tracking(self.cfg, self.dir.path) as self.tracking:
@@ -117,7 +128,7 @@ class Run:
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
                 with default_device(self.device):
-                    res = self.alg.run_round(t, self.stream[t])
+                    res = self.play_round(t)
                     if (t + 1) % cfg.eval_every == 0 or last:
                         metrics, val_acc = evaluate(self.alg, self.fed)
                     else:

@@ -32,12 +32,15 @@ from torch.func import functional_call, grad, vmap
 
 from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
+from fedcluster.engine.evaluation import per_sample_losses
+from fedcluster.engine.inference import StackForward
 from fedcluster.engine.memory import units_per_chunk
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool
 from fedcluster.engine.solver import Solver
 
+LOSS_CHUNK = 4096  # training rows per forward pass of the E-step losses
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> per-sample loss
 
 
@@ -131,6 +134,7 @@ class Trainer:
         self._siblings: list[Trainer] = []
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
+        self._forward: StackForward | None = None  # inference forward of the E-step losses
 
     def sibling(self, module: nn.Module, loss: LossFn) -> Trainer:
         """A trainer on the same data and path with another module and per-sample loss (closed with
@@ -171,6 +175,18 @@ class Trainer:
             return train_dense(self.dense, self.x, self.y, batch, solver, self.task)
         return train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
                                 self.chunk_size(solver.batch_size), self.precision)
+
+    @torch.no_grad()
+    def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
+        """[N, K] per-sample losses of the K stacked ``models`` on training ``rows`` (an E-step's client
+        work): one batched pass over the whole cohort in chunks of LOSS_CHUNK rows."""
+        if self._forward is None:
+            self._forward = StackForward(self.module)
+        out = []
+        for i in range(0, len(rows), LOSS_CHUNK):
+            idx = torch.as_tensor(rows[i:i + LOSS_CHUNK])
+            out.append(per_sample_losses(self._forward(models, self.x[idx], shared_body), self.y[idx], self.task).T)
+        return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, len(next(iter(models.values())))))
 
     # -- process pool ------------------------------------------------------------------------
     def _train_pool(self, batch: Batch, solver: Solver) -> Params:

@@ -1,0 +1,72 @@
+"""``fedcluster flower``: bad input ends with one line and exit status 2; the generated Flower app; the
+simulation (Ray) gives the in-process engine's run (slow)."""
+
+from __future__ import annotations
+
+import csv
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fedcluster.cli import main
+
+pytest.importorskip("flwr")
+
+from fedcluster.flower.commands import split_options, write_app, write_connection  # noqa: E402
+from fedcluster.flower.server import FlowerOptions  # noqa: E402
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["flower", "serve", "rounds=2"], "--insecure"),
+    (["flower", "serve", "--insecure", "flower.retries=3"], "flower.retries"),
+    (["flower", "serve", "--insecure", "flower.min_clients=0"], "min_clients"),
+    (["flower", "serve", "--insecure", "flower.timeout=-1"], "timeout"),
+    (["flower", "serve", "--insecure", "flower.timeout=soon"], "flower.timeout"),
+    (["flower", "simulate", "algorithm=nope"], "nope"),
+    (["flower", "serve", "--root-certificates", "/nonexistent/ca.pem"], "ca.pem"),
+    (["flower", "node", "--insecure", "--partition-id", "-1"], "partition-id"),
+    (["flower", "node", "--insecure", "--partition-id", "0", "--auth-private-key", "/nonexistent"], "private-key"),
+])
+def test_bad_input_is_one_line_and_status_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err
+
+
+def test_flower_keys_are_split_from_the_run_keys() -> None:
+    path, overrides, options = split_options(["exp.yaml", "rounds=3", "flower.min_clients=4", "flower.timeout=30"])
+    assert path == "exp.yaml" and overrides == ["rounds=3"]
+    assert options == FlowerOptions(min_clients=4, timeout=30.0)
+
+
+def test_generated_app_and_connection(tmp_path: Path) -> None:
+    """``flwr run`` reads these: the components, the run config and the SuperLink connection."""
+    write_app(tmp_path / "app", "algorithm: ifca\nrounds: 2\n", FlowerOptions(min_clients=2, timeout=9.0))
+    doc = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    app = doc["tool"]["flwr"]["app"]
+    assert app["components"] == {"serverapp": "fedcluster.flower.apps:server_app",
+                                 "clientapp": "fedcluster.flower.apps:client_app"}
+    assert app["config"] == {"config": "algorithm: ifca\nrounds: 2\n", "min-clients": 2, "timeout": 9.0}
+    write_connection(tmp_path / "home", "10.0.0.1:8000", False, str(tmp_path / "ca.pem"))
+    conn = tomllib.loads((tmp_path / "home" / "config.toml").read_text())["superlink"]
+    assert conn["default"] == "fedcluster"
+    assert conn["fedcluster"] == {"address": "10.0.0.1:8000", "root-certificates": str(tmp_path / "ca.pem")}
+
+
+@pytest.mark.slow
+def test_simulation_equals_in_process(tmp_path: Path) -> None:
+    base = ["algorithm=ifca", "dataset=digits", "num_clients=6", "rounds=3", "model=mlp", "model.hidden=[16]",
+            "progress=false"]
+    assert main(["flower", "simulate", *base, f"out={tmp_path / 'sim'}"]) == 0
+    assert main(["run", *base, f"out={tmp_path / 'local'}"]) == 0
+
+    def read(run: str, name: str) -> list[dict[str, str]]:
+        with (tmp_path / run / name).open() as f:
+            return list(csv.DictReader(f))
+
+    assert [r["cluster"] for r in read("sim", "clients.csv")] == [r["cluster"] for r in read("local", "clients.csv")]
+    for a, b in zip(read("sim", "rounds.csv"), read("local", "rounds.csv"), strict=True):
+        for key in ("val_acc", "test_acc", "ari", "val_loss", "test_loss"):
+            assert float(a[key]) == pytest.approx(float(b[key]), abs=1e-5), key
