@@ -119,7 +119,7 @@ def main() -> None:
     for b in NAMES:
         runs = {f"ρ={rho}": curves[f"hcfl-{b}-{rho}"] for rho in (0.05, 0.1, 0.3) if f"hcfl-{b}-{rho}" in curves}
         if runs:
-            plot_num_clusters(runs, out / f"kt-{b}.png", f"HCFL+({NAMES[b]}): K^t (S1 Fig. 4)")
+            plot_num_clusters(runs, out / f"kt-{b}.png", f"HCFL+({NAMES[b]}): $K^t$ (S1 Fig. 4)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Seconds per FedAvg round for three local-training implementations (issue 2's speed table), on the CPU or a GPU.
+"""Seconds per FedAvg round for three local-training implementations (the README's speed table), on the CPU or a
+GPU.
 
 Setting: 100 clients × 600 samples (1×28×28; 3×32×32 for resnet18/mobilenet-v2), 10 classes, 1 local epoch,
 batch 32, plain SGD.

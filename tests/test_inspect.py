@@ -37,10 +37,11 @@ def test_scenario_default_picture_name_and_synthetic_dataset(
     assert main(["scenario", "mixed-regression", "scenario.config=A", "scenario.d=10"]) == 0
     text = capsys.readouterr().out
     assert "mixed-regression: 200 clients" in text and "‖θ*‖ per cluster" in text
-    assert (tmp_path / "mixed-regression-mixed-regression.png").read_bytes()[:8] == PNG_MAGIC
+    assert (tmp_path / "runs/scenarios/mixed-regression-mixed-regression.png").read_bytes()[:8] == PNG_MAGIC
     assert main(["scenario", "rotation", "num_clients=8", "scenario.angles=[0,90]"]) == 0
     assert "clients per style: rot0:4, rot90:4" in capsys.readouterr().out
-    assert (tmp_path / "rotation-digits.png").is_file()
+    assert (tmp_path / "runs/scenarios/rotation-digits.png").is_file()
+    assert not list(tmp_path.glob("*.png"))  # nothing lands in the current directory
 
 
 @pytest.mark.parametrize("args, words", [

@@ -112,7 +112,7 @@ def test_load_mnist_torchvision_layout(tmp_path: Path) -> None:
 def test_load_fashion_mnist_from_dir(tmp_path: Path) -> None:
     arrays = write_mnist_layout(tmp_path, MNIST_NAMES, gz=True)
     ds = load_fashion_mnist(tmp_path)
-    assert ds.name == "fashion_mnist" and ds.num_classes == 10
+    assert ds.name == "fashion-mnist" and ds.num_classes == 10
     check_images(ds, arrays)
 
 

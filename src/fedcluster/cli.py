@@ -1,4 +1,4 @@
-"""The ``fedcluster`` command line: run, resume, list.
+"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report.
 
 Every user mistake (unknown key or name, wrong type, bad range, missing file) ends with one line on
 stderr naming what is wrong and the valid choices, and exit status 2.
@@ -28,6 +28,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fedcluster.config import load_raw, resolve
     from fedcluster.engine.runner import Run
 
+    if not args.items:  # the README's first command
+        return cmd_demo(argparse.Namespace(out=None))
     path, overrides = _split_args(args.items)
     for extra in overrides:
         if "=" not in extra:
@@ -65,17 +67,30 @@ def _report(summary: dict) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from fedcluster.registry import ALGORITHMS, DATASETS, MODELS, SCENARIOS
+    from fedcluster.registry import REGISTRIES
 
-    for title, reg in (("algorithms", ALGORITHMS), ("datasets", DATASETS), ("scenarios", SCENARIOS),
-                       ("models", MODELS)):
-        if args.kind and args.kind != title:
+    if args.name is not None and args.name not in REGISTRIES:
+        from fedcluster.describe import describe_name
+
+        print(describe_name(args.name))
+        return 0
+    for title, reg in REGISTRIES.items():
+        if args.name and args.name != title:
             continue
         print(f"{title}:")
-        width = max(len(e.name) for e in reg)
-        for e in reg:
-            print(f"  {e.name:<{width}}  {e.description}")
+        names = reg.descriptions()
+        width = max(map(len, names))
+        for name, description in names.items():
+            print(f"  {name:<{width}}  {description}")
+    if args.name is None:
+        print("\n`fedcluster list NAME` shows the typed parameters of one of them (e.g. `fedcluster list ifca`).")
     return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from fedcluster.demo import run_demo
+
+    return run_demo(args.out)
 
 
 def cmd_scenario(args: argparse.Namespace) -> int:
@@ -97,11 +112,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fedcluster import __version__
+    from fedcluster.describe import run_keys_help
+
     p = argparse.ArgumentParser(prog="fedcluster", description="Clustered federated learning.")
+    p.add_argument("--version", action="version", version=f"fedcluster {__version__}")
     sub = p.add_subparsers(dest="command")
-    r = sub.add_parser("run", help="run an experiment: fedcluster run [CONFIG.yaml] [key=value ...]")
+    r = sub.add_parser("run", help="run an experiment: fedcluster run [CONFIG.yaml] [key=value ...]",
+                       description="Run one experiment from a YAML file and/or key=value overrides; with no "
+                                   "arguments, run the demo (see `fedcluster demo`).",
+                       epilog=run_keys_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("items", nargs="*", metavar="CONFIG.yaml | key=value")
     r.set_defaults(fn=cmd_run)
+    dm = sub.add_parser("demo", help="FedAvg vs CFL on the embedded digits: what clustering is for (< 1 min)")
+    dm.add_argument("--out", default=None, help="folder of the two runs (default: runs/<time>-demo/)")
+    dm.set_defaults(fn=cmd_demo)
     rs = sub.add_parser("resume", help="continue an interrupted run from its last checkpoint")
     rs.add_argument("run_dir")
     rs.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. rounds=200 to extend a run")
@@ -109,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("scenario", help="build a federation, print its summary and draw it")
     sc.add_argument("scenario")
     sc.add_argument("overrides", nargs="*", metavar="key=value", help="dataset=..., scenario.<name>=...")
-    sc.add_argument("--out", default=None, help="picture path (default: SCENARIO-DATASET.png)")
+    sc.add_argument("--out", default=None, help="picture path (default: runs/scenarios/SCENARIO-DATASET.png)")
     sc.set_defaults(fn=cmd_scenario)
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")
     rp.add_argument("run_dir")
@@ -119,8 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--by", default="algorithm", help="config key that labels the groups (default: algorithm)")
     cp.add_argument("--out", default=None, help="output folder (default: compare-TIME beside the first run)")
     cp.set_defaults(fn=cmd_compare)
-    ls = sub.add_parser("list", help="list registered algorithms, datasets, scenarios and models")
-    ls.add_argument("kind", nargs="?", choices=["algorithms", "datasets", "scenarios", "models"])
+    ls = sub.add_parser("list", help="list registered algorithms, datasets, scenarios and models, "
+                                     "or the parameters of one of them")
+    ls.add_argument("name", nargs="?", metavar="KIND | NAME",
+                    help="algorithms, datasets, scenarios or models; or a name (e.g. fedrc) for its parameters")
     ls.set_defaults(fn=cmd_list)
     _add_flower(sub)
     return p
@@ -142,10 +169,13 @@ def _no_flower(args: argparse.Namespace) -> int:
     raise UserError("Flower is not installed: pip install 'fedcluster[flower]' (or bash scripts/install.sh)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    import fedcluster.builtin  # noqa: F401
-    from fedcluster.data.sources.base import DatasetNotFoundError
+def _user_facing(e: BaseException) -> bool:
+    """A UserError or a missing data set (checked without importing the data modules for `list`/--help)."""
+    sources = sys.modules.get("fedcluster.data.sources.base")
+    return isinstance(e, UserError) or (sources is not None and isinstance(e, sources.DatasetNotFoundError))
 
+
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -153,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.fn(args)
-    except (UserError, DatasetNotFoundError) as e:
+    except (UserError, FileNotFoundError) as e:
+        if not _user_facing(e):
+            raise
         print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into e.g. `head`

@@ -190,21 +190,42 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}".splitlines()[0]) from None
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {_yaml_problem(e)}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping of keys to values")
-        for k, v in data.items():
-            if k.endswith("_params") and isinstance(v, dict):
-                for sk, sv in v.items():
-                    _apply(raw, f"{k[:-7]}.{sk}", sv)
-            else:
-                _apply(raw, str(k), v)
+        merge_mapping(raw, data)
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"argument {item!r} is not of the form key=value (e.g. rounds=50)")
         _apply(raw, key.strip(), parse_value(text))
     return raw
+
+
+def merge_mapping(raw: dict[str, Any], data: dict[str, Any]) -> None:
+    """Merge a YAML-style mapping into flat raw values. Three spellings of a section are accepted:
+    ``algorithm: fedprox`` with ``algorithm.mu: 0.1``; the nested ``algorithm: {name: fedprox, mu: 0.1}``
+    (``name`` optional: parameters only); and ``algorithm_params: {mu: 0.1}`` (what config.yaml holds)."""
+    for k, v in data.items():
+        key = str(k)
+        if key.endswith("_params") and isinstance(v, dict):
+            for sk, sv in v.items():
+                _apply(raw, f"{key[:-7]}.{sk}", sv)
+        elif key in SECTIONS and isinstance(v, dict):
+            for sk, sv in v.items():
+                _apply(raw, key if sk == "name" else f"{key}.{sk}", sv)
+        else:
+            _apply(raw, key, v)
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """``line L, column C: problem`` of a YAML error (its first line when it carries no position)."""
+    mark = getattr(e, "problem_mark", None)
+    if mark is None:
+        return str(e).splitlines()[0]
+    problem = getattr(e, "problem", None) or "syntax error"
+    context = getattr(e, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")
 
 
 def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:

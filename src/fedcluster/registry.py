@@ -1,11 +1,19 @@
-"""Name → builder registries for algorithms, datasets, scenarios and models."""
+"""Name → builder registries for algorithms, datasets, scenarios and models.
+
+Each registry knows every built-in name and its description from :mod:`fedcluster.catalog` without
+importing anything heavy; the module that implements a name is imported the first time the name is
+looked up (``get``) and registers the real entry. Names registered at run time (your own method or
+scenario, see docs/extending.md) need no catalog line.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from fedcluster import catalog
 from fedcluster.errors import ConfigError
 
 T = TypeVar("T")
@@ -22,9 +30,10 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """A named collection; looking up an unknown name lists the valid ones."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, declared: Mapping[str, tuple[str, str]] | None = None) -> None:
         self.kind = kind
         self._entries: dict[str, Entry[T]] = {}
+        self._declared: dict[str, tuple[str, str]] = dict(declared or {})  # name -> (module, description)
 
     def register(
         self, name: str, description: str, params: type | None = None
@@ -41,21 +50,42 @@ class Registry(Generic[T]):
         self._entries[name] = Entry(name, obj, description, params)
 
     def get(self, name: str) -> Entry[T]:
+        if name not in self._entries and name in self._declared:
+            module = self._declared[name][0]
+            importlib.import_module(module)
+            if name not in self._entries:
+                raise RuntimeError(f"fedcluster.catalog says {module} registers {self.kind} {name!r}, "
+                                   "but it does not: update fedcluster/catalog.py")
         if name not in self._entries:
             raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
         return self._entries[name]
 
     def names(self) -> list[str]:
-        return sorted(self._entries)
+        """Every name, built-in or registered, without importing any implementation."""
+        return sorted(set(self._declared) | set(self._entries))
+
+    def descriptions(self) -> dict[str, str]:
+        """name -> one-line description, sorted by name, without importing any implementation."""
+        light = {n: d for n, (_, d) in self._declared.items()}
+        light.update({n: e.description for n, e in self._entries.items()})
+        return {n: light[n] for n in sorted(light)}
+
+    def load_all(self) -> None:
+        """Import every module of the catalog (all built-in entries become real)."""
+        for name in self._declared:
+            self.get(name)
 
     def __iter__(self) -> Iterator[Entry[T]]:
+        self.load_all()
         return iter(self._entries[n] for n in self.names())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._entries or name in self._declared
 
 
-ALGORITHMS: Registry[Any] = Registry("algorithm")
-DATASETS: Registry[Any] = Registry("dataset")
-SCENARIOS: Registry[Any] = Registry("scenario")
-MODELS: Registry[Any] = Registry("model")
+ALGORITHMS: Registry[Any] = Registry("algorithm", catalog.ALGORITHMS)
+DATASETS: Registry[Any] = Registry("dataset", catalog.DATASETS)
+SCENARIOS: Registry[Any] = Registry("scenario", catalog.SCENARIOS)
+MODELS: Registry[Any] = Registry("model", catalog.MODELS)
+REGISTRIES: dict[str, Registry[Any]] = {"algorithms": ALGORITHMS, "datasets": DATASETS, "scenarios": SCENARIOS,
+                                        "models": MODELS}

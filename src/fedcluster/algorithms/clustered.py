@@ -39,7 +39,7 @@ from fedcluster.tracking.clusters import cluster_record, sample_groups
 
 @dataclass
 class ClusteredParams:
-    num_clusters: int = 3
+    num_clusters: int = 3  # K, the number of cluster models
     split: bool = False  # shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)
 
     def __post_init__(self) -> None:

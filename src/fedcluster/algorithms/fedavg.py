@@ -19,7 +19,7 @@ from fedcluster.registry import ALGORITHMS
 
 @dataclass
 class FedAvgParams:
-    num_clusters: int = 1
+    num_clusters: int = 1  # always 1 (one global model)
 
     def __post_init__(self) -> None:
         if self.num_clusters != 1:

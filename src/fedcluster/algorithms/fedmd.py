@@ -63,22 +63,22 @@ def linear_nobias(input_shape: tuple[int, ...], output_dim: int, params: None) -
 @dataclass
 class FedMDParams:
     num_clusters: int = 3  # k
-    init: Literal["fedmd", "random", "oracle", "oneshot"] = "fedmd"
+    init: Literal["fedmd", "random", "oracle", "oneshot"] = "fedmd"  # moment descent / IFCA / from θ* / k-means
     phase1_rounds: int = 5  # T (only for init="fedmd")
     num_anchors: int = 0  # m_H; 0 = ⌈3k ln k⌉ (at least k)
     anchor_min_samples: int = 0  # anchor candidates need n_i ≥ this; 0 = the largest client size
-    pairs: Literal["all", "one"] = "all"
-    subspace: Literal["svd", "orthogonal"] = "svd"
+    pairs: Literal["all", "one"] = "all"  # residual pairs: all (U-statistic) / one (S2)
+    subspace: Literal["svd", "orthogonal"] = "svd"  # moments' subspace: SVD / Alg. 3 iterations
     orth_iters: int = 10  # T_1 of Algorithm 3
     alpha: float = 1.0  # α, β: feature covariance bounds (1 for N(0, I) features)
-    beta: float = 1.0
+    beta: float = 1.0  # β, the upper covariance bound
     eps: float = 0.05  # ε of the stopping rule σ̂ ≤ ε α Δ / √2
     delta: float | None = None  # Δ; None = the true min separation from extras["theta_star"]
     init_scale: float = 2.0  # θ_0 ~ (init_scale/√D) N(0, I) (S2 §V); 0 = the model's own init
     local_steps: int = 5  # s
     local_batch: int = 0  # 0 = full-batch local GD
     prox_mu: float = 0.0  # > 0: FedProx-based Phase 2
-    aggregation: Literal["auto", "all", "cluster"] = "auto"
+    aggregation: Literal["auto", "all", "cluster"] = "auto"  # auto: within clusters for init=oneshot, else all (S2); all / cluster
 
     def __post_init__(self) -> None:
         if self.num_clusters < 1 or self.local_steps < 1 or self.phase1_rounds < 0:

@@ -49,9 +49,9 @@ class FedRCParams(FedEMParams):
     hard: Literal["none", "test", "train"] = "none"  # TeHC (predict hard) / TrHC (train and predict hard)
     adam: bool = False  # FedRC-Adam update of γ
     adam_lr: float = 1.0  # α
-    beta1: float = 0.9
-    beta2: float = 0.99
-    eps: float = 1e-8
+    beta1: float = 0.9  # FedRC-Adam β1
+    beta2: float = 0.99  # FedRC-Adam β2
+    eps: float = 1e-8  # FedRC-Adam ε
 
     def __post_init__(self) -> None:
         super().__post_init__()

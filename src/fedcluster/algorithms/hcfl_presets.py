@@ -48,7 +48,7 @@ def _check_k0(k0: int) -> None:
 
 @dataclass
 class HCFLPlusParams:
-    backbone: Backbone = "fedrc"
+    backbone: Backbone = "fedrc"  # tiers 1–2 of fesem, fedem, fedrc or fedsoft
     num_clusters: int = 1  # K^0 (E.1-13)
     rho: float = 0.3  # eq. 8 (S1: 0.05, 0.1, 0.3)
     principle: Literal["auto", "ascp", "cscp"] = "auto"  # auto: CSCP for FedRC, ASCP otherwise (E.1-24)
@@ -56,14 +56,14 @@ class HCFLPlusParams:
     confidence: bool = True  # Table 2 ablation ②: false drops the ω̃ factors of eq. 9
     reduce: Reduce = "max"  # Table 2 ablation ③: mean
     scwu: bool = True  # Table 7 ablation: false = hard re-assignment after a split
-    adaptive: Literal["split-remove", "split"] = "split-remove"
+    adaptive: Literal["split-remove", "split"] = "split-remove"  # split-remove (HCFL+) or split only
     mu_tilde: float | None = None  # default per backbone: 0.4 FedRC, 0 otherwise (E.1-12)
     prox: float = 0.1  # backbone=fedsoft: the proximal weight
-    include_diagonal: bool = True
-    strict: bool = False
-    warmup: int = 0
-    max_clusters: int | None = None
-    test_em_iters: int = 10
+    include_diagonal: bool = True  # mean(D_k) over the whole matrix ([ref-code]) or off-diagonal only
+    strict: bool = False  # ">" ρ ([ref-code]) instead of eq. 8's "≥"
+    warmup: int = 0  # no split before this round
+    max_clusters: int | None = None  # never split beyond this many clusters (null = no cap)
+    test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
         _check_k0(self.num_clusters)
@@ -72,16 +72,16 @@ class HCFLPlusParams:
 
 @dataclass
 class HCFLPrimeParams:
-    backbone: Backbone = "fedrc"
-    num_clusters: int = 1
+    backbone: Backbone = "fedrc"  # tiers 1–2 of fesem, fedem, fedrc or fedsoft
+    num_clusters: int = 1  # K^0
     tol1: float = 0.4  # S1 Table 1 CFL settings: (0.4, 1.6), (0.4, 0.8), (0.2, 0.8)
-    tol2: float = 1.6
+    tol2: float = 1.6  # ε2 of CFL's split test
     warmup: int = 20  # Sattler's code splits from round 20 on
-    min_size: int = 3
-    max_clusters: int | None = None
-    mu_tilde: float | None = None
-    prox: float = 0.1
-    test_em_iters: int = 10
+    min_size: int = 3  # split only clusters with at least this many sampled members
+    max_clusters: int | None = None  # cap on K (null = none)
+    mu_tilde: float | None = None  # default per backbone: 0.4 FedRC, 0 otherwise
+    prox: float = 0.1  # backbone=fedsoft: the proximal weight
+    test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
         _check_k0(self.num_clusters)
@@ -92,9 +92,9 @@ class HCFLPrimeParams:
 class FedRCAdaptiveParams:
     num_clusters: int = 6  # K^0 (S4 Fig. 7)
     delta: float = 0.05  # S4: 0.05 (ablation 0.025)
-    warmup: int = 0
+    warmup: int = 0  # no removal before this round
     split: bool = False  # S4 trains K full models (true: the Table 11 shared extractor)
-    test_em_iters: int = 10
+    test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
         _check_k0(self.num_clusters)

@@ -36,8 +36,8 @@ from fedcluster.tiers.distance import data_signature, subspace_angles
 class PACFLParams:
     nu: float = 4.9  # ν: merge threshold on the subspace angle, degrees
     n_basis: int = 3  # singular vectors per class
-    linkage: Literal["average", "complete", "single"] = "average"
-    measure: Literal["entry-min", "principal"] = "entry-min"
+    linkage: Literal["average", "complete", "single"] = "average"  # hierarchical-clustering linkage
+    measure: Literal["entry-min", "principal"] = "entry-min"  # angle: smallest entry (code) / principal
 
     def __post_init__(self) -> None:
         if self.nu < 0:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from fedcluster.data.federation import Federation, Split
+from fedcluster.data.progress import progress
 from fedcluster.data.sources.base import ArrayDataset
 
 Transform = Callable[[np.ndarray, np.random.Generator], np.ndarray]
@@ -58,7 +59,7 @@ def assemble(
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
     tr_x, tr_y, va_x, va_y, concepts = [], [], [], [], []
     has_mix = any(p.sample_concept is not None for p in clients)
-    for plan, crng in zip(clients, rng.spawn(len(clients)), strict=True):
+    for plan, crng in progress(zip(clients, rng.spawn(len(clients)), strict=True), len(clients), "building clients"):
         xs, ys = realise(data.x_train, data.y_train, plan, crng)
         tr, va = split_validation(len(ys), val_fraction, crng)
         tr_x.append(xs[tr]), tr_y.append(ys[tr]), va_x.append(xs[va]), va_y.append(ys[va])

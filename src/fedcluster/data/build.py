@@ -15,6 +15,7 @@ import numpy as np
 from fedcluster.config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.normalize import standardize
+from fedcluster.data.progress import build_progress
 from fedcluster.errors import ConfigError
 from fedcluster.registry import DATASETS, SCENARIOS
 
@@ -62,7 +63,8 @@ def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
         raise ConfigError(f"dataset {cfg.dataset!r} is synthetic: use scenario={spec.synthetic_scenario}")
     data = spec.load(cfg.data_dir) if spec.load is not None else None
     try:
-        fed = scenario(data, cfg.num_clients, params, rng)
+        with build_progress(cfg.progress):
+            fed = scenario(data, cfg.num_clients, params, rng)
     except ValueError as e:
         raise ConfigError(f"scenario {cfg.scenario!r} on {cfg.dataset!r}: {e}") from None
     if use_cache:

@@ -19,6 +19,7 @@ from fedcluster.data.federation import Federation
 from fedcluster.registry import DATASETS
 
 MAX_ROWS = 12  # client rows printed in the label-histogram table
+DEFAULT_DIR = Path("runs") / "scenarios"  # where pictures go without --out (not the current directory)
 
 
 def inspect_scenario(scenario: str, overrides: list[str], out: str | None) -> int:
@@ -35,8 +36,8 @@ def inspect_scenario(scenario: str, overrides: list[str], out: str | None) -> in
     took = time.perf_counter() - start
     print(f"{'loaded from cache' if cached else 'built'} in {took:.2f}s ({path})")
     print(describe(fed))
-    picture = Path(out) if out is not None else Path(f"{scenario}-{cfg.dataset}.png")
-    draw(fed, picture)
+    picture = Path(out) if out is not None else DEFAULT_DIR / f"{scenario}-{cfg.dataset}.png"
+    draw(fed, picture, cfg.dataset)
     print(f"picture: {picture}")
     sys.stdout.flush()
     return 0
@@ -113,9 +114,9 @@ def _order(fed: Federation) -> np.ndarray:
 
 
 # -- picture ---------------------------------------------------------------------------------------
-def draw(fed: Federation, path: Path) -> None:
+def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
     """Client × class heatmap of label counts (regression: per-client sample counts) with concept and
-    style side bars; clients sorted by concept then style."""
+    style side bars; clients sorted by concept then style. ``dataset``: the name in the title (the CLI's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -169,7 +170,7 @@ def draw(fed: Federation, path: Path) -> None:
         ax_h.set_xlabel("training samples per client")
         ax_cb.axis("off")
     ax_h.set_yticks([])
-    name, dataset = fed.info.get("name", "federation"), fed.info.get("dataset", "")
+    name, dataset = fed.info.get("name", "federation"), dataset or fed.info.get("dataset", "")
     fig.suptitle(f"{name} on {dataset}: {fed.num_clients} clients, {fed.num_concepts} concepts", fontsize=11)
     concept_handles = [Patch(color=concept_colors[c % len(concept_colors)], label=str(c))
                        for c in range(num_concepts)]

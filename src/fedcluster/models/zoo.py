@@ -40,7 +40,7 @@ def linear(input_shape: tuple[int, ...], output_dim: int, params: LinearParams) 
 
 @dataclass
 class MLPParams:
-    hidden: list[int] = (200,)  # type: ignore[assignment]
+    hidden: list[int] = (200,)  # type: ignore[assignment] hidden-layer widths
 
     def __post_init__(self) -> None:
         self.hidden = list(self.hidden)
@@ -60,8 +60,8 @@ def mlp(input_shape: tuple[int, ...], output_dim: int, params: MLPParams) -> Spl
 
 @dataclass
 class CNNParams:
-    channels: list[int] = (32, 64)  # type: ignore[assignment]
-    fc: int = 512
+    channels: list[int] = (32, 64)  # type: ignore[assignment] the two conv layers' channels
+    fc: int = 512  # width of the dense layer
 
     def __post_init__(self) -> None:
         self.channels = list(self.channels)

@@ -33,7 +33,8 @@ def report_run(run_dir: Path) -> int:
         raise UserError(f"{str(run_dir)!r} has no rounds.csv: it is not a fedcluster run directory "
                         "or no round has finished yet")
     written = [plot_curves(rows, rd.path / "curves.png", rd.path.name)]
-    written.append(plot_num_clusters({rd.path.name: rows}, rd.path / "num_clusters.png", f"{rd.path.name}: K^t"))
+    written.append(plot_num_clusters({rd.path.name: rows}, rd.path / "num_clusters.png",
+                                     f"{rd.path.name}: number of clusters $K^t$"))
     records = rd.read_jsonl("clusters.jsonl")
     if records:
         written.append(plot_cluster_shares(records, rd.path / "clusters.png", rd.path.name))
@@ -103,6 +104,8 @@ def plot_cluster_shares(records: list[dict], path: Path, title: str) -> Path:
                             color="black" if v > 0.6 else "white")
             if r == 0:
                 ax.set_title(f"share of each {GROUP_TITLES[g]} per cluster", fontsize=8)
+            if r == len(snaps) - 1:
+                ax.set_xlabel(GROUP_TITLES[g], fontsize=8)
             if c == 0:
                 ax.set_ylabel(f"round {rec['round']}", fontsize=8)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="share of group's data")

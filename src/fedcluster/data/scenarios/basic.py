@@ -33,7 +33,7 @@ from fedcluster.registry import SCENARIOS
 
 @dataclass
 class IIDParams:
-    val_fraction: float = 0.2
+    val_fraction: float = 0.2  # share of each client's samples held out for local validation
     image_size: int | None = None  # downsample to image_size × image_size (S2 uses 14)
 
     def __post_init__(self) -> None:
@@ -55,11 +55,11 @@ class LabelSkewParams:
     Dir(α·p_global) per client, equal sizes), classes (``classes_per_client`` classes each, S1 Tables 11–13)
     or iid."""
 
-    alpha: float = 0.5
-    split: SplitKind = "dirichlet"
-    classes_per_client: int = 2
-    val_fraction: float = 0.2
-    image_size: int | None = None
+    alpha: float = 0.5  # Dirichlet concentration α (smaller = more skew)
+    split: SplitKind = "dirichlet"  # label split: dirichlet, dirichlet-global (FedRC code), classes or iid
+    classes_per_client: int = 2  # classes each client holds with split=classes
+    val_fraction: float = 0.2  # share of each client's samples held out for local validation
+    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)
@@ -90,17 +90,17 @@ class ConceptSwapParams:
     concept in this ratio (S4 Fig. 6b / Table 12: [8,1,1]); default equal groups.
     """
 
-    alpha: float = 1.0
-    concepts: int = 3
-    maps: MapKind = "fedrc"
-    beta: float = 0.2
-    shift: int = 5
-    perms: list[list[int]] | None = None
-    ratios: list[float] | None = None
-    split: SplitKind = "dirichlet"
-    classes_per_client: int = 2
-    val_fraction: float = 0.2
-    image_size: int | None = None
+    alpha: float = 1.0  # Dirichlet concentration α of the label split
+    concepts: int = 3  # number of concepts (label maps)
+    maps: MapKind = "fedrc"  # label maps: fedrc, hcfl-beta, shift or permutation
+    beta: float = 0.2  # β of maps=hcfl-beta
+    shift: int = 5  # y → (y + c·shift) mod C with maps=shift
+    perms: list[list[int]] | None = None  # one permutation of 0..C-1 per concept (maps=permutation)
+    ratios: list[float] | None = None  # clients per concept in this ratio, e.g. [8,1,1] (null = equal)
+    split: SplitKind = "dirichlet"  # label split: dirichlet, dirichlet-global, classes or iid
+    classes_per_client: int = 2  # classes each client holds with split=classes
+    val_fraction: float = 0.2  # share of each client's samples held out for local validation
+    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)

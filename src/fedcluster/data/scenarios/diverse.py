@@ -98,18 +98,18 @@ def _build(
 class _StyledConceptParams:
     """What diverse-shift and hcfl-shift share: label split, styles, concepts, replication, noise."""
 
-    alpha: float = 1.0
-    concepts: int = 3
-    ratios: list[float] | None = None
-    split: SplitKind = "dirichlet-global"
-    classes_per_client: int = 2
-    styles: list[str] | None = None
-    severities: list[int] = field(default_factory=lambda: list(SEVERITIES))
-    replicate: int = 1
-    corrupt_test: bool = False
-    noise: NoiseKind = "none"
-    noise_rate: float = 0.2
-    val_fraction: float = 0.2
+    alpha: float = 1.0  # Dirichlet concentration α of the label split
+    concepts: int = 3  # number of concepts (label maps)
+    ratios: list[float] | None = None  # clients per concept in this ratio (assignment=uniform; null = equal)
+    split: SplitKind = "dirichlet-global"  # label split: dirichlet-global (FedRC code), dirichlet, classes or iid
+    classes_per_client: int = 2  # classes each client holds with split=classes
+    styles: list[str] | None = None  # corruptions to draw from (null = all)
+    severities: list[int] = field(default_factory=lambda: list(SEVERITIES))  # corruption severities to draw from
+    replicate: int = 1  # copies of the training set before splitting
+    corrupt_test: bool = False  # mix the styles into the test clients (default: clean test set)
+    noise: NoiseKind = "none"  # label noise on training labels: none, symmetric or pair
+    noise_rate: float = 0.2  # χ, the share of flipped training labels
+    val_fraction: float = 0.2  # share of each client's samples held out for local validation
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)
@@ -133,7 +133,7 @@ class DiverseShiftParams(_StyledConceptParams):
     on training labels at ``noise_rate`` (S4 Table 13). ``split``/``alpha``/``classes_per_client``: the label
     shift as in ``label-skew``; the default is the FedRC code's LDA (Dir(α·p_global), equal client sizes)."""
 
-    assignment: Literal["proportions", "uniform"] = "proportions"
+    assignment: Literal["proportions", "uniform"] = "proportions"  # S4 H.8 mix / S4 §3 draws
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -178,7 +178,7 @@ class HCFLShiftParams(_StyledConceptParams):
     β: S1 Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: S1 Table 4 (χ ∈ {0.1, 0.2} pair,
     {0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives S1 Tables 11–13 ("C = 2 / 4")."""
 
-    beta: float = 0.2
+    beta: float = 0.2  # β of S1's label-map rule (Table 1: 0.2, Table 5: 0.4)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -52,14 +52,14 @@ class MixtureParams:
     exactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as S3 words it ("each sample
     ... with probabilities κ and 1 − κ")."""
 
-    kappa: float = 0.5
-    angles: list[float] = field(default_factory=lambda: [0.0, 180.0])
-    exact: bool = True
-    split: SplitKind = "iid"
-    alpha: float = 1.0
-    classes_per_client: int = 2
-    val_fraction: float = 0.3
-    image_size: int | None = None
+    kappa: float = 0.5  # κ: share of the mixture clients' samples from angles[0]
+    angles: list[float] = field(default_factory=lambda: [0.0, 180.0])  # rotation of source A and source B (degrees)
+    exact: bool = True  # exactly round(κ·n) samples from A per client (false: Binomial(n, κ))
+    split: SplitKind = "iid"  # label split: iid, dirichlet, dirichlet-global or classes
+    alpha: float = 1.0  # Dirichlet concentration α of the label split
+    classes_per_client: int = 2  # classes each client holds with split=classes
+    val_fraction: float = 0.3  # share of each client's samples held out for local validation
+    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)

@@ -33,9 +33,9 @@ from fedcluster.registry import SCENARIOS
 class LabelNoiseParams(LabelSkewParams):
     """``noise``: symmetric or pair flip; ``noise_rate``: χ (S1: pair 0.1/0.2, symmetric 0.2/0.4; S4: 0.2)."""
 
-    noise: Literal["symmetric", "pair"] = "symmetric"
-    noise_rate: float = 0.2
-    alpha: float = 1.0
+    noise: Literal["symmetric", "pair"] = "symmetric"  # symmetric or pair flips
+    noise_rate: float = 0.2  # χ, the share of flipped training labels
+    alpha: float = 1.0  # Dirichlet concentration α of the label split
 
     def __post_init__(self) -> None:
         super().__post_init__()

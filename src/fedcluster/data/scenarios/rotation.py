@@ -54,15 +54,15 @@ class RotationParams:
     α = 1). ``samples``: random subset of the training set (S3 App. F.8: 200,000). ``image_size``: 14 for
     S2's 14×14 MNIST."""
 
-    angles: list[float] = field(default_factory=lambda: [float(a) for a in ROTATED_MNIST_ANGLES])
-    group_by: Literal["quadrant", "angle"] = "quadrant"
-    groups: list[list[float]] | None = None
-    split: SplitKind = "iid"
-    alpha: float = 1.0
-    classes_per_client: int = 2
-    samples: int | None = None
-    val_fraction: float = 0.3
-    image_size: int | None = None
+    angles: list[float] = field(default_factory=lambda: [float(a) for a in ROTATED_MNIST_ANGLES])  # degrees
+    group_by: Literal["quadrant", "angle"] = "quadrant"  # true clusters: nearby angles / each angle
+    groups: list[list[float]] | None = None  # explicit grouping of the angles, e.g. [[0,15],[90,105]]
+    split: SplitKind = "iid"  # label split inside each part: iid, dirichlet, dirichlet-global or classes
+    alpha: float = 1.0  # Dirichlet concentration α of the label split
+    classes_per_client: int = 2  # classes each client holds with split=classes
+    samples: int | None = None  # random subset of the training set (null = all)
+    val_fraction: float = 0.3  # share of each client's samples held out for local validation
+    image_size: int | None = None  # downsample to image_size × image_size (null = keep; S2: 14)
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)

@@ -45,15 +45,15 @@ class MixedRegressionParams:
     """S2 configurations A (200 × 50, p uniform), B (900 × 10 + 20 × 50, p uniform), C (as B, p = 0.2/0.3/0.5);
     k = 3, d = 100, noise 0.2 in all. ``sizes``: list or "10x900+50x20"."""
 
-    config: str = "A"
-    k: int | None = None
-    d: int | None = None
-    sizes: list[int] | str | None = None
-    p: list[float] | None = None
-    noise: float | None = None
-    val_fraction: float = 0.2
-    min_val: int = 10
-    test_size: int = 1000
+    config: str = "A"  # S2 configuration A, B or C (or custom with the keys below)
+    k: int | None = None  # clusters (null = the configuration's)
+    d: int | None = None  # feature dimension (null = config's)
+    sizes: list[int] | str | None = None  # samples per client, a list or "10x900+50x20" (null = config's)
+    p: list[float] | None = None  # cluster probabilities (null = config's)
+    noise: float | None = None  # noise std (null = config's)
+    val_fraction: float = 0.2  # validation draw per client, a fraction of n_i
+    min_val: int = 10  # at least this many validation samples per client
+    test_size: int = 1000  # samples per test client
 
     def __post_init__(self) -> None:
         self.config = self.config.strip().upper() if self.config.strip().lower() != "custom" else "custom"
@@ -102,12 +102,12 @@ class CFLGPLinesParams:
     per client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat
     across rounds (see :func:`cflgp_lines`). S3's init: ``model=linear model.init_range=0.8``."""
 
-    delta_phi: float = 20.0
-    batch: int = 10
-    noise_std: float = 0.2
-    pool_size: int = 2000
-    val_size: int = 200
-    test_size: int = 1000
+    delta_phi: float = 20.0  # Δφ, degrees between the lines
+    batch: int = 10  # b, the minibatch drawn per round
+    noise_std: float = 0.2  # label noise standard deviation
+    pool_size: int = 2000  # samples per client
+    val_size: int = 200  # validation samples per client
+    test_size: int = 1000  # samples per test client
 
     def __post_init__(self) -> None:
         if not 0 <= self.delta_phi < 90:

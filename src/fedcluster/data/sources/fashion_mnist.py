@@ -32,4 +32,4 @@ def load_fashion_mnist(data_dir: str | Path | None = None) -> ArrayDataset:
         f"{DEBIAN_DIR}), or pass data_dir= pointing at a folder holding these four files "
         "(from https://github.com/zalandoresearch/fashion-mnist)"
     )
-    return load_idx_dataset("fashion_mnist", [directory], IDX_FILES, len(CLASSES), how_to_get)
+    return load_idx_dataset("fashion-mnist", [directory], IDX_FILES, len(CLASSES), how_to_get)

@@ -1,0 +1,75 @@
+"""The library API (fedcluster.run / build_federation / load_config) and the demo it powers."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fedcluster
+from fedcluster.cli import main
+from fedcluster.demo import run_demo
+from fedcluster.errors import ConfigError
+
+SMALL = {"num_clients": 6, "rounds": 3, "progress": False, "model": {"name": "mlp", "hidden": [16]}}
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+
+
+def test_import_fedcluster_stays_light() -> None:
+    code = "import sys, fedcluster; print('torch' in sys.modules, callable(fedcluster.run))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_run_returns_rows_summary_and_the_same_run_as_the_cli(tmp_path: Path) -> None:
+    res = fedcluster.run(SMALL, algorithm={"name": "ifca", "num_clusters": 2}, out=str(tmp_path / "api"))
+    assert isinstance(res, fedcluster.Result) and res.run_dir == tmp_path / "api"
+    assert [r["round"] for r in res.rows] == [1.0, 2.0, 3.0]
+    assert res.summary["final"]["test_acc"] == pytest.approx(res.rows[-1]["test_acc"], abs=1e-6)
+    assert res.config.algorithm_params["num_clusters"] == 2
+    assert main(["run", "num_clients=6", "rounds=3", "progress=false", "model=mlp", "model.hidden=[16]",
+                 "algorithm=ifca", "algorithm.num_clusters=2", f"out={tmp_path / 'cli'}"]) == 0
+    assert _csv(tmp_path / "api" / "rounds.csv") == _csv(tmp_path / "cli" / "rounds.csv")
+
+
+def test_build_federation_then_run_on_it_with_dotted_overrides(tmp_path: Path) -> None:
+    fed = fedcluster.build_federation({"scenario": "label-skew", "num_clients": 5}, **{"scenario.alpha": 0.3})
+    assert fed.num_clients == 5 and fed.info["alpha"] == 0.3
+    res = fedcluster.run({**SMALL, "scenario": "label-skew", "scenario.alpha": 0.3}, federation=fed,
+                         out=str(tmp_path / "r"))
+    assert len(res.rows) == 3 and res.summary["federation"] == fed.summary()
+
+
+def test_api_mistakes_raise_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown key 'roundz'"):
+        fedcluster.load_config(roundz=3)
+    with pytest.raises(ConfigError, match="does not exist"):
+        fedcluster.run(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="YAML path, a mapping or None"):
+        fedcluster.load_config(42)  # type: ignore[arg-type]
+
+
+def test_demo_shows_clustering_beating_one_model(tmp_path: Path, capsys) -> None:
+    assert run_demo(str(tmp_path / "demo"), progress=False) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()[1:3]}
+    fedavg, cfl = rows["fedavg"], rows["cfl"]  # val acc, test acc, ARI, clusters, seconds
+    assert fedavg[3] == "1" and cfl[3] == "3" and float(cfl[2]) == 1.0
+    assert float(cfl[1]) > float(fedavg[1]) + 0.3
+    assert f"fedcluster report {tmp_path / 'demo' / 'cfl'}" in out
+    assert main(["report", str(tmp_path / "demo" / "cfl")]) == 0
+    assert (tmp_path / "demo" / "cfl" / "clusters.png").is_file()
+
+
+def test_run_without_arguments_is_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr("fedcluster.demo.run_demo", lambda out=None, progress=True: calls.append(out) or 0)
+    assert main(["run"]) == 0 and main(["demo", "--out", "x"]) == 0
+    assert calls == [None, "x"]

@@ -1,0 +1,132 @@
+"""What a newcomer uses to find their way: the light catalog behind `fedcluster list`, `list NAME`, `run --help`,
+`--version`; none of them may import torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import typing
+
+import pytest
+
+import fedcluster
+from fedcluster.cli import main
+from fedcluster.config import RunConfig
+from fedcluster.describe import RUN_KEY_DOCS, default_of, field_docs, type_name, value_text
+from fedcluster.registry import REGISTRIES
+
+ENV = {**os.environ}
+
+
+def _python(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_catalog_equals_the_full_registry() -> None:
+    """Importing every implementation (fedcluster.builtin) registers exactly the catalog: names, descriptions and
+    the module that registers each name."""
+    out = _python(
+        "import json, fedcluster.builtin\n"
+        "from fedcluster.registry import REGISTRIES\n"
+        "print(json.dumps({k: {e.name: [getattr(e.obj, '__module__', None) or type(e.obj).__module__, e.description]"
+        " for e in r._entries.values()} for k, r in REGISTRIES.items()}))")
+    full = json.loads(out)
+    light = {k: {n: list(md) for n, md in r._declared.items()} for k, r in REGISTRIES.items()}
+    for kind in REGISTRIES:
+        missing = {n: v for n, v in full[kind].items() if light[kind].get(n) != v}
+        stale = sorted(set(light[kind]) - set(full[kind]))
+        assert not missing and not stale, (
+            f"fedcluster/catalog.py is out of date for {kind}: add or fix {missing}, remove {stale}")
+
+
+def test_every_name_loads_lazily_from_its_module() -> None:
+    """In a fresh interpreter each catalog name is found by importing only what the catalog names."""
+    out = _python(
+        "import sys\n"
+        "from fedcluster.registry import REGISTRIES\n"
+        "assert 'torch' not in sys.modules\n"
+        "from fedcluster.registry import ALGORITHMS\n"
+        "ALGORITHMS.get('fedavg')\n"
+        "print('fedcluster.algorithms.pacfl' in sys.modules, 'fedcluster.data.scenarios' in sys.modules)\n"
+        "for r in REGISTRIES.values():\n"
+        "    for n in r.names():\n"
+        "        assert r.get(n).name == n\n")
+    assert out.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("argv", [["list"], ["list", "algorithms"], ["run", "--help"], ["scenario", "--help"],
+                                  ["--version"], ["report", "--help"],
+                                  ["compare", "--help"], ["demo", "--help"]])
+def test_list_and_help_do_not_import_torch(argv: list[str]) -> None:
+    out = _python("import sys\nfrom fedcluster.cli import main\n"
+                  f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+                  "print('torch' in sys.modules, 'sklearn' in sys.modules, file=sys.stderr)\n"
+                  "sys.stdout.write('LOADED ' + str('torch' in sys.modules))")
+    assert out.endswith("LOADED False")
+
+
+def test_list_prints_every_registered_name(capsys) -> None:
+    assert main(["list"]) == 0
+    text = capsys.readouterr().out
+    for registry in REGISTRIES.values():
+        for name, description in registry.descriptions().items():
+            assert f"  {name}" in text and description in text
+
+
+def test_run_help_lists_every_key_with_type_default_and_meaning(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    fields = [f for f in dataclasses.fields(RunConfig) if not f.name.endswith("_params")]
+    docs = {**field_docs(RunConfig), **RUN_KEY_DOCS}
+    assert all(docs.get(f.name) for f in fields), "document a new key in describe.RUN_KEY_DOCS (or a comment)"
+    assert set(RUN_KEY_DOCS) <= {f.name for f in fields}, "describe.RUN_KEY_DOCS names a key that is gone"
+    lines = text.splitlines()
+    hints = typing.get_type_hints(RunConfig)
+    for f in fields:
+        i = next((i for i, ln in enumerate(lines) if ln.split()[:1] == [f.name]), None)
+        assert i is not None, f"{f.name} missing from run --help"
+        key, kind, default = lines[i].split()[:3]
+        assert (kind, default) == (type_name(hints[f.name]), value_text(default_of(f)))
+        assert docs[f.name] in lines[i] + lines[i + 1]
+    assert next(ln for ln in lines if ln.split()[:1] == ["data_seed"]).split()[1:3] == ["int|null", "null"]
+
+
+def test_list_name_prints_typed_parameters_with_defaults_and_docs(capsys) -> None:
+    assert main(["list", "fedprox"]) == 0
+    text = capsys.readouterr().out
+    mu = next(ln for ln in text.splitlines() if "algorithm.mu" in ln).split()
+    assert mu[:3] == ["algorithm.mu", "float", "0.01"] and "proximal" in " ".join(mu)
+    assert main(["list", "mixed-regression"]) == 0  # a data set and a scenario of that name
+    text = capsys.readouterr().out
+    assert text.startswith("dataset mixed-regression") and "scenario mixed-regression" in text
+    assert "scenario.config" in text
+
+
+def test_list_unknown_name_is_one_line_exit_2() -> None:
+    proc = subprocess.run([sys.executable, "-m", "fedcluster.cli", "list", "nonsense"], capture_output=True,
+                          text=True, timeout=60, env=ENV)
+    assert proc.returncode == 2 and "nonsense" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_every_registered_parameter_is_documented() -> None:
+    for registry in REGISTRIES.values():
+        for entry in registry:
+            if entry.params is None:
+                continue
+            docs = field_docs(entry.params)
+            undocumented = [f.name for f in dataclasses.fields(entry.params) if not docs.get(f.name)]
+            assert not undocumented, (f"{registry.kind} {entry.name}: add a trailing comment to the fields "
+                                      f"{undocumented} of {entry.params.__name__}")
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.strip() == f"fedcluster {fedcluster.__version__}"
