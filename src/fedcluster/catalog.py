@@ -97,7 +97,7 @@ MODELS: dict[str, tuple[str, str]] = {
     'light-cnn': ('fedcluster.models.zoo',
         'lighter two-conv CNN (16/32 channels, FC 128)'),
     'linear': ('fedcluster.models.zoo',
-        'linear regression ŷ = <θ, x> + b (for the mixed-regression scenarios)'),
+        "linear regression ŷ = <θ, x> + b (init_range=a: S3's θ_1 ~ U(−a, a), θ_2 = 0)"),
     'linear-nobias': ('fedcluster.algorithms.fedmd',
         "linear regression ŷ = <θ, x> without bias (S2's mixed-regression model)"),
     'logistic': ('fedcluster.models.zoo',

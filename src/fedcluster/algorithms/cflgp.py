@@ -51,7 +51,7 @@ class CFLGPParams:
     variant: Literal["gradient", "model"] = "gradient"  # Alg. 1 (gradient averaging) / Alg. 4-5 (model averaging)
     beta: Literal["cumulative", "last"] = "cumulative"  # β_t = 1/(n+1), or β = 1 (F.1 ablation)
     stable_stop: bool = True  # stop cluster updates once the clustering is unchanged for T/10 rounds
-    compression: Literal["none", "random", "last-layer", "body"] = "none"  # profile compression (body: without the output layer)
+    compression: Literal["none", "random", "last-layer", "body"] = "none"  # body: profiles without the output layer
     compression_ratio: float = 1.0  # CR = d / d̂ for compression="random"
     quantize_digits: int | None = None  # keep this many decimals of every profile entry (S3 Table 7)
 

@@ -78,7 +78,7 @@ class FedMDParams:
     local_steps: int = 5  # s
     local_batch: int = 0  # 0 = full-batch local GD
     prox_mu: float = 0.0  # > 0: FedProx-based Phase 2
-    aggregation: Literal["auto", "all", "cluster"] = "auto"  # auto: within clusters for init=oneshot, else all (S2); all / cluster
+    aggregation: Literal["auto", "all", "cluster"] = "auto"  # auto: cluster for init=oneshot, else all (S2)
 
     def __post_init__(self) -> None:
         if self.num_clusters < 1 or self.local_steps < 1 or self.phase1_rounds < 0:

@@ -21,7 +21,7 @@ class LinearParams:
     """``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (S3 §5.1's initialisation of the
     three-lines task, a ∈ {0.8, 1.6}); 0 keeps PyTorch's default init."""
 
-    init_range: float = 0.0
+    init_range: float = 0.0  # a > 0: weights ~ U(−a, a), θ_2 = 0 (S3 §5.1); 0 keeps PyTorch's init
 
     def __post_init__(self) -> None:
         if not self.init_range >= 0 or self.init_range == float("inf"):
