@@ -19,6 +19,7 @@ from fedcluster.algorithms.base import Algorithm, Context
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
+from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.evaluation import client_scores
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
@@ -69,9 +70,12 @@ class Run:
         if not resume and (self.dir.rounds_csv.exists() or self.dir.checkpoint.exists()):
             raise ConfigError(f"run directory {str(self.dir.path)!r} already holds a run; continue it with "
                               f"`fedcluster resume {self.dir.path}` or pass another out=")
+        if fed is None:
+            check_federation_fits(cfg, typed["scenario"])
         self.fed = fed if fed is not None else build_federation(cfg, typed["scenario"])
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
+        fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
         torch.manual_seed(cfg.seed)
         module = build_model(cfg.model, self.fed.input_shape, self.fed.output_dim, typed["model"])
         path = auto_path(cfg.model) if cfg.engine == "auto" else cfg.engine
