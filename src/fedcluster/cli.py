@@ -9,11 +9,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fedcluster.errors import UserError
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class StartupInterrupted(KeyboardInterrupt):
+    """Ctrl-C before the first round: nothing was run, so there is nothing to resume."""
+
+
+@contextmanager
+def starting_up() -> Iterator[None]:
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise StartupInterrupted from None
 
 
 def _split_args(items: list[str]) -> tuple[str | None, list[str]]:
@@ -32,8 +47,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if "=" not in extra:
             raise UserError(f"argument {extra!r} is not of the form key=value (only the first argument may be "
                             "a config file)")
-    cfg, typed = resolve(load_raw(path, overrides))
-    run = Run(cfg, typed)
+    with starting_up():
+        cfg, typed = resolve(load_raw(path, overrides))
+        run = Run(cfg, typed)
     print(run.fed.summary(), file=sys.stderr)
     summary = run.execute()
     _report(summary)
@@ -48,10 +64,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if not (run_dir / "checkpoint.pt").is_file():
         raise UserError(f"{str(run_dir)!r} has no checkpoint.pt: it is not a fedcluster run directory "
                         "or it stopped before its first checkpoint")
-    raw = load_raw(run_dir / "config.yaml", args.overrides)
-    raw["out"] = str(run_dir)
-    cfg, typed = resolve(raw)
-    summary = Run(cfg, typed, resume=True).execute()
+    with starting_up():
+        raw = load_raw(run_dir / "config.yaml", args.overrides)
+        raw["out"] = str(run_dir)
+        cfg, typed = resolve(raw)
+        run = Run(cfg, typed, resume=True)
+    summary = run.execute()
     _report(summary)
     return 0
 
@@ -114,8 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import fedcluster.builtin  # noqa: F401
-    from fedcluster.data.sources.base import DatasetNotFoundError
+    try:
+        with starting_up():
+            import fedcluster.builtin  # noqa: F401
+            from fedcluster.data.sources.base import DatasetNotFoundError
+    except StartupInterrupted:
+        print("fedcluster: interrupted during start-up; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -124,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.fn(args)
+    except StartupInterrupted:
+        print("fedcluster: interrupted during start-up; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (UserError, DatasetNotFoundError) as e:
         print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_USAGE
@@ -133,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fedcluster: interrupted; `fedcluster resume RUN_DIR` continues from the last checkpoint",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
