@@ -103,9 +103,12 @@ def _load(directory: Path, files: tuple[str, ...], key: bytes, num_classes: int)
             raise DataFileError(f"{directory / f} has no {key!r} entry; it is not a batch of this data set")
         x = _images(batch, directory / f)
         try:
-            y = np.asarray(batch[key], dtype=np.int64)
+            y = np.asarray(batch[key])
         except (TypeError, ValueError, OverflowError):
             y = np.zeros((0, 0))
+        if y.dtype.kind not in "iu":
+            raise DataFileError(f"{directory / f}: its {key!r} are {y.dtype}, not integers; the file is corrupt")
+        y = y.astype(np.int64)
         if y.ndim != 1 or len(y) != len(x):
             raise DataFileError(f"{directory / f}: {len(x)} images but labels of shape {y.shape}; the file is corrupt")
         if len(y) and (y.min() < 0 or y.max() >= num_classes):

@@ -162,4 +162,7 @@ def load_idx_dataset(
                                 f" (found {int(y.min()) + label_offset}..{int(y.max()) + label_offset}); "
                                 "it is corrupt or belongs to another data set")
         parts[f"y_{split}"] = y
+    if parts["x_train"].shape[1:] != parts["x_test"].shape[1:]:
+        raise DataFileError(f"{paths['train_images']} holds images of {parts['x_train'].shape[2:]} pixels but "
+                            f"{paths['test_images']} of {parts['x_test'].shape[2:]}; one of them is corrupt")
     return ArrayDataset(name=name, num_classes=num_classes, **parts)
