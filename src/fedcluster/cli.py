@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,8 +108,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return report_run(Path(args.run_dir))
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one ``fedcluster: error:`` line (exit 2) like every other mistake."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"fedcluster: error: {' '.join(message.split())}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fedcluster", description="Clustered federated learning.")
+    p = OneLineParser(prog="fedcluster", description="Clustered federated learning.")
     sub = p.add_subparsers(dest="command")
     r = sub.add_parser("run", help="run an experiment: fedcluster run [CONFIG.yaml] [key=value ...]")
     r.add_argument("items", nargs="*", metavar="CONFIG.yaml | key=value")
