@@ -16,6 +16,7 @@ from fedcluster.data.sources.digits import load_digits
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR, load_fashion_mnist
 from fedcluster.data.sources.idx import read_idx
 from fedcluster.data.sources.mnist import load_emnist, load_mnist
+from fedcluster.errors import DataFileError
 
 MNIST_NAMES = (
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
@@ -226,7 +227,7 @@ def test_cifar_refuses_foreign_pickles(tmp_path: Path) -> None:
     folder.mkdir()
     dump(folder / "train", {b"data": np.zeros((1, 3072), np.uint8), b"fine_labels": [0], b"x": Path("/")})
     dump(folder / "test", {b"data": np.zeros((1, 3072), np.uint8), b"fine_labels": [0]})
-    with pytest.raises(pickle.UnpicklingError, match="not allowed"):
+    with pytest.raises(DataFileError, match="not allowed"):  # a one-line user error, nothing executed
         load_cifar100(folder)
 
 

@@ -10,11 +10,27 @@ import argparse
 import importlib.util
 import os
 import sys
+import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fedcluster.errors import UserError
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class StartupInterrupted(KeyboardInterrupt):
+    """Ctrl-C before the first round: nothing was run, so there is nothing to resume."""
+
+
+@contextmanager
+def starting_up() -> Iterator[None]:
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise StartupInterrupted from None
 
 
 def _split_args(items: list[str]) -> tuple[str | None, list[str]]:
@@ -35,8 +51,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if "=" not in extra:
             raise UserError(f"argument {extra!r} is not of the form key=value (only the first argument may be "
                             "a config file)")
-    cfg, typed = resolve(load_raw(path, overrides))
-    run = Run(cfg, typed)
+    with starting_up():
+        cfg, typed = resolve(load_raw(path, overrides))
+        run = Run(cfg, typed)
     print(run.fed.summary(), file=sys.stderr)
     summary = run.execute()
     _report(summary)
@@ -51,10 +68,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if not (run_dir / "checkpoint.pt").is_file():
         raise UserError(f"{str(run_dir)!r} has no checkpoint.pt: it is not a fedcluster run directory "
                         "or it stopped before its first checkpoint")
-    raw = load_raw(run_dir / "config.yaml", args.overrides)
-    raw["out"] = str(run_dir)
-    cfg, typed = resolve(raw)
-    summary = Run(cfg, typed, resume=True).execute()
+    with starting_up():
+        raw = load_raw(run_dir / "config.yaml", args.overrides)
+        raw["out"] = str(run_dir)
+        cfg, typed = resolve(raw)
+        run = Run(cfg, typed, resume=True)
+    summary = run.execute()
     _report(summary)
     return 0
 
@@ -111,11 +130,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare_runs(args.run_dirs, args.by, args.out)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one ``fedcluster: error:`` line (exit 2) like every other mistake."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"fedcluster: error: {' '.join(message.split())}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fedcluster import __version__
     from fedcluster.describe import run_keys_help
 
-    p = argparse.ArgumentParser(prog="fedcluster", description="Clustered federated learning.")
+    p = OneLineParser(prog="fedcluster", description="Clustered federated learning.")
     p.add_argument("--version", action="version", version=f"fedcluster {__version__}")
     sub = p.add_subparsers(dest="command")
     r = sub.add_parser("run", help="run an experiment: fedcluster run [CONFIG.yaml] [key=value ...]",
@@ -183,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return args.fn(args)
+    except StartupInterrupted:
+        print("fedcluster: interrupted during start-up; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (UserError, FileNotFoundError) as e:
         if not _user_facing(e):
             raise
@@ -194,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fedcluster: interrupted; `fedcluster resume RUN_DIR` continues from the last checkpoint",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

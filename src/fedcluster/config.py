@@ -21,6 +21,7 @@ import yaml
 
 from fedcluster.errors import ConfigError
 from fedcluster.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
+from fedcluster.validation import check_config, check_params, check_raw, read_config_file
 
 SECTIONS = ("algorithm", "scenario", "model")
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -88,7 +89,9 @@ _REGISTRY_OF: dict[str, Registry[Any]] = {"algorithm": ALGORITHMS, "scenario": S
 def parse_value(text: str) -> Any:
     """Parse a command-line value: YAML scalars and ``[a,b,c]`` lists; ``1e-3`` is a float."""
     if _FLOAT_RE.match(text.strip()):
-        return float(text) if any(c in text for c in ".eE") else int(text)
+        if any(c in text for c in ".eE") or len(text) > 4000:  # Python refuses int() of > 4300 digits
+            return float(text)
+        return int(text)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -184,16 +187,7 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
     """Merge a YAML file (nested sections allowed) and ``key=value`` overrides into flat raw values."""
     raw: dict[str, Any] = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {_yaml_problem(e)}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {str(p)!r} must hold a mapping of keys to values")
-        merge_mapping(raw, data)
+        merge_mapping(raw, read_config_file(path))
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
@@ -218,18 +212,9 @@ def merge_mapping(raw: dict[str, Any], data: dict[str, Any]) -> None:
             _apply(raw, key, v)
 
 
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    """``line L, column C: problem`` of a YAML error (its first line when it carries no position)."""
-    mark = getattr(e, "problem_mark", None)
-    if mark is None:
-        return str(e).splitlines()[0]
-    problem = getattr(e, "problem", None) or "syntax error"
-    context = getattr(e, "context", None)
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")
-
-
 def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
     """Validate raw values; return the config and the typed params of algorithm, scenario and model."""
+    check_raw(raw)
     hints = _hints(RunConfig)
     kwargs: dict[str, Any] = {}
     for k, v in raw.items():
@@ -241,6 +226,7 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
         kwargs[k] = coerce(v, hints[k], k)
     cfg = RunConfig(**kwargs)
     _check_ranges(cfg)
+    check_config(cfg)
     typed = {}
     for section in SECTIONS:
         name = getattr(cfg, section)
@@ -248,6 +234,7 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
         params = build_params(entry.params, raw.get(section + "_params", {}), section, name)
         typed[section] = params
         setattr(cfg, section + "_params", params_to_dict(params))
+        check_params(section, getattr(cfg, section + "_params"))
     from fedcluster.registry import DATASETS
 
     DATASETS.get(cfg.dataset)

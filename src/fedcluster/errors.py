@@ -7,3 +7,11 @@ class UserError(ValueError):
 
 class ConfigError(UserError):
     """A configuration key or value is wrong."""
+
+
+class DataFileError(UserError):
+    """A data file is corrupt, truncated, of the wrong format, or would not fit in memory."""
+
+
+class ResourceError(UserError):
+    """The configuration needs more memory than is available; the message names the knob to turn."""

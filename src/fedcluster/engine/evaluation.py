@@ -55,4 +55,27 @@ def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarr
     else:
         loss = ((pred.squeeze(-1) - split.y) ** 2).double().cpu().numpy()
         acc = np.full(split.num_clients, np.nan)
-    return acc, np.bincount(owner, loss * scored, split.num_clients) / sizes
+    mean_loss = np.bincount(owner, loss * scored, split.num_clients) / sizes
+    empty = np.bincount(owner, scored, split.num_clients) == 0
+    if empty.any():  # no samples, no score: NaN, never a 0 that looks real
+        acc, mean_loss = np.where(empty, np.nan, acc), np.where(empty, np.nan, mean_loss)
+    return acc, mean_loss
+
+
+def mean_over_clients(values: np.ndarray, split: Split) -> float:
+    """Mean of a per-client score over the clients that have samples (NaN when none has)."""
+    has = split.sizes > 0
+    if has.all():
+        return float(np.mean(values))
+    return float(np.mean(values[has])) if has.any() else float("nan")
+
+
+def missing_validation_note(split: Split, knob: str = "scenario.val_fraction") -> str | None:
+    """What to tell the user when clients have no validation samples (their val_acc is NaN)."""
+    empty = int((split.sizes == 0).sum())
+    if empty == 0:
+        return None
+    if empty == split.num_clients:
+        return (f"no client has validation data ({knob}=0?): val_acc and val_loss are reported as nan "
+                "and summary.json has no best-validation round; raise the fraction to validate")
+    return f"{empty} of {split.num_clients} clients have no validation data: val_acc/val_loss average the others"

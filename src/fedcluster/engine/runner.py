@@ -20,8 +20,9 @@ from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
+from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
-from fedcluster.engine.evaluation import client_scores
+from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
@@ -33,6 +34,7 @@ from fedcluster.registry import ALGORITHMS
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
+from fedcluster.validation import note
 
 
 def evaluate(alg: Algorithm, fed: Federation) -> tuple[dict[str, float], np.ndarray]:
@@ -40,9 +42,9 @@ def evaluate(alg: Algorithm, fed: Federation) -> tuple[dict[str, float], np.ndar
     val_acc, val_loss = client_scores(alg.predict(fed.val, True), fed.val, fed.task)
     test_acc, test_loss = client_scores(alg.predict(fed.test, False), fed.test, fed.task)
     metrics = {
-        "val_acc": float(np.mean(val_acc)), "test_acc": float(np.mean(test_acc)),
+        "val_acc": mean_over_clients(val_acc, fed.val), "test_acc": mean_over_clients(test_acc, fed.test),
         "ari": clustering_ari(fed.true_cluster, alg.assignment(), alg.num_clusters),
-        "val_loss": float(np.mean(val_loss)), "test_loss": float(np.mean(test_loss)),
+        "val_loss": mean_over_clients(val_loss, fed.val), "test_loss": mean_over_clients(test_loss, fed.test),
     }
     return metrics, val_acc
 
@@ -78,11 +80,16 @@ class Run:
         path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
         check_engine(path, self.device, cfg.precision)
         configure(self.device, cfg.deterministic)
-        fed = fed if fed is not None else build_federation(cfg, typed["scenario"])
+        if fed is None:
+            check_federation_fits(cfg, typed["scenario"])
+            fed = build_federation(cfg, typed["scenario"])
         fed = fed.to(self.device)  # the one host-to-device copy of the data
         self.fed = dataclasses.replace(fed, test=with_fit_rows(fed.test, cfg.test_fit, cfg.seed))
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
+        fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
+        if (message := missing_validation_note(self.fed.val)) is not None:
+            note(message)
         torch.manual_seed(cfg.seed)
         module = build_model(cfg.model, self.fed.input_shape, self.fed.output_dim, typed["model"]).to(self.device)
         self.engine_path = path
@@ -194,7 +201,7 @@ def to_device(state: Any, device: torch.device) -> Any:
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Final values, best values (with their rounds) and S4's 'at the round of best validation'."""
-    evaluated = [r for r in rows if not np.isnan(r["val_loss"])]
+    evaluated = [r for r in rows if not (np.isnan(r["val_loss"]) and np.isnan(r["test_loss"]))]
     keys = ("val_acc", "test_acc", "ari", "num_clusters", "val_loss", "test_loss")
     final = {k: rows[-1][k] for k in keys} if rows else {}
     best: dict[str, Any] = {}

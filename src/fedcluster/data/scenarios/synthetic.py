@@ -82,6 +82,16 @@ class MixedRegressionParams:
             base["p"] = None  # k overridden: the configuration's p no longer fits, fall back to uniform
         return {**base, "val_fraction": self.val_fraction, "min_val": self.min_val, "test_size": self.test_size}
 
+    size_knobs = "scenario.sizes, scenario.d or scenario.test_size"
+
+    def estimated_bytes(self, num_clients: int) -> int:
+        """Peak bytes of generating the federation: float64 draws of x and y plus their float32 copies."""
+        kw = self.generator_kwargs(num_clients)
+        n = np.asarray(parse_sizes(kw["sizes"]), dtype=np.float64)
+        val = np.maximum(self.min_val, np.ceil(self.val_fraction * n))
+        samples = n.sum() + val.sum() + kw["k"] * self.test_size
+        return int(samples * (kw["d"] + 1) * 12 + n.size * 64)
+
 
 @SCENARIOS.register(
     "mixed-regression",
@@ -116,6 +126,13 @@ class CFLGPLinesParams:
             raise ValueError(f"noise_std must be >= 0, got {self.noise_std}")
         if self.pool_size < 1 or self.val_size < 0 or self.test_size < 1 or not 1 <= self.batch <= self.pool_size:
             raise ValueError("need 1 <= batch <= pool_size, val_size >= 0 and test_size >= 1")
+
+    size_knobs = "num_clients, scenario.pool_size, scenario.val_size or scenario.test_size"
+
+    def estimated_bytes(self, num_clients: int) -> int:
+        """Peak bytes of generating the federation: float64 draws of x and y plus their float32 copies."""
+        samples = num_clients * (self.pool_size + self.val_size) + 3 * self.test_size
+        return samples * 2 * 12 + num_clients * 64
 
 
 @SCENARIOS.register(

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from fedcluster.data.sources.base import ArrayDataset, DatasetNotFoundError, images_to_float
+from fedcluster.data.sources.idx import check_fits
+from fedcluster.errors import DataFileError
 
 CIFAR10_FOLDER = "cifar-10-batches-py"
 CIFAR100_FOLDER = "cifar-100-python"
@@ -46,18 +48,35 @@ class _BatchUnpickler(pickle.Unpickler):
 
 
 def read_batch(path: str | Path) -> dict[bytes, Any]:
-    """Unpickle one CIFAR batch file (keys stay ``bytes``, as written by Python 2)."""
-    with open(path, "rb") as f:
-        batch = _BatchUnpickler(f, encoding="bytes").load()
+    """Unpickle one CIFAR batch file (keys stay ``bytes``, as written by Python 2).
+
+    Anything that is not a CIFAR batch (garbage, truncation, another pickle) raises
+    :class:`DataFileError` naming the file.
+    """
+    path = Path(path)
+    try:
+        check_fits(path, path.stat().st_size)
+        with open(path, "rb") as f:
+            batch = _BatchUnpickler(f, encoding="bytes").load()
+    except DataFileError:
+        raise
+    except (pickle.UnpicklingError, EOFError, OSError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, OverflowError, UnicodeError, ImportError, MemoryError, RecursionError) as e:
+        reason = " ".join(str(e).split())[:120] or type(e).__name__
+        raise DataFileError(f"{path} is not a readable CIFAR batch ({reason}); it is truncated or corrupt: "
+                            f"download the python version again from {_URL}") from None
     if not isinstance(batch, dict) or b"data" not in batch:
-        raise ValueError(f"{path} is not a CIFAR batch (no b'data' entry)")
+        raise DataFileError(f"{path} is not a CIFAR batch (no b'data' entry); pass data_dir= the extracted "
+                            "python-version folder")
     return batch
 
 
 def _images(batch: dict[bytes, Any], path: Path) -> np.ndarray:
-    data = np.asarray(batch[b"data"], dtype=np.uint8)
-    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise ValueError(f"{path}: b'data' has shape {data.shape}, expected [n, 3072]")
+    data = batch[b"data"]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        shape = getattr(data, "shape", type(data).__name__)
+        raise DataFileError(f"{path}: b'data' is {getattr(data, 'dtype', '')} {shape}, expected uint8 [n, 3072]; "
+                            "the file is corrupt")
     return data.reshape(-1, 3, 32, 32)
 
 
@@ -76,16 +95,24 @@ def _locate(data_dir: str | Path, folder: str, files: tuple[str, ...], name: str
     raise DatasetNotFoundError(name, candidates, expected, how_to_get, missing)
 
 
-def _load(directory: Path, files: tuple[str, ...], key: bytes) -> tuple[np.ndarray, np.ndarray]:
+def _load(directory: Path, files: tuple[str, ...], key: bytes, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for f in files:
         batch = read_batch(directory / f)
         if key not in batch:
-            raise ValueError(f"{directory / f} has no {key!r} entry")
+            raise DataFileError(f"{directory / f} has no {key!r} entry; it is not a batch of this data set")
         x = _images(batch, directory / f)
-        y = np.asarray(batch[key], dtype=np.int64)
-        if len(y) != len(x):
-            raise ValueError(f"{directory / f}: {len(x)} images but {len(y)} labels")
+        try:
+            y = np.asarray(batch[key])
+        except (TypeError, ValueError, OverflowError):
+            y = np.zeros((0, 0))
+        if y.dtype.kind not in "iu":
+            raise DataFileError(f"{directory / f}: its {key!r} are {y.dtype}, not integers; the file is corrupt")
+        y = y.astype(np.int64)
+        if y.ndim != 1 or len(y) != len(x):
+            raise DataFileError(f"{directory / f}: {len(x)} images but labels of shape {y.shape}; the file is corrupt")
+        if len(y) and (y.min() < 0 or y.max() >= num_classes):
+            raise DataFileError(f"{directory / f} holds labels outside 0..{num_classes - 1}; the file is corrupt")
         xs.append(x)
         ys.append(y)
     return images_to_float(np.concatenate(xs)), np.concatenate(ys)
@@ -94,8 +121,8 @@ def _load(directory: Path, files: tuple[str, ...], key: bytes) -> tuple[np.ndarr
 def load_cifar10(data_dir: str | Path) -> ArrayDataset:
     """CIFAR-10: 50,000 train / 10,000 test images ``[n, 3, 32, 32]`` in [0, 1], 10 classes."""
     directory = _locate(data_dir, CIFAR10_FOLDER, (*CIFAR10_TRAIN, "test_batch"), "cifar10")
-    x_train, y_train = _load(directory, CIFAR10_TRAIN, b"labels")
-    x_test, y_test = _load(directory, ("test_batch",), b"labels")
+    x_train, y_train = _load(directory, CIFAR10_TRAIN, b"labels", 10)
+    x_test, y_test = _load(directory, ("test_batch",), b"labels", 10)
     return ArrayDataset("cifar10", x_train, y_train, x_test, y_test, num_classes=10)
 
 
@@ -108,7 +135,7 @@ def load_cifar100(data_dir: str | Path, label: str = "fine") -> ArrayDataset:
         raise ValueError(f"label must be 'fine' or 'coarse', got {label!r}")
     directory = _locate(data_dir, CIFAR100_FOLDER, ("train", "test"), "cifar100")
     key = f"{label}_labels".encode()
-    x_train, y_train = _load(directory, ("train",), key)
-    x_test, y_test = _load(directory, ("test",), key)
     num_classes = 100 if label == "fine" else 20
+    x_train, y_train = _load(directory, ("train",), key, num_classes)
+    x_test, y_test = _load(directory, ("test",), key, num_classes)
     return ArrayDataset(f"cifar100_{label}", x_train, y_train, x_test, y_test, num_classes=num_classes)
