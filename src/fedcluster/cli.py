@@ -77,6 +77,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from fedcluster.reproduce.command import run_command
+
+    return run_command(args)
+
+
 def cmd_scenario(args: argparse.Namespace) -> int:
     from fedcluster.data.inspect import inspect_scenario
 
@@ -89,14 +95,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return report_run(Path(args.run_dir))
 
 
-def cmd_reproduce(args: argparse.Namespace) -> int:
-    from fedcluster.reproduce.command import run_command
-
-    return run_command(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from fedcluster.reproduce.command import add_arguments
+    from fedcluster.reproduce.command import add_arguments as add_reproduce_arguments
 
     p = argparse.ArgumentParser(prog="fedcluster", description="Clustered federated learning.")
     sub = p.add_subparsers(dest="command")
@@ -112,15 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("overrides", nargs="*", metavar="key=value", help="dataset=..., scenario.<name>=...")
     sc.add_argument("--out", default=None, help="picture path (default: SCENARIO-DATASET.png)")
     sc.set_defaults(fn=cmd_scenario)
+    rr = sub.add_parser("reproduce", help="a seed paper's headline result, paper vs ours over seeds (--list)")
+    add_reproduce_arguments(rr)
+    rr.set_defaults(fn=cmd_reproduce)
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_report)
     ls = sub.add_parser("list", help="list registered algorithms, datasets, scenarios and models")
     ls.add_argument("kind", nargs="?", choices=["algorithms", "datasets", "scenarios", "models"])
     ls.set_defaults(fn=cmd_list)
-    rr = sub.add_parser("reproduce", help="a seed paper's headline result, paper vs ours over seeds (--list)")
-    add_arguments(rr)
-    rr.set_defaults(fn=cmd_reproduce)
     return p
 
 

@@ -64,18 +64,19 @@ def run_command(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{exp.name}.json"
     stored = None if args.fresh else Stored.load(path)
-    if stored is not None and not stored.matches(args.budget, device, list(args.set)):
+    if stored is not None and not stored.matches(args.budget, device, list(args.set), repr(budget)):
         print(f"{path}: stored results are for another budget/device/--set; starting afresh", file=sys.stderr)
         stored = None
     if stored is None:
         stored = Stored(exp.name, args.budget, args.seeds, device, list(args.set))
-    stored.seeds, stored.finished = args.seeds, False
+    stored.seeds, stored.finished, stored.spec = args.seeds, False, repr(budget)
     module, fn = RUNNERS[exp.kind].split(":")
     runner = getattr(import_module(f"fedcluster.reproduce.{module}"), fn)
     t_start = time.perf_counter()
     wall0 = stored.wall_seconds
 
     def emit(record: dict) -> None:
+        record["curve"] = [[t, float(f"{v:.5g}")] for t, v in record["curve"]]  # compact file, plenty for a plot
         stored.records.append(record)
         stored.wall_seconds = wall0 + time.perf_counter() - t_start
         stored.save(path)

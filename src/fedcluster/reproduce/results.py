@@ -26,10 +26,11 @@ class Stored:
     finished: bool = False
     wall_seconds: float = 0.0
     date: str = ""
+    spec: str = ""  # the budget's full definition (repr), so that a changed budget is never mixed with old records
 
-    def matches(self, budget: str, device: str, extra: list[str]) -> bool:
+    def matches(self, budget: str, device: str, extra: list[str], spec: str) -> bool:
         """Whether these records can be continued by a run with this budget, device and extra overrides."""
-        return (self.budget, self.device, self.extra) == (budget, device, extra)
+        return (self.budget, self.device, self.extra) == (budget, device, extra) and self.spec in ("", spec)
 
     def done(self, seed: int) -> set[tuple[str, str]]:
         return {(r["setting"], r["method"]) for r in self.records if r["seed"] == seed}
@@ -46,7 +47,7 @@ class Stored:
     def save(self, path: Path) -> None:
         """Atomically (a crash mid-write keeps the previous file)."""
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.__dict__, indent=1, allow_nan=True))
+        tmp.write_text(json.dumps(self.__dict__, separators=(",", ":"), allow_nan=True))
         os.replace(tmp, path)
 
     @staticmethod
