@@ -84,6 +84,7 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
     (["reproduce"], "needs an experiment name"),
     (["reproduce", "s2-mixreg-a", "--seeds", "0"], "at least 1 seed"),
     (["reproduce", "s2-mixreg-a", "--set", "rounds"], "key=value"),
+    (["reproduce", "s2-mixreg-a", "--report-only"], "holds no results"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv: list[str], words: str, capsys: pytest.CaptureFixture[str],
                                             tmp_path: Path) -> None:
@@ -139,6 +140,10 @@ def test_a_second_call_continues_instead_of_rerunning(tmp_path: Path) -> None:
     records = json.loads((out / "s2-mixreg-a.json").read_text())["records"]
     assert records[: len(first)] == first  # seed 0 kept as it was (its timings too): not run again
     assert sorted({r["seed"] for r in records}) == [0, 1] and len(records) == 2 * len(first)
+    _check_page("s2-mixreg-a", out, 2)
+    (out / "s2-mixreg-a.md").unlink()
+    assert main(["reproduce", "s2-mixreg-a", "--report-only", "--out", str(out)]) == 0  # page again, nothing run
+    assert json.loads((out / "s2-mixreg-a.json").read_text())["records"] == records
     _check_page("s2-mixreg-a", out, 2)
 
 

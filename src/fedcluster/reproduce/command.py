@@ -29,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
     p.add_argument("--fresh", action="store_true", help="discard stored results instead of continuing them")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite NAME.md and the summary from the stored results (even unfinished) without running")
 
 
 def list_experiments(out: Path) -> int:
@@ -59,10 +61,17 @@ def run_command(args: argparse.Namespace) -> int:
     from fedcluster.reproduce.report import write_experiment, write_summary
     from fedcluster.reproduce.run_common import device_overrides
 
+    path = out / f"{exp.name}.json"
+    if args.report_only:
+        stored = Stored.load(path)
+        if stored is None:
+            raise UserError(f"{path} holds no results to report; run `fedcluster reproduce {exp.name}` first")
+        page = write_experiment(get(exp.name).trimmed(stored.budget), stored, out)
+        print(f"wrote {page} and {write_summary(out)}")
+        return 0
     device, dev_over = device_overrides(args.device)
     budget = exp.budget(args.budget)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{exp.name}.json"
     stored = None if args.fresh else Stored.load(path)
     if stored is not None and not stored.matches(args.budget, device, list(args.set), repr(budget)):
         print(f"{path}: stored results are for another budget/device/--set; starting afresh", file=sys.stderr)
@@ -79,6 +88,7 @@ def run_command(args: argparse.Namespace) -> int:
         record["curve"] = [[t, float(f"{v:.5g}")] for t, v in record["curve"]]  # compact file, plenty for a plot
         stored.records.append(record)
         stored.wall_seconds = wall0 + time.perf_counter() - t_start
+        stored.date = time.strftime("%Y-%m-%d")
         stored.save(path)
         values = ", ".join(f"{k} {v:.4g}" for k, v in record["metrics"].items())
         print(f"{exp.name} seed {record['seed']} {record['setting']} {record['method']}: {values} "

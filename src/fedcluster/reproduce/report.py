@@ -23,7 +23,9 @@ def command(exp: Experiment, budget: str = "small", seeds: int = 3, device: str 
 
 def verdict(exp: Experiment, stored: Stored) -> tuple[str, str]:
     if not stored.finished:
-        return "incomplete", f"{len(stored.records)} runs recorded; the command continues where it stopped"
+        expected = stored.seeds * len(exp.settings) * len(exp.methods)
+        return "incomplete", (f"{len(stored.records)} of {expected} runs recorded (cells average the seeds recorded "
+                              "so far); the same command continues where it stopped")
     if exp.verdict is None:
         return "no verdict", "this experiment has no automatic check"
     return exp.verdict(stored.results())
