@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedcluster.cli import main
 from fedcluster.reproduce.catalogue import EXPERIMENTS
@@ -85,6 +86,8 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
     (["reproduce", "s2-mixreg-a", "--seeds", "0"], "at least 1 seed"),
     (["reproduce", "s2-mixreg-a", "--set", "rounds"], "key=value"),
     (["reproduce", "s2-mixreg-a", "--report-only"], "holds no results"),
+    pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(
+        torch.cuda.is_available(), reason="a CUDA device is present")),
 ])
 def test_bad_input_is_one_line_and_status_2(argv: list[str], words: str, capsys: pytest.CaptureFixture[str],
                                             tmp_path: Path) -> None:
