@@ -137,13 +137,20 @@ def test_end_to_end_at_the_test_budget(tmp_path: Path) -> None:
 
 def test_a_second_call_continues_instead_of_rerunning(tmp_path: Path) -> None:
     out = tmp_path / "reproduction"
-    _run("s2-mixreg-a", out, 1)
+    out.mkdir(parents=True)
+    earlier = {"name": "s2-mixreg-a", "budget": "paper", "seeds": 1, "device": "cpu", "extra": [],
+               "records": [{"seed": 0, "setting": "", "method": "oracle", "metrics": {"final": 0.1}, "curve": []}]}
+    (out / "s2-mixreg-a.json").write_text(json.dumps(earlier))
+    _run("s2-mixreg-a", out, 1)  # another budget: the earlier results move aside, never overwritten
+    (kept,) = out.glob("s2-mixreg-a.previous-paper-*.json")
+    assert json.loads(kept.read_text()) == earlier
     first = json.loads((out / "s2-mixreg-a.json").read_text())["records"]
     _run("s2-mixreg-a", out, 2)
     records = json.loads((out / "s2-mixreg-a.json").read_text())["records"]
     assert records[: len(first)] == first  # seed 0 kept as it was (its timings too): not run again
     assert sorted({r["seed"] for r in records}) == [0, 1] and len(records) == 2 * len(first)
     _check_page("s2-mixreg-a", out, 2)
+    assert len(list(out.glob("*.previous-*.json"))) == 1
     (out / "s2-mixreg-a.md").unlink()
     assert main(["reproduce", "s2-mixreg-a", "--report-only", "--out", str(out)]) == 0  # page again, nothing run
     assert json.loads((out / "s2-mixreg-a.json").read_text())["records"] == records

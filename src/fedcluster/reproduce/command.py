@@ -72,9 +72,12 @@ def run_command(args: argparse.Namespace) -> int:
     device, dev_over = device_overrides(args.device)
     budget = exp.budget(args.budget)
     out.mkdir(parents=True, exist_ok=True)
-    stored = None if args.fresh else Stored.load(path)
-    if stored is not None and not stored.matches(args.budget, device, list(args.set), repr(budget)):
-        print(f"{path}: stored results are for another budget/device/--set; starting afresh", file=sys.stderr)
+    stored = Stored.load(path)
+    if stored is not None and (args.fresh or not stored.matches(args.budget, device, list(args.set), repr(budget))):
+        kept = path.with_name(f"{exp.name}.previous-{stored.budget}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+        path.rename(kept)  # never lose results: the earlier ones move aside
+        print(f"{path}: earlier results (another budget/device/--set, or --fresh) moved to {kept}; starting afresh",
+              file=sys.stderr)
         stored = None
     if stored is None:
         stored = Stored(exp.name, args.budget, args.seeds, device, list(args.set))
