@@ -163,3 +163,17 @@ def test_every_experiment_end_to_end(name: str, tmp_path: Path) -> None:
     out = tmp_path / "reproduction"
     _run(name, out, 1)
     _check_page(name, out, 1)
+
+
+@pytest.mark.parametrize("budget", ["small", "paper"])
+def test_every_suite_configuration_resolves(budget: str) -> None:
+    """Every (setting, method) of every image experiment is a valid run configuration (keys, names, ranges)."""
+    from fedcluster.config import load_raw, resolve
+
+    for exp in (e for e in EXPERIMENTS.values() if e.kind == "suite"):
+        b = exp.budget(budget)
+        for setting in exp.settings:
+            for m in exp.methods:
+                over = [*exp.overrides, f"num_clients={b.clients}", f"rounds={b.rounds}", *b.overrides,
+                        *setting.overrides, *(o.replace("=FULL", "=100") for o in m.overrides)]
+                resolve(load_raw(None, over))  # raises ConfigError naming the bad key
