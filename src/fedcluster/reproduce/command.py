@@ -66,8 +66,12 @@ def run_command(args: argparse.Namespace) -> int:
         stored = Stored.load(path)
         if stored is None:
             raise UserError(f"{path} holds no results to report; run `fedcluster reproduce {exp.name}` first")
-        page = write_experiment(get(exp.name).trimmed(stored.budget), stored, out)
-        print(f"wrote {page} and {write_summary(out)}")
+        exp = get(exp.name).trimmed(stored.budget)
+        stored.seeds = min(args.seeds, stored.seeds)  # e.g. --seeds 2: the seeds already complete
+        want = {(seed, s.name, m.label) for seed in range(stored.seeds) for s in exp.settings for m in exp.methods}
+        stored.finished = want <= {(r["seed"], r["setting"], r["method"]) for r in stored.records}
+        page = write_experiment(exp, stored, out)  # the stored file itself is left as it is
+        print(f"wrote {page} and {write_summary(out, {exp.name: stored})}")
         return 0
     device, dev_over = device_overrides(args.device)
     budget = exp.budget(args.budget)

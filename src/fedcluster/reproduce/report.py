@@ -24,7 +24,8 @@ def command(exp: Experiment, budget: str = "small", seeds: int = 3, device: str 
 def verdict(exp: Experiment, stored: Stored) -> tuple[str, str]:
     if not stored.finished:
         expected = stored.seeds * len(exp.settings) * len(exp.methods)
-        return "incomplete", (f"{len(stored.records)} of {expected} runs recorded (cells average the seeds recorded "
+        have = sum(r["seed"] < stored.seeds for r in stored.records)
+        return "incomplete", (f"{have} of {expected} runs recorded (cells average the seeds recorded "
                               "so far); the same command continues where it stopped")
     if exp.verdict is None:
         return "no verdict", "this experiment has no automatic check"
@@ -105,7 +106,7 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              f"| share of client data | {budget.fraction:g} | {paper.fraction:g} |",
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
              f"| device | {stored.device} | — |", f"| seeds | {stored.seeds} | — |",
-             f"| wall time | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
+             f"| wall time, all runs recorded | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
              "## Results", "", *table(exp, stored), "",
              "## Differences from the paper", ""]
     lines += [f"- {d}" for d in (*exp.differences, budget.note) if d]
@@ -116,12 +117,14 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     return path
 
 
-def write_summary(out: Path) -> Path:
-    """``REPRODUCTION.md`` beside ``out`` from every experiment's stored results; missing ones are "not yet run"."""
+def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
+    """``REPRODUCTION.md`` beside ``out`` from every experiment's stored results; missing ones are "not yet run".
+
+    ``views``: results to show instead of the stored file's (``--report-only --seeds N``: the complete seeds)."""
     groups: dict[str, list[str]] = defaultdict(list)
     rows = ["| experiment | source | claim | status | budget, seeds | why / how to run |", "|---|---|---|---|---|---|"]
     for exp in EXPERIMENTS.values():
-        stored = Stored.load(out / f"{exp.name}.json")
+        stored = (views or {}).get(exp.name) or Stored.load(out / f"{exp.name}.json")
         if stored is None:
             status, why, run = "not yet run", f"`{command(exp)}`", "–"
         else:
