@@ -155,6 +155,10 @@ def test_a_second_call_continues_instead_of_rerunning(tmp_path: Path) -> None:
     assert main(["reproduce", "s2-mixreg-a", "--report-only", "--out", str(out)]) == 0  # page again, nothing run
     assert json.loads((out / "s2-mixreg-a.json").read_text())["records"] == records
     _check_page("s2-mixreg-a", out, 2)
+    assert main(["reproduce", "s2-mixreg-a", "--report-only", "--seeds", "1", "--out", str(out)]) == 0
+    page = (out / "s2-mixreg-a.md").read_text()
+    err5 = next(r for r in records if (r["seed"], r["method"]) == (0, "oracle"))["metrics"]["err5"]
+    assert "--seeds 1" in page and f"| oracle | {err5:.4f} | – |" in page  # seed 0 alone: no ± any more
 
 
 @pytest.mark.slow
