@@ -22,13 +22,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="experiment name (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds, 0 … N−1 (default 3)")
-    p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"],
-                   help="small: ≤ 20 min on 2 CPU cores; paper: the paper's clients and rounds")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"], metavar="{small,paper}",
+                   help="small: sized for about 20 min on 2 CPU cores; paper: the paper's clients and rounds "
+                        "(tiny, for the tests: seconds)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto: CUDA when the build and PyTorch have it, else the CPU")
     p.add_argument("--out", default=DEFAULT_OUT, help="page directory; the summary goes to its parent")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
-    p.add_argument("--fresh", action="store_true", help="discard stored results instead of continuing them")
+    p.add_argument("--fresh", action="store_true", help="move stored results aside and start afresh instead of continuing them")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite NAME.md and the summary from the stored results (even unfinished) without running")
 
