@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help="page directory; the summary goes to its parent")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
-    p.add_argument("--fresh", action="store_true", help="move stored results aside and start afresh instead of continuing them")
+    p.add_argument("--fresh", action="store_true",
+                   help="move stored results aside and start afresh instead of continuing them")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite NAME.md and the summary from the stored results (even unfinished) without running")
 
