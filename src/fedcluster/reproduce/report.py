@@ -131,7 +131,7 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             status, why = verdict(exp, stored)
             run = f"{stored.budget}, {stored.seeds}"
             why = f"{why} ([details]({out.name}/{exp.name}.md))"
-        groups["open question" if exp.open_question else status].append(exp.name)
+        groups[f"{status} (open questions)" if exp.open_question else status].append(exp.name)
         rows.append(f"| {exp.name} | {exp.source} | {exp.claim} | **{status}** | {run} | {why} |")
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(groups.items()))
     text = ["# Reproduction: the seed papers' headline claims, paper vs ours", "",
