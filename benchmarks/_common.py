@@ -24,6 +24,7 @@ from fedcluster.config import load_raw, resolve  # noqa: E402
 from fedcluster.data.build import build_federation  # noqa: E402
 from fedcluster.data.federation import Federation  # noqa: E402
 from fedcluster.engine.runner import Run  # noqa: E402
+from fedcluster.reproduce.run_common import at_round, first_round  # noqa: E402,F401  (used by the scripts)
 
 QUIET = ["progress=false", "threads=1", "checkpoint_every=100000"]
 
@@ -68,22 +69,6 @@ def run_rows(overrides: Sequence[str], out: Path, fed: Federation | None = None,
         setup(run)
     rows, seconds = execute(run)
     return rows, seconds, run
-
-
-def first_round(rows: Sequence[dict[str, float]], key: str, value: float, tol: float = 1e-9) -> float:
-    """First round whose ``key`` is >= ``value`` − tol (NaN if never), e.g. the round ARI reaches 1 (S3 Table 3)."""
-    for r in rows:
-        if not math.isnan(r.get(key, math.nan)) and r[key] >= value - tol:
-            return r["round"]
-    return math.nan
-
-
-def at_round(rows: Sequence[dict[str, float]], key: str, round_: int) -> float:
-    """``key`` at round ``round_`` (NaN if that round was not evaluated)."""
-    for r in rows:
-        if int(r["round"]) == round_:
-            return r.get(key, math.nan)
-    return math.nan
 
 
 def fmt(x: float, spec: str = ".3f") -> str:

@@ -30,12 +30,11 @@ from pathlib import Path
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # 2 shared cores: no BLAS threads
     os.environ.setdefault(_var, "1")
 
-from diverse_shift import shrink  # noqa: E402  (benchmarks/diverse_shift.py)
-
 import fedcluster.builtin  # noqa: E402,F401
 from fedcluster.config import load_raw, resolve  # noqa: E402
 from fedcluster.data.build import build_federation  # noqa: E402
 from fedcluster.engine.runner import Run  # noqa: E402
+from fedcluster.reproduce.federations import shrink  # noqa: E402
 from fedcluster.tracking.kplot import plot_num_clusters  # noqa: E402
 
 # key: (row label, algorithm overrides, S1 Table 1 CIFAR-10 (Val, Test, K^T))

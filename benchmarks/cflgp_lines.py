@@ -7,59 +7,27 @@ first round with ARI = 1 (S3 Tables 3–4 style), mean over seeds. The default g
 and CFL/MADMO (one cluster to start, Sattler's tolerances, one full-batch gradient step per round), with the
 same initial models.
 
+A thin caller of ``fedcluster reproduce s3-lines-sweeps`` (same runner, settings and methods); that command
+writes the multi-seed paper-vs-ours page.
+
     python benchmarks/cflgp_lines.py [--full] [--methods cflgp,ifca,cfl]
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
+import dataclasses
+import sys
 import time
-from pathlib import Path
 
-import _common as common  # first: pins BLAS threads before numpy/torch load
+import _common  # noqa: F401  (first: pins BLAS threads before numpy/torch load)
 import numpy as np
-import torch
 
-from fedcluster.data.sources.synthetic import cflgp_lines
-from fedcluster.engine.runner import Run
-from fedcluster.metrics_regression import regression_extras
+from fedcluster.reproduce.run_synthetic import run_lines
+from fedcluster.reproduce.spec import Budget
+from fedcluster.reproduce.specs_s3 import S3_LINES
 
-DEFAULT = {"C": 12, "dphi": 20.0, "b": 10}
-GRID = {"C": [6, 12, 24, 48], "dphi": [5.0, 10.0, 20.0, 40.0], "b": [2, 5, 10, 50]}
 PAPER = "S3 Fig. 1: CFL-GP ARI ≈ 1 across C, b and both inits; ≥ 0.8 at Δφ = 5° (IFCA, MADMO ≈ 0 there)"
-
-
-def method_overrides(method: str, b: int, pool: int) -> list[str]:
-    """Algorithm overrides; every method takes one gradient step per round (``pool``: a client's sample count)."""
-    if method == "cflgp":
-        return ["algorithm=cflgp", "algorithm.num_clusters=3", f"batch_size={b}"]
-    if method == "ifca":
-        return ["algorithm=ifca", "algorithm.num_clusters=3", "algorithm.variant=gradient", f"batch_size={b}"]
-    if method == "cfl":
-        return ["algorithm=cfl", f"batch_size={pool}"]
-    raise ValueError(f"unknown method {method!r}")
-
-
-def one_run(method: str, C: int, dphi: float, b: int, init: float, seed: int, rounds: int, tmp: Path
-            ) -> dict[str, float]:
-    assign = np.random.default_rng(seed).permutation(np.arange(C) % 3).tolist()
-    pool = max(2000, rounds * b)
-    fed = cflgp_lines(C, dphi, b, pool_size=pool, assignment=assign, seed=seed)
-    out = tmp / f"{method}_{C}_{dphi}_{b}_{init}_{seed}_{time.perf_counter_ns()}"
-
-    def init_models(run: Run) -> None:  # the same K starting lines for every method (CFL: the first one)
-        k = run.alg.models["head.weight"].shape[0]
-        g = torch.Generator().manual_seed(seed)
-        run.alg.models["head.weight"] = ((torch.rand(3, 1, 1, generator=g) * 2 - 1) * init)[:k]  # θ_1 ~ U(−a, a)
-        run.alg.models["head.bias"] = torch.zeros(k, 1)  # θ_2 = 0
-
-    rows, _, run = common.run_rows([
-        "scenario=cflgp-lines", "dataset=cflgp-lines", "model=linear", f"rounds={rounds}", "lr=0.1",
-        f"num_clients={C}", f"clients_per_round={C}", f"seed={seed}", *method_overrides(method, b, pool)],
-        out, fed, init_models)
-    mse = regression_extras(run.alg).get("mse", float("nan"))  # final models, the same measure for every method
-    return {"ari": rows[-1]["ari"], "mse": mse, "to_ari1": common.first_round(rows, "ari", 1.0)}
 
 
 def main() -> None:
@@ -67,26 +35,30 @@ def main() -> None:
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--methods", default="cflgp,ifca,cfl")
     args = ap.parse_args()
-    methods = args.methods.split(",")
+    wanted = args.methods.split(",")
+    methods = tuple(m for m in S3_LINES.methods if m.label.split()[0] in wanted)
+    exp = dataclasses.replace(S3_LINES, methods=methods)
     rounds, seeds = (200, 5) if args.full else (100, 2)
+    budget = Budget(12, rounds, "linear regression")
     t0 = time.perf_counter()
-    print(f"{'sweep':6} {'value':>6} {'init':>5} {'method':6} {'ARI':>6} {'MSE':>7} {'rnd→ARI1':>9} {'sec':>5}")
-    with tempfile.TemporaryDirectory() as tmp:
-        for key, values in GRID.items():
-            for v in values:
-                for init in (0.8, 1.6):
-                    setting = {**DEFAULT, key: v}
-                    for method in methods:
-                        t1 = time.perf_counter()
-                        res = [one_run(method, setting["C"], setting["dphi"], setting["b"], init, s, rounds,
-                                       Path(tmp)) for s in range(seeds)]
-                        ari = np.mean([r["ari"] for r in res])
-                        mse = np.mean([r["mse"] for r in res])
-                        hit = [r["to_ari1"] for r in res]
-                        to1 = "-" if any(np.isnan(hit)) else f"{np.mean(hit):.1f}"
-                        sec = (time.perf_counter() - t1) / seeds
-                        print(f"{key:6} {v:6g} {init:5.1f} {method:6} {ari:6.3f} {mse:7.4f} {to1:>9} {sec:5.1f}",
-                              flush=True)
+    records: list[dict] = []
+
+    def emit(record: dict) -> None:
+        records.append(record)
+        print(f"seed {record['seed']} {record['setting']} {record['method']}: ARI {record['metrics']['ari']:.3f}",
+              file=sys.stderr, flush=True)
+
+    for seed in range(seeds):
+        run_lines(exp, budget, seed, ["threads=1"], set(), emit)
+    print(f"{'setting':16} {'method':12} {'ARI':>6} {'MSE':>7} {'rnd→ARI1':>9} {'sec':>5}")
+    for setting in exp.settings:
+        for m in methods:
+            res = [r for r in records if (r["setting"], r["method"]) == (setting.name, m.label)]
+            hit = [r["metrics"]["to_ari1"] for r in res]
+            to1 = "-" if any(np.isnan(hit)) else f"{np.mean(hit):.1f}"
+            print(f"{setting.name:16} {m.label:12} {np.mean([r['metrics']['ari'] for r in res]):6.3f} "
+                  f"{np.mean([r['metrics']['mse'] for r in res]):7.4f} {to1:>9} "
+                  f"{np.mean([r['seconds'] for r in res]):5.1f}", flush=True)
     print(f"\npaper: {PAPER}\nours: {seeds} seeds, T = {rounds}; {time.perf_counter() - t0:.0f} s")
 
 

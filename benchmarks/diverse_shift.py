@@ -36,39 +36,12 @@ import numpy as np
 import fedcluster.builtin  # noqa: F401
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
-from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.runner import Run
+from fedcluster.reproduce.federations import shrink  # `fedcluster reproduce s4-table1-fmnist` is the multi-seed page
 
 # S4 Table 1, FashionMNIST (CNN), 300 clients: local / global accuracy (%) at the best-train-accuracy round.
 S4_TABLE1 = {"fedavg": (42.12, 34.35), "ifca": (47.90, 31.30), "fesem": (60.99, 47.63), "fedem": (56.64, 28.08),
              "fedsoft": (91.35, 19.88), "fedrc": (66.51, 59.00)}
-
-
-def _keep(split: Split, keep: list[np.ndarray]) -> Split:
-    rows = np.concatenate([split.ptr[i] + k for i, k in enumerate(keep)]).astype(np.int64)
-    ptr = np.concatenate([[0], np.cumsum([len(k) for k in keep])])
-    return Split(split.x[rows], split.y[rows], ptr)
-
-
-def shrink(fed: Federation, fraction: float, test_size: int, seed: int) -> Federation:
-    """Keep a random ``fraction`` of every client's train/validation samples and ``test_size`` per test client."""
-    rng = np.random.default_rng([seed, 7])
-
-    def part(split: Split, frac: float | None, size: int | None) -> tuple[Split, list[np.ndarray]]:
-        keep = []
-        for n in split.sizes:
-            m = max(1, int(round(frac * n))) if frac is not None else min(int(size), int(n))
-            keep.append(np.sort(rng.permutation(int(n))[:m]))
-        return _keep(split, keep), keep
-
-    train, keep = part(fed.train, fraction, None)
-    val, _ = part(fed.val, fraction, None)
-    test, _ = part(fed.test, None, test_size)
-    sample_concept = None
-    if fed.sample_concept is not None:
-        sample_concept = np.concatenate([fed.sample_concept[fed.train.ptr[i] + k] for i, k in enumerate(keep)])
-    return Federation(train, val, test, fed.true_cluster, fed.test_cluster, fed.num_classes, fed.task,
-                      sample_concept, fed.style, fed.style_names, fed.extras, {**fed.info, "fraction": fraction})
 
 
 # defaults per --scale; an option given on the command line wins

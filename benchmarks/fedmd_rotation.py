@@ -20,35 +20,11 @@ import time
 from pathlib import Path
 
 import _common as common  # first: pins BLAS threads before numpy/torch load
-import numpy as np
 
-from fedcluster.data.assemble import ClientPlan, assemble
-from fedcluster.data.federation import Federation
-from fedcluster.data.scenarios.common import full_test, resize_plans
-from fedcluster.data.scenarios.rotation import angle_name, rotator
-from fedcluster.registry import DATASETS
+from fedcluster.reproduce.federations import s2_rotation as s2_federation  # reproduce s2-large-population
 
 # S2 Figs. 4-5 are curves only (CATALOG D.4): two-phase reaches the oracle, IFCA (random start) may stall, FedAvg high.
 PAPER = "S2 Figs. 4–5 (MNIST): two-phase ≈ oracle error; random-start IFCA can stall; FedAvg clearly worse"
-
-
-def s2_federation(k: int, clients: int, seed: int, anchor_size: int = 20, client_size: int = 2) -> Federation:
-    """k anchors (one per cluster, ``anchor_size`` images) first, then ``clients`` tiny clients, 14×14 images."""
-    data = DATASETS.get("fashion-mnist").obj.load(None)
-    angles = [0.0, 90.0] if k == 2 else [0.0, 90.0, 180.0, 270.0][:k]
-    rng = np.random.default_rng([seed, 0])
-    sizes = np.array([anchor_size] * k + [client_size] * clients)
-    if sizes.sum() > len(data.y_train):
-        raise ValueError(f"{sizes.sum()} images needed, the training set has {len(data.y_train)}")
-    idx = np.split(rng.permutation(len(data.y_train))[: sizes.sum()], np.cumsum(sizes)[:-1])
-    cluster = np.concatenate([np.arange(k), rng.integers(k, size=clients)])
-    plans = [ClientPlan(i, int(c), None, rotator(angles[c]), int(c)) for i, c in zip(idx, cluster, strict=True)]
-    tests = [full_test(data, c, None, rotator(angles[c]), c) for c in range(k)]
-    resize_plans(plans + tests, 14)
-    info = {"name": "s2-rotation", "dataset": data.name, "k": k, "clients": clients, "angles": angles}
-    fed = assemble(data, plans, tests, 0.0, rng, info, [angle_name(a) for a in angles])
-    fed.val = fed.train  # 2 images leave nothing to hold out: "val" metrics are training metrics (unused here)
-    return fed
 
 
 def methods(k: int, phase1: int, delta: float) -> dict[str, list[str]]:

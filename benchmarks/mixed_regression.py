@@ -7,12 +7,14 @@ random / oracle (same Phase 2 code); FedAvg is the registered ``fedavg`` on ``li
 5 Phase-1 + 400 Phase-2 rounds (the baselines run 405 Phase-2 rounds). Writes one error-vs-round PNG per config.
 
     python benchmarks/mixed_regression.py [--configs A B C] [--rounds 405] [--seed 0] [--out bench_out/s2]
+
+A thin caller of :mod:`fedcluster.reproduce` (the runs are ``run_synthetic.mixreg_curve``); the multi-seed
+paper-vs-ours page is ``fedcluster reproduce s2-mixreg-a`` (``-b``, ``-c``).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import tempfile
 import time
@@ -27,56 +29,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-import fedcluster.builtin  # noqa: E402,F401
-from fedcluster.config import load_raw, resolve  # noqa: E402
 from fedcluster.data.sources.synthetic import mixed_regression, mixed_regression_config  # noqa: E402
-from fedcluster.engine.runner import Run  # noqa: E402
+from fedcluster.reproduce.run_synthetic import mixreg_curve  # noqa: E402
+from fedcluster.reproduce.specs_s2 import MIXREG_LR as LR  # noqa: E402
+from fedcluster.reproduce.specs_s2 import MIXREG_PAPER  # noqa: E402
 
-# Phase-2 step sizes in the engine's scale (loss (ŷ − y)², lr = η_S2/2), chosen so that γ = η‖X_i‖²/n_i ≈ 0.5
-# for the smallest clients (CATALOG E.2.7; S2 does not report η).
-LR = {"A": 0.04, "B": 0.0125, "C": 0.0125}
-METHODS = {"two-phase": ("fedmd", "fedmd"), "fedavg": ("fedavg", None), "one-shot": ("fedmd", "oneshot"),
-           "ifca-random": ("fedmd", "random"), "oracle": ("fedmd", "oracle")}
-PAPER = {  # S2's qualitative outcome per config (CATALOG D.4)
-    "A": "ours ≈ oracle; FedAvg high; IFCA stuck on a floor; one-shot good",
-    "B": "ours ≈ oracle; FedAvg high; IFCA reaches oracle only after a long plateau; one-shot degrades",
-    "C": "ours ≈ oracle (slower); FedAvg high; IFCA plateau; one-shot poor",
-}
-
-
-def run_one(fed, method: str, rounds: int, lr: float, seed: int, workdir: Path) -> tuple[np.ndarray, float]:
-    alg, init = METHODS[method]
-    over = [f"algorithm={alg}", "scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
-            f"rounds={rounds}", f"lr={lr}", "progress=false", f"out={workdir / method}", "threads=1",
-            f"num_clients={fed.num_clients}", f"clients_per_round={fed.num_clients}", f"seed={seed}",
-            "checkpoint_every=100000"]
-    over += [f"algorithm.init={init}", "algorithm.num_clusters=3", "algorithm.local_steps=5"]
-    cfg, typed = resolve(load_raw(None, over))
-    t0 = time.perf_counter()
-    Run(cfg, typed, fed=fed).execute()
-    secs = time.perf_counter() - t0
-    rows = list(csv.DictReader((workdir / method / "rounds.csv").read_text().splitlines()))
-    return np.array([float(r["param_error"]) for r in rows]), secs
-
-
-def fedavg_error(fed, rounds: int, lr: float, seed: int, workdir: Path) -> tuple[np.ndarray, float]:
-    """FedAvg's error curve: S2's d(θ̂, θ*) with the single model used for every cluster."""
-    from fedcluster.metrics_regression import param_error
-
-    over = ["algorithm=fedavg", "scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
-            f"lr={lr}", "progress=false", "threads=1", f"num_clients={fed.num_clients}",
-            f"clients_per_round={fed.num_clients}", f"seed={seed}", "local_epochs=5",
-            f"batch_size={int(fed.train.sizes.max())}", f"rounds={rounds}", f"out={workdir / 'fedavg'}"]
-    cfg, typed = resolve(load_raw(None, over))
-    run = Run(cfg, typed, fed=fed)
-    ts = fed.extras["theta_star"]
-    errs, t0 = [], time.perf_counter()
-    for t in range(rounds):
-        run.alg.run_round(t, run.stream[t])
-        w = run.alg.models["head.weight"].detach().double().reshape(1, -1).numpy()
-        errs.append(param_error(np.repeat(w, len(ts), 0), ts))
-    run.ctx.trainer.close()
-    return np.array(errs), time.perf_counter() - t0
+METHODS = ("two-phase", "fedavg", "one-shot", "ifca-random", "oracle")
+PAPER = {c: "; ".join(f"{m} {v}" for m, v in p.items() if m != "oracle") for c, p in MIXREG_PAPER.items()}
 
 
 def main() -> None:
@@ -95,11 +54,10 @@ def main() -> None:
         curves, times = {}, {}
         with tempfile.TemporaryDirectory() as tmp:
             for method in METHODS:
-                if method == "fedavg":
-                    curves[method], times[method] = fedavg_error(fed, args.rounds, LR[name], args.seed, Path(tmp))
-                else:
-                    curves[method], times[method] = run_one(fed, method, args.rounds, LR[name], args.seed,
-                                                            Path(tmp))
+                t0 = time.perf_counter()
+                curves[method] = mixreg_curve(fed, method, args.rounds, [f"lr={LR[name]}", f"seed={args.seed}",
+                                                                         "threads=1"], Path(tmp) / method)
+                times[method] = time.perf_counter() - t0
         fig, ax = plt.subplots(figsize=(6, 4))
         for method, c in curves.items():
             ax.semilogy(np.arange(1, len(c) + 1), c, label=method)

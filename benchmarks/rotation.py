@@ -24,6 +24,8 @@ from pathlib import Path
 import _common as common  # first: pins BLAS threads before numpy/torch load
 import numpy as np
 
+from fedcluster.reproduce.specs_s3 import S3_ROTATION
+
 # S3 Table 3 (b = 64, C = 32; rounds to max ARI / to ARI = 1) and Table 10 (8-rotation MNIST ACC, K = 4, C = 32).
 PAPER = {
     "cflgp": "ARI1 @ 1.00; ACC 87.2±0.18",
@@ -35,16 +37,13 @@ CHECKPOINTS = (1, 2, 5, 10, 20, 40)
 
 
 def method_overrides(method: str, b: int, full: int) -> list[str]:
-    """Algorithm overrides for one method (all one gradient step per round; ``full``: largest client train set)."""
-    if method == "cflgp":
-        return ["algorithm=cflgp", "algorithm.num_clusters=4", "algorithm.period=2", f"batch_size={b}"]
-    if method == "ifca":
-        return ["algorithm=ifca", "algorithm.num_clusters=4", "algorithm.variant=gradient", f"batch_size={b}"]
-    if method == "cfl":  # batch = largest client training set: one full-batch gradient step per round
-        return ["algorithm=cfl", f"batch_size={full}"]
-    if method == "fedavg":  # Global (K = 1), one full-batch gradient step per round
-        return ["algorithm=fedavg", f"batch_size={full}"]
-    raise ValueError(f"unknown method {method!r}")
+    """Algorithm overrides of ``fedcluster reproduce s3-rotation-8`` (all one gradient step per round; ``full``:
+    largest client train set, the full batch of CFL/MADMO and FedAvg)."""
+    label = {"cfl": "cfl (MADMO)"}.get(method, method)
+    spec = next((m for m in S3_ROTATION.methods if m.label == label), None)
+    if spec is None:
+        raise ValueError(f"unknown method {method!r}")
+    return [f"batch_size={b}", *(o.replace("=FULL", f"={full}") for o in spec.overrides)]
 
 
 def main() -> None:

@@ -112,6 +112,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.out)
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from fedcluster.reproduce.command import run_command
+
+    return run_command(args)
+
+
 def cmd_scenario(args: argparse.Namespace) -> int:
     from fedcluster.data.inspect import inspect_scenario
 
@@ -140,6 +146,7 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from fedcluster import __version__
     from fedcluster.describe import run_keys_help
+    from fedcluster.reproduce.command import add_arguments as add_reproduce_arguments
 
     p = OneLineParser(prog="fedcluster", description="Clustered federated learning.")
     p.add_argument("--version", action="version", version=f"fedcluster {__version__}")
@@ -162,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("overrides", nargs="*", metavar="key=value", help="dataset=..., scenario.<name>=...")
     sc.add_argument("--out", default=None, help="picture path (default: runs/scenarios/SCENARIO-DATASET.png)")
     sc.set_defaults(fn=cmd_scenario)
+    rr = sub.add_parser("reproduce", help="a seed paper's headline result, paper vs ours over seeds (--list)")
+    add_reproduce_arguments(rr)
+    rr.set_defaults(fn=cmd_reproduce)
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_report)

@@ -1,0 +1,51 @@
+"""The generic runner: every (setting, method) of an experiment on one seed's federation, through ``Run``."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from fedcluster.data.federation import Federation
+from fedcluster.reproduce.federations import merge, shrink
+from fedcluster.reproduce.run_common import Emit, curve, federation, make_run, read_metrics
+from fedcluster.reproduce.spec import Budget, Experiment, Setting
+
+
+def build(exp: Experiment, budget: Budget, setting: Setting, base: Sequence[str], seed: int) -> Federation:
+    """The seed's federation of one setting (shrunk to the budget; two datasets merged for s3-merge)."""
+    if setting.params.get("merge"):
+        half = [o for o in base if not o.startswith("num_clients=")]
+        n = budget.clients // 2
+        data_dir = any(o.startswith("data_dir=") for o in base)
+        fed = merge(federation([*half, f"num_clients={budget.clients - n}"]),
+                    federation([*half, f"num_clients={n}", f"dataset={'mnist' if data_dir else 'digits'}"]))
+    else:
+        fed = federation(base)
+    if budget.fraction < 1 or budget.test_size:
+        fed = shrink(fed, budget.fraction, budget.test_size, seed)
+    return fed
+
+
+def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
+        emit: Emit) -> None:
+    """Run what ``done`` (the (setting, method) pairs already recorded for this seed) lacks; ``emit`` each result."""
+    for setting in exp.settings:
+        todo = [m for m in exp.methods if (setting.name, m.label) not in done]
+        if not todo:
+            continue
+        base = [*exp.overrides, f"num_clients={budget.clients}", f"rounds={budget.rounds}", *budget.overrides,
+                *setting.overrides, f"seed={seed}", *extra]
+        fed = build(exp, budget, setting, base, seed)
+        full = int(fed.train.sizes.max())
+        for method in todo:
+            over = [*base, *(o.replace("=FULL", f"={full}") for o in method.overrides)]
+            with tempfile.TemporaryDirectory() as tmp:
+                t0 = time.perf_counter()
+                r = make_run(over, Path(tmp) / "run", fed)
+                summary = r.execute()
+                rows = r.dir.read_rounds()
+            emit({"seed": seed, "setting": setting.name, "method": method.label,
+                  "metrics": read_metrics(exp.read, summary, rows), "curve": curve(rows, exp.curve),
+                  "seconds": time.perf_counter() - t0})

@@ -1,0 +1,110 @@
+"""What one reproducible experiment is: paper numbers, budgets, federation settings, methods, metrics, verdict.
+
+Plain data (no PyTorch): ``fedcluster reproduce --list`` reads it instantly. A runner (``kind``) turns an
+:class:`Experiment` plus a :class:`Budget` and a seed into result records, one per (setting, method).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from fedcluster.reproduce.stats import mean_sd
+
+BUDGETS = ("small", "paper")  # the user-visible budgets; "tiny" exists for the tests
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Size of one experiment: population, rounds, model (words), overrides applied to every run."""
+
+    clients: int
+    rounds: int
+    model: str
+    overrides: tuple[str, ...] = ()  # besides num_clients / rounds, which the runners set from the fields
+    fraction: float = 1.0  # share of every client's train/validation samples kept (1 = all)
+    test_size: int = 0  # images kept per test client (0 = all)
+    note: str = ""  # anything else that differs from the paper at this budget
+
+    def tiny(self) -> Budget:
+        """A seconds-long version (for the tests): 2 rounds, 12 clients, 5% of their samples."""
+        over = tuple(o for o in self.overrides if not o.startswith("eval_every="))
+        return Budget(min(self.clients, 12), 2, self.model, over, min(self.fraction, 0.05), 50, "test budget")
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of the paper's table: label, run-config overrides and the paper's value per metric key."""
+
+    label: str
+    overrides: tuple[str, ...]
+    paper: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One federation variant of a sweep (``name`` "" when the experiment has a single setting)."""
+
+    name: str
+    overrides: tuple[str, ...] = ()
+    paper: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # method label -> metric -> paper value
+    params: Mapping[str, float] = field(default_factory=dict)  # runner-specific knobs (e.g. the lines' C, Δφ, b)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    header: str
+    spec: str = ".2f"
+
+
+Results = Mapping[tuple[str, str], Mapping[str, Sequence[float]]]  # (setting, method) -> metric -> per-seed
+Verdict = Callable[[Results], tuple[str, str]]  # -> ("holds" | "does not hold" | "partly", why)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One headline result of a seed paper, runnable with ``fedcluster reproduce NAME``."""
+
+    name: str
+    title: str
+    source: str  # paper, table/figure and CATALOG section
+    claim: str  # the statement being checked, in words
+    kind: str  # runner: suite | mixreg | lines | s2-rotation
+    budgets: Mapping[str, Budget]
+    methods: tuple[Method, ...]
+    metrics: tuple[Metric, ...]
+    read: str = "best-val"  # how a run is read: best-val (S4) | best (S1) | final (S3) | error (S2)
+    settings: tuple[Setting, ...] = (Setting(""),)
+    overrides: tuple[str, ...] = ()  # run-config overrides of every budget (dataset, scenario, ...)
+    differences: tuple[str, ...] = ()  # every budget-independent way this differs from the paper
+    curve: str = "test_acc"  # rounds.csv column drawn per method (mean over seeds) in the figure
+    verdict: Verdict | None = None
+    open_question: bool = False
+    tiny_rounds: int = 2  # rounds of the test budget (methods with a fixed first phase need more)
+
+    def budget(self, name: str) -> Budget:
+        """The named budget; "tiny" (tests only) is the small one cut to a few rounds (and, for the image
+        suites, a handful of clients and samples)."""
+        if name != "tiny":
+            return self.budgets[name]
+        small = self.budgets["small"]
+        if self.kind == "suite":
+            return replace(small.tiny(), rounds=self.tiny_rounds)
+        clients = small.clients if self.kind in ("mixreg", "lines") else min(small.clients, 50)
+        return replace(small, clients=clients, rounds=self.tiny_rounds, note="test budget")
+
+    def trimmed(self, name: str) -> Experiment:
+        """The experiment as a budget runs it: the test budget keeps two settings and, for suites, three methods."""
+        if name != "tiny":
+            return self
+        methods = self.methods[:3] if self.kind == "suite" else self.methods
+        return replace(self, settings=self.settings[:2], methods=methods)
+
+    def paper_value(self, setting: Setting, method: Method, key: str) -> str:
+        return setting.paper.get(method.label, {}).get(key) or method.paper.get(key, "")
+
+
+def mean_of(results: Results, setting: str, method: str, key: str) -> float:
+    """Mean over seeds of one cell (NaN if absent): the building block of verdicts."""
+    return mean_sd(results.get((setting, method), {}).get(key, []))[0]

@@ -1,0 +1,137 @@
+"""S1 (HCFL / HCFL+): Table 1's layout on Fashion-MNIST, Tables 6/7 (μ̃, SCWU), Fig. 4 (K^t), and two open
+questions (HCFL+(FedRC)'s K^T at ρ = 0.3; StoCFL collapsing to one cluster)."""
+
+from __future__ import annotations
+
+from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, mean_of
+from fedcluster.reproduce.verdicts import bottom, judge, top
+
+MLP = "MLP with one hidden layer of 128 (φ = hidden layer, θ_k = output layer)"
+SMALL = Budget(40, 30, MLP, ("eval_every=2",), fraction=0.25, test_size=500,
+               note="40 clients × ¼ of their data (≈ 120 train samples), 30 rounds, 500 images per test client")
+PAPER = Budget(100, 200, MLP, (),
+               note="an MLP instead of MobileNetV2 (CPU)")
+BASE = ("dataset=fashion-mnist", "scenario=hcfl-shift", "scenario.concepts=3", "scenario.beta=0.2", "model=mlp",
+        "model.hidden=[128]", "lr=0.05", "momentum=0.9", "batch_size=32", "local_epochs=1")
+METRICS = (Metric("val", "best val %"), Metric("test", "best test %"), Metric("kt", "K^T", ".1f"),
+           Metric("ari", "final ARI", ".3f"))
+DIFFS = ("S1 has no Fashion-MNIST column: the paper numbers are CIFAR-10's (only the shape compares)",
+         "SGD lr 0.05, momentum 0.9, batch 32, 1 local epoch, full participation (CFL needs it)")
+
+
+def row(label: str, over: tuple[str, ...], val: str, test: str, kt: str) -> Method:
+    return Method(label, over, {"val": val, "test": test, "kt": kt})
+
+
+K3 = ("algorithm.num_clusters=3",)
+BASELINES = (row("FedAvg", ("algorithm=fedavg",), "49.19 ± 2.15", "45.42 ± 2.42", "1"),
+             row("FeSEM", ("algorithm=fesem", *K3), "45.30 ± 0.40", "29.01 ± 0.79", "3"),
+             row("IFCA", ("algorithm=ifca", *K3), "34.46 ± 2.06", "23.18 ± 2.55", "3"),
+             row("FedEM", ("algorithm=fedem", *K3), "66.49 ± 0.69", "53.64 ± 1.61", "3"),
+             row("FedRC", ("algorithm=fedrc", *K3), "63.65 ± 2.95", "59.41 ± 0.19", "3"),
+             row("CFL tol=(0.4,1.6)", ("algorithm=cfl", "algorithm.tol1=0.4", "algorithm.tol2=1.6"),
+                 "61.55 ± 1.74", "46.88 ± 0.35", "6"),
+             row("CFL tol=(0.4,0.8)", ("algorithm=cfl", "algorithm.tol1=0.4", "algorithm.tol2=0.8"),
+                 "65.06 ± 3.34", "45.74 ± 4.01", "9"),
+             row("CFL tol=(0.2,0.8)", ("algorithm=cfl", "algorithm.tol1=0.2", "algorithm.tol2=0.8"),
+                 "58.92 ± 2.09", "55.02 ± 0.97", "4"),
+             row("ICFL α*(0)=0.85", ("algorithm=icfl", "algorithm.alpha0=0.85"), "77.59 ± 0.04", "57.38 ± 1.91", "98"),
+             row("ICFL α*(0)=0.98", ("algorithm=icfl", "algorithm.alpha0=0.98"), "60.58 ± 1.07", "61.18 ± 0.78", "14"),
+             row("StoCFL τ=0.05", ("algorithm=stocfl", "algorithm.tau=0.05"), "59.79 ± 1.34", "57.35 ± 0.92", "15"),
+             row("StoCFL τ=0.10", ("algorithm=stocfl", "algorithm.tau=0.1"), "70.84 ± 1.58", "51.72 ± 0.07", "54"))
+S1_HCFL = {("fesem", 0.05): ("87.77 ± 1.11", "41.85 ± 4.11", "58"),
+           ("fesem", 0.1): ("85.08 ± 0.11", "43.34 ± 0.94", "44"),
+           ("fesem", 0.3): ("79.31 ± 3.95", "47.62 ± 2.90", "17"),
+           ("fedem", 0.05): ("82.45 ± 0.13", "57.73 ± 1.70", "22"),
+           ("fedem", 0.1): ("84.64 ± 1.47", "60.90 ± 0.61", "16"),
+           ("fedem", 0.3): ("83.67 ± 0.72", "62.43 ± 0.71", "10"),
+           ("fedrc", 0.05): ("69.16 ± 0.65", "67.37 ± 0.42", "8"),
+           ("fedrc", 0.1): ("71.67 ± 0.83", "68.64 ± 0.76", "8"),
+           ("fedrc", 0.3): ("69.33 ± 0.24", "69.67 ± 1.27", "3")}
+NAMES = {"fesem": "FeSEM", "fedem": "FedEM", "fedrc": "FedRC"}
+HCFL = tuple(row(f"HCFL+({NAMES[b]}) ρ={rho}", ("algorithm=hcfl-plus", f"algorithm.backbone={b}",
+                                                 f"algorithm.rho={rho}"), *p) for (b, rho), p in S1_HCFL.items())
+
+
+def _table1_verdict(r: Results) -> tuple[str, str]:
+    hcfl_rc = mean_of(r, "", "HCFL+(FedRC) ρ=0.3", "test")
+    others = [x.label for x in (*BASELINES, *HCFL) if x.label != "HCFL+(FedRC) ρ=0.3"]
+    return judge([("HCFL+(FedRC) ρ=0.3 best test − best other best test (points)",
+                   hcfl_rc - top(mean_of(r, "", x, "test") for x in others), 0.0, ">="),
+                  ("HCFL+(FedRC) ρ=0.3 K^T", mean_of(r, "", "HCFL+(FedRC) ρ=0.3", "kt"), 4.0, "<="),
+                  ("HCFL+(FeSEM) K^T at ρ=0.05 minus at ρ=0.3 (larger ρ, fewer clusters)",
+                   mean_of(r, "", "HCFL+(FeSEM) ρ=0.05", "kt") - mean_of(r, "", "HCFL+(FeSEM) ρ=0.3", "kt"),
+                   0.0, ">=")])
+
+
+def _exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, ...], **kw: object) -> Experiment:
+    return Experiment(name=name, title=title, source=source, claim=claim, kind="suite",
+                      budgets=kw.pop("budgets", {"small": SMALL, "paper": PAPER}), methods=methods, metrics=METRICS,
+                      read="best", overrides=BASE, differences=(*DIFFS, *kw.pop("more", ())), curve="num_clusters",
+                      **kw)
+
+
+S1_TABLE1 = _exp("s1-table1-fmnist", "S1 Table 1 layout on Fashion-MNIST (hcfl-shift, 3 concepts, β = 0.2)",
+                 "S1 Table 1 (CATALOG B.9, D.1)",
+                 "HCFL+(FedRC) at ρ = 0.3 has the best test accuracy with K^T ≈ 3; larger ρ gives fewer clusters",
+                 (*BASELINES, *HCFL), verdict=_table1_verdict,
+                 more=("CFL keeps Sattler's warm-up of 20 rounds: at the small budget it barely splits",))
+
+
+def _ablation(flag: str, values: tuple[str, ...], paper: dict[tuple[str, str], str]) -> tuple[Method, ...]:
+    out = []
+    for b in ("fedem", "fedrc"):
+        for v in values:
+            val, test = paper[(b, v)].split(" / ")
+            out.append(Method(f"HCFL+({NAMES[b]}) {flag}={v}", ("algorithm=hcfl-plus", f"algorithm.backbone={b}",
+                                                               "algorithm.rho=0.3", f"algorithm.{flag}={v}"),
+                              {"val": val, "test": test}))
+    return tuple(out)
+
+
+_MU = {("fedem", "0.0"): "83.67 / 62.43", ("fedem", "0.1"): "81.60 / 60.48", ("fedem", "0.4"): "79.52 / 53.33",
+       ("fedrc", "0.0"): "70.82 / 69.15", ("fedrc", "0.1"): "69.91 / 68.77", ("fedrc", "0.4"): "69.33 / 69.67"}
+S1_TABLE6 = _exp("s1-table6-mu", "S1 Table 6: the sample-wise mixing weight μ̃ (ρ = 0.3)", "S1 Table 6 (CATALOG D.1)",
+                 "μ̃ barely matters for HCFL+(FedRC) (test within ≈ 1 point); larger μ̃ hurts HCFL+(FedEM)",
+                 _ablation("mu_tilde", ("0.0", "0.1", "0.4"), _MU),
+                 verdict=lambda r: judge([("HCFL+(FedRC) test spread over μ̃ (points)", top(
+                     mean_of(r, "", f"HCFL+(FedRC) mu_tilde={v}", "test") for v in ("0.0", "0.1", "0.4")) - bottom(
+                     mean_of(r, "", f"HCFL+(FedRC) mu_tilde={v}", "test") for v in ("0.0", "0.1", "0.4")), 2.0, "<="),
+                     ("HCFL+(FedEM) test at μ̃=0 minus at μ̃=0.4", mean_of(r, "", "HCFL+(FedEM) mu_tilde=0.0", "test")
+                      - mean_of(r, "", "HCFL+(FedEM) mu_tilde=0.4", "test"), 0.0, ">=")]))
+_SCWU = {("fedem", "true"): "83.67 / 62.43", ("fedem", "false"): "82.11 / 63.84",
+         ("fedrc", "true"): "69.33 / 69.67", ("fedrc", "false"): "69.88 / 68.83"}
+S1_TABLE7 = _exp("s1-table7-scwu", "S1 Table 7: soft-clustering weight update on split (SCWU) on/off (ρ = 0.3)",
+                 "S1 Table 7 (CATALOG D.1)", "SCWU changes test accuracy by about a point either way",
+                 _ablation("scwu", ("true", "false"), _SCWU),
+                 verdict=lambda r: judge([(f"|HCFL+({n}) test with − without SCWU| (points)", abs(
+                     mean_of(r, "", f"HCFL+({n}) scwu=true", "test") - mean_of(r, "", f"HCFL+({n}) scwu=false",
+                                                                               "test")), 3.0, "<=")
+                     for n in ("FedRC", "FedEM")]))
+S1_FIG4 = _exp("s1-fig4-kt", "S1 Fig. 4: K^t over the rounds for HCFL+ at ρ ∈ {0.05, 0.1, 0.3}", "S1 Fig. 4, Table 1",
+               "larger ρ → fewer clusters for every backbone; HCFL+(FedRC) ends with the fewest",
+               HCFL, verdict=lambda r: judge([(f"HCFL+({n}) K^T at ρ=0.05 minus at ρ=0.3", mean_of(
+                   r, "", f"HCFL+({n}) ρ=0.05", "kt") - mean_of(r, "", f"HCFL+({n}) ρ=0.3", "kt"), 0.0, ">=")
+                   for n in NAMES.values()]))
+Q_HCFL_RHO = _exp(
+    "q-hcfl-rho03", "Open question: HCFL+(FedRC)'s K^T at ρ = 0.3 (S1: 3; we measured 7)",
+    "issue 13 open question; S1 Table 1 (CATALOG D.1, E.1)",
+    "HCFL+(FedRC) at ρ = 0.3 ends with about 3 clusters on a 3-concept federation",
+    tuple(Method(f"HCFL+(FedRC) ρ=0.3 {lab}", ("algorithm=hcfl-plus", "algorithm.backbone=fedrc", "algorithm.rho=0.3",
+                                               *o), {"kt": "3"})
+          for lab, o in (("as implemented", ()), ("warm-up 10 rounds", ("algorithm.warmup=10",)),
+                         ("strict '>' ρ", ("algorithm.strict=true",)),
+                         ("off-diagonal mean", ("algorithm.include_diagonal=false",)))),
+    verdict=lambda r: judge([("lowest mean K^T over the variants", bottom(
+        mean_of(r, "", m, "kt") for m in {x for _, x in r}), 4.0, "<=")]), open_question=True,
+    more=("the variants: split warm-up (an extractor trained before the first split), eq. 8's '>' vs '≥', and "
+          "mean(D_k) without the diagonal",))
+Q_STOCFL = _exp(
+    "q-stocfl-collapse", "Open question: StoCFL collapsing to one cluster at τ = 0.05 / 0.1",
+    "issue 13 open question; S1 Table 1 (CATALOG D.1)", "StoCFL keeps many clusters (S1: 15 at τ = 0.05, 54 at 0.1)",
+    tuple(Method(f"StoCFL τ={tau} λ={lam}", ("algorithm=stocfl", f"algorithm.tau={tau}", f"algorithm.lam={lam}"),
+                 {"kt": {0.05: "15", 0.1: "54"}[tau]}) for tau in (0.05, 0.1) for lam in (0.5, 0.0)),
+    verdict=lambda r: judge([("StoCFL τ=0.1 λ=0.5 K^T", mean_of(r, "", "StoCFL τ=0.1 λ=0.5", "kt"), 2.0, ">=")]),
+    open_question=True, more=("λ = 0 removes the proximal pull toward the global model (a suspect for the collapse)",))
+
+EXPERIMENTS = (S1_TABLE1, S1_TABLE6, S1_TABLE7, S1_FIG4, Q_HCFL_RHO, Q_STOCFL)

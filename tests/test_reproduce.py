@@ -1,0 +1,183 @@
+"""`fedcluster reproduce`: the registry, mean ± sd, verdicts, bad input, and end-to-end runs at the test budget."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedcluster.cli import main
+from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.command import RUNNERS
+from fedcluster.reproduce.stats import format_mean_sd, mean_sd
+from fedcluster.reproduce.verdicts import judge
+
+# one NAME per headline result of issue 13
+HEADLINES = {
+    "s4-table1-fmnist", "s4-ablation-k2", "s4-ablation-imbalance", "s4-ablation-tehc-trhc", "s4-ablation-single-shift",
+    "s4-ablation-label-noise", "s4-ablation-participation", "s1-table1-fmnist", "s1-table6-mu", "s1-table7-scwu",
+    "s1-fig4-kt", "s2-mixreg-a", "s2-mixreg-b", "s2-mixreg-c", "s2-large-population", "s3-lines-sweeps",
+    "s3-rotation-8", "s3-mixture-kappa", "s3-merge", "s3-labelmaps-5",
+}
+OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse"}
+
+
+def test_mean_sd_is_the_sample_sd_over_finite_values() -> None:
+    mean, sd, n = mean_sd([1.0, 2.0, 3.0, 4.0, math.nan])
+    assert (mean, n) == (2.5, 4)
+    assert sd == pytest.approx(math.sqrt(5 / 3))  # ddof = 1: 1.2910 (ddof = 0 would give 1.1180)
+    assert mean_sd([7.0]) == (7.0, 0.0, 1)
+    assert math.isnan(mean_sd([])[0])
+    assert format_mean_sd([1.0, 2.0, 3.0, 4.0]) == "2.50 ± 1.29"
+    assert format_mean_sd([1.0, math.nan, 3.0], ".1f") == "2.0 ± 1.4 (2/3 seeds)"
+    assert format_mean_sd([math.nan]) == "–"
+
+
+def test_judge_statuses() -> None:
+    assert judge([("a", 1.0, 1.1, "<="), ("b", 3.0, 2.0, ">=")])[0] == "holds"
+    assert judge([("a", 1.0, 1.1, "<="), ("b", 1.0, 2.0, ">=")])[0] == "partly"
+    assert judge([("a", 2.0, 1.1, "<="), ("b", 3.0, 2.0, ">=")])[0] == "does not hold"
+    assert judge([("a", math.nan, 1.1, "<=")])[0] == "does not hold"  # unmeasured never holds
+
+
+def test_registry_covers_every_headline_result() -> None:
+    assert set(EXPERIMENTS) == HEADLINES | OPEN_QUESTIONS
+    for exp in EXPERIMENTS.values():
+        assert exp.kind in RUNNERS, exp.name
+        assert set(exp.budgets) == {"small", "paper"}, exp.name
+        assert exp.budgets["paper"].rounds >= exp.budgets["small"].rounds, exp.name
+        assert exp.methods and exp.metrics and exp.verdict is not None, exp.name
+        assert exp.open_question == (exp.name in OPEN_QUESTIONS)
+        overrides = [o for m in exp.methods for o in m.overrides] + [o for s in exp.settings for o in s.overrides]
+        assert all("=" in o for o in [*overrides, *exp.overrides]), exp.name
+    # paper numbers come from CATALOG D (spot checks)
+    fedrc = next(m for m in EXPERIMENTS["s4-table1-fmnist"].methods if m.label == "FedRC")
+    assert fedrc.paper == {"local": "66.51 ± 2.39", "global": "59.00 ± 4.91"}
+    hcfl = next(m for m in EXPERIMENTS["s1-table1-fmnist"].methods if m.label == "HCFL+(FedRC) ρ=0.3")
+    assert hcfl.paper["kt"] == "3"
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+
+
+def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
+    code = ("import sys; from fedcluster.cli import main; "
+            f"rc = main(['reproduce', '--list', '--out', {str(tmp_path)!r}]); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    names = [line.split()[0] for line in out.stdout.splitlines()]
+    assert names == list(EXPERIMENTS)
+    assert all(line.endswith("[not yet run]") for line in out.stdout.splitlines())
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["reproduce", "no-such-experiment"], "unknown experiment"),
+    (["reproduce"], "needs an experiment name"),
+    (["reproduce", "s2-mixreg-a", "--seeds", "0"], "at least 1 seed"),
+    (["reproduce", "s2-mixreg-a", "--set", "rounds"], "key=value"),
+    (["reproduce", "s2-mixreg-a", "--report-only"], "holds no results"),
+    pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(
+        torch.cuda.is_available(), reason="a CUDA device is present")),
+])
+def test_bad_input_is_one_line_and_status_2(argv: list[str], words: str, capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+
+
+def _run(name: str, out: Path, seeds: int) -> None:
+    assert main(["reproduce", name, "--budget", "tiny", "--seeds", str(seeds), "--out", str(out),
+                 "--set", "threads=1"]) == 0
+
+
+def _check_page(name: str, out: Path, seeds: int) -> None:
+    """The page's table has one row per recorded (setting, method), each cell the mean ± sd of the records."""
+    exp = EXPERIMENTS[name].trimmed("tiny")
+    stored = json.loads((out / f"{name}.json").read_text())
+    assert stored["finished"] and {r["seed"] for r in stored["records"]} == set(range(seeds))
+    page = (out / f"{name}.md").read_text()
+    assert f"fedcluster reproduce {name} --budget tiny --seeds {seeds}" in page
+    rows = [line for line in page.splitlines() if line.startswith("| ") and " (ours) |" not in line
+            and not line.startswith("| budget") and line.count("|") > 4]
+    pairs = [(s.name, m.label) for s in exp.settings for m in exp.methods]
+    assert len(rows) == len(pairs)
+    multi = len(exp.settings) > 1
+    for row, (setting, method) in zip(rows, pairs, strict=True):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[:2 if multi else 1] == ([setting, method] if multi else [method])
+        ours = cells[2 if multi else 1::2]
+        for metric, cell in zip(exp.metrics, ours, strict=True):
+            values = [r["metrics"][metric.key] for r in stored["records"]
+                      if (r["setting"], r["method"]) == (setting, method)]
+            assert len(values) == seeds
+            assert cell == format_mean_sd([math.nan if v is None else v for v in values], metric.spec)
+    summary = (out.parent / "REPRODUCTION.md").read_text()
+    assert re.search(rf"\| {re.escape(name)} \|.*\| \*\*(holds|partly|does not hold)\*\* \| tiny, {seeds} \|", summary)
+    others = [n for n in EXPERIMENTS if n != name]
+    assert all(re.search(rf"\| {re.escape(n)} \|.*\*\*not yet run\*\*.*`fedcluster reproduce {n} ", summary)
+               for n in others)
+
+
+def test_end_to_end_at_the_test_budget(tmp_path: Path) -> None:
+    out = tmp_path / "reproduction"
+    _run("s4-ablation-tehc-trhc", out, 2)
+    _check_page("s4-ablation-tehc-trhc", out, 2)
+
+
+def test_a_second_call_continues_instead_of_rerunning(tmp_path: Path) -> None:
+    out = tmp_path / "reproduction"
+    out.mkdir(parents=True)
+    earlier = {"name": "s2-mixreg-a", "budget": "paper", "seeds": 1, "device": "cpu", "extra": [],
+               "records": [{"seed": 0, "setting": "", "method": "oracle", "metrics": {"final": 0.1}, "curve": []}]}
+    (out / "s2-mixreg-a.json").write_text(json.dumps(earlier))
+    _run("s2-mixreg-a", out, 1)  # another budget: the earlier results move aside, never overwritten
+    (kept,) = out.glob("s2-mixreg-a.previous-paper-*.json")
+    assert json.loads(kept.read_text()) == earlier
+    first = json.loads((out / "s2-mixreg-a.json").read_text())["records"]
+    _run("s2-mixreg-a", out, 2)
+    records = json.loads((out / "s2-mixreg-a.json").read_text())["records"]
+    assert records[: len(first)] == first  # seed 0 kept as it was (its timings too): not run again
+    assert sorted({r["seed"] for r in records}) == [0, 1] and len(records) == 2 * len(first)
+    _check_page("s2-mixreg-a", out, 2)
+    assert len(list(out.glob("*.previous-*.json"))) == 1
+    (out / "s2-mixreg-a.md").unlink()
+    assert main(["reproduce", "s2-mixreg-a", "--report-only", "--out", str(out)]) == 0  # page again, nothing run
+    assert json.loads((out / "s2-mixreg-a.json").read_text())["records"] == records
+    _check_page("s2-mixreg-a", out, 2)
+    assert main(["reproduce", "s2-mixreg-a", "--report-only", "--seeds", "1", "--out", str(out)]) == 0
+    page = (out / "s2-mixreg-a.md").read_text()
+    err5 = next(r for r in records if (r["seed"], r["method"]) == (0, "oracle"))["metrics"]["err5"]
+    assert "--seeds 1" in page and f"| oracle | {err5:.4f} | – |" in page  # seed 0 alone: no ± any more
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_every_experiment_end_to_end(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "reproduction"
+    _run(name, out, 1)
+    _check_page(name, out, 1)
+
+
+@pytest.mark.parametrize("budget", ["small", "paper"])
+def test_every_suite_configuration_resolves(budget: str) -> None:
+    """Every (setting, method) of every image experiment is a valid run configuration (keys, names, ranges)."""
+    from fedcluster.config import load_raw, resolve
+
+    for exp in (e for e in EXPERIMENTS.values() if e.kind == "suite"):
+        b = exp.budget(budget)
+        for setting in exp.settings:
+            for m in exp.methods:
+                over = [*exp.overrides, f"num_clients={b.clients}", f"rounds={b.rounds}", *b.overrides,
+                        *setting.overrides, *(o.replace("=FULL", "=100") for o in m.overrides)]
+                resolve(load_raw(None, over))  # raises ConfigError naming the bad key
