@@ -7,3 +7,11 @@ class UserError(ValueError):
 
 class ConfigError(UserError):
     """A configuration key or value is wrong."""
+
+
+class DivergedError(Exception):
+    """Training produced non-finite losses or weights; the CLI exits with status 3."""
+
+
+class InterruptedRun(Exception):  # noqa: N818 (it is a KeyboardInterrupt with the run's whereabouts)
+    """Ctrl-C during a run; the message says where the results are and how to continue (exit 130)."""

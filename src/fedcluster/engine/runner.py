@@ -19,14 +19,16 @@ from fedcluster.algorithms.base import Algorithm, Context
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
+from fedcluster.engine.divergence import check_finite
 from fedcluster.engine.evaluation import client_scores
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
-from fedcluster.errors import ConfigError
+from fedcluster.errors import DivergedError, InterruptedRun
 from fedcluster.metrics import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.registry import ALGORITHMS
+from fedcluster.storage.atomic import writing
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
@@ -61,14 +63,26 @@ class Run:
     """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict."""
 
     def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
-                 fed: Federation | None = None) -> None:
+                 fed: Federation | None = None, run_dir: RunDir | None = None) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
-        self.dir = RunDir(Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario))
-        if not resume and (self.dir.rounds_csv.exists() or self.dir.checkpoint.exists()):
-            raise ConfigError(f"run directory {str(self.dir.path)!r} already holds a run; continue it with "
-                              f"`fedcluster resume {self.dir.path}` or pass another out=")
+        self.dir = run_dir or RunDir(Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario))
+        if self.dir.acquire(new=not resume):
+            print(f"fedcluster: note: {self.dir.path} held a run that stopped before its first checkpoint; "
+                  "starting it again", file=sys.stderr)
+        try:
+            self._build(fed)
+        except KeyboardInterrupt:
+            self.dir.release()
+            raise InterruptedRun(f"interrupted before the first round; run the same command again to start "
+                                 f"over (out={self.dir.path} may be reused)") from None
+        except BaseException:
+            self.dir.release()
+            raise
+
+    def _build(self, fed: Federation | None) -> None:
+        cfg, typed = self.cfg, self.typed
         self.fed = fed if fed is not None else build_federation(cfg, typed["scenario"])
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
@@ -84,26 +98,39 @@ class Run:
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def execute(self) -> dict[str, Any]:
+        try:
+            return self._execute()
+        finally:
+            self.dir.release()
+
+    def _execute(self) -> dict[str, Any]:
         cfg = self.cfg
         start, rows, elapsed = 0, [], 0.0
         if self.resume:
-            state = self.dir.load_checkpoint()
-            self.alg.load_state_dict(state["algorithm"])
-            start, elapsed = state["round"], state["elapsed"]
-            rows = self.dir.truncate_rounds(start)
-            self.dir.truncate_jsonl("clusters.jsonl", start)
+            if self.dir.checkpoint.exists():
+                state = self.dir.load_checkpoint()
+                self.alg.load_state_dict(state["algorithm"])
+                start, elapsed = state["round"], state["elapsed"]
+            else:
+                print(f"fedcluster: note: {self.dir.path} has no checkpoint yet; starting it again from round 0",
+                      file=sys.stderr)
+            rows = self.dir.restart_at(start)
+            self.dir.write_config(dump_config(cfg))  # what this run really uses (e.g. the new rounds)
         else:
             self.dir.create(dump_config(cfg))
         val_acc = np.full(self.fed.num_clients, np.nan)
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
+        checkpointed, t = start, start
         try:
             for t in bar:
                 t0 = time.perf_counter()
                 res = self.alg.run_round(t, self.stream[t])
+                check_finite(t + 1, self.alg, self.ctx.trainer, {})
                 last = t == cfg.rounds - 1
                 if (t + 1) % cfg.eval_every == 0 or last:
                     metrics, val_acc = evaluate(self.alg, self.fed)
+                    check_finite(t + 1, self.alg, self.ctx.trainer, metrics)
                 else:
                     metrics = {}
                 seconds = time.perf_counter() - t0
@@ -121,14 +148,27 @@ class Run:
                     bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
                                     K=self.alg.num_clusters, refresh=False)
                 if (t + 1) % cfg.checkpoint_every == 0 or last:
-                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed,
+                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(),
                                               "algorithm": self.alg.state_dict()})
+                    checkpointed = t + 1
+        except DivergedError as e:
+            raise DivergedError(f"{e}; {self._kept(t, checkpointed)}; start a new run with another out= and a "
+                                f"smaller lr (now {cfg.lr:g})") from None
+        except KeyboardInterrupt:
+            raise InterruptedRun(f"interrupted in round {t + 1}; {self._kept(t, checkpointed)}") from None
         finally:
             bar.close()
             self.ctx.trainer.close()
         if np.isnan(val_acc).all() and self.fed.task == "classification":
             _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
+
+    def _kept(self, t: int, checkpointed: int) -> str:
+        """Where the results of rounds 1..t are and how to continue from the last checkpoint."""
+        done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else f"no round finished ({self.dir.path})"
+        if checkpointed:
+            return f"{done}; `fedcluster resume {self.dir.path}` continues from the checkpoint of round {checkpointed}"
+        return f"{done}; `fedcluster resume {self.dir.path}` starts it again (no checkpoint yet)"
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
         assign = self.alg.assignment()
@@ -143,8 +183,9 @@ class Run:
                        federation=self.fed.summary(), algorithm=self.cfg.algorithm,
                        scenario=self.cfg.scenario, dataset=self.cfg.dataset, run_dir=str(self.dir.path))
         self.dir.write_summary(summary)
-        plot_accuracy(rows, self.dir.path / "accuracy.png",
-                      f"{self.cfg.algorithm} on {self.cfg.dataset}/{self.cfg.scenario}")
+        with writing(self.dir.path / "accuracy.png", self.dir.hint):
+            plot_accuracy(rows, self.dir.path / "accuracy.png",
+                          f"{self.cfg.algorithm} on {self.cfg.dataset}/{self.cfg.scenario}")
         return summary
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import multiprocessing as mp
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,6 +85,7 @@ class Trainer:
         self.max_units = max_units
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
+        self.nonfinite: set[int] = set()  # clients whose trained units came back NaN/inf (engine.divergence)
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
 
@@ -93,6 +95,7 @@ class Trainer:
         t = Trainer(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
                     self.channels_last, self.max_units)
         t.loss = loss
+        t.nonfinite = self.nonfinite
         # the dense path knows the standard losses and engine.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
@@ -108,12 +111,30 @@ class Trainer:
                               stream, solver.max_steps)
         batch = build_batch(init, clients, self.ptr, sched, weights, anchor)
         if self.path == "sequential":
-            return train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last)
-        if self.path in ("pool", "pool-vectorized"):
-            return self._train_pool(batch, solver)
-        if self.dense is not None:
-            return train_dense(self.dense, self.x, self.y, batch, solver, self.task)
-        return train_vectorized(self.module, self.x, self.y, batch, solver, self.loss, self.max_units)
+            out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last)
+        elif self.path in ("pool", "pool-vectorized"):
+            out = self._train_pool(batch, solver)
+        elif self.dense is not None:
+            out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
+        else:
+            out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss, self.max_units)
+        self._watch(out, clients)
+        return out
+
+    def _watch(self, out: Params, clients: np.ndarray) -> None:
+        """Remember the clients whose units diverged (the runner stops the run; methods never see this)."""
+        if len(clients) == 0:
+            return
+        bad = torch.zeros(len(clients), dtype=torch.bool)
+        for v in out.values():
+            bad |= ~torch.isfinite(v.reshape(len(clients), -1)).all(1)
+        self.nonfinite.update(int(c) for c in clients[bad.numpy()])
+
+    def take_nonfinite(self) -> list[int]:
+        """The clients recorded by :meth:`_watch` since the last call, sorted."""
+        out = sorted(self.nonfinite)
+        self.nonfinite.clear()
+        return out
 
     # -- process pool ------------------------------------------------------------------------
     def _train_pool(self, batch: Batch, solver: Solver) -> Params:
@@ -121,7 +142,7 @@ class Trainer:
             ctx = mp.get_context("fork")
             _WORKER.update(module=self.module, x=self.x, y=self.y, loss=self.loss, cl=self.channels_last,
                            vectorized=self.path == "pool-vectorized", max_units=self.max_units)
-            self._pool = ctx.Pool(self.workers, initializer=torch.set_num_threads, initargs=(1,))
+            self._pool = ctx.Pool(self.workers, initializer=_init_worker)
         U = len(batch.steps)
         # Hand units out longest first, round-robin, so both workers get similar work.
         order = np.argsort(-batch.steps, kind="stable")
@@ -146,6 +167,12 @@ class Trainer:
 
 
 _WORKER: dict = {}
+
+
+def _init_worker() -> None:
+    """One thread per worker; Ctrl-C is the parent's to handle (workers would print a traceback each)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
 
 
 def _pool_job(batch: Batch, solver: Solver) -> Params:
