@@ -152,8 +152,7 @@ class Run:
                                               "algorithm": self.alg.state_dict()})
                     checkpointed = t + 1
         except DivergedError as e:
-            raise DivergedError(f"{e}; {self._kept(t, checkpointed)}; start a new run with another out= and a "
-                                f"smaller lr (now {cfg.lr:g})") from None
+            raise DivergedError(f"{e}; {self._diverged_note(t, checkpointed)}") from None
         except KeyboardInterrupt:
             raise InterruptedRun(f"interrupted in round {t + 1}; {self._kept(t, checkpointed)}") from None
         finally:
@@ -169,6 +168,14 @@ class Run:
         if checkpointed:
             return f"{done}; `fedcluster resume {self.dir.path}` continues from the checkpoint of round {checkpointed}"
         return f"{done}; `fedcluster resume {self.dir.path}` starts it again (no checkpoint yet)"
+
+    def _diverged_note(self, t: int, checkpointed: int) -> str:
+        done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else "no round finished"
+        if checkpointed:
+            return (f"{done} and the checkpoint of round {checkpointed} is kept; start a new run with a smaller "
+                    f"lr (now {self.cfg.lr:g}) and another out=")
+        return (f"{done}; no checkpoint was written; run again with a smaller lr (now {self.cfg.lr:g}); "
+                f"out={self.dir.path} may be reused")
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
         assign = self.alg.assignment()

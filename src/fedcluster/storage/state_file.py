@@ -1,11 +1,12 @@
 """State files that load without running code: safetensors for arrays, JSON for the rest, a SHA-256 inside.
 
-A state is a nested structure of dicts, lists, tuples, scalars, strings, ``None``, torch tensors and
-numpy arrays (a checkpoint's algorithm state, a cached federation). Tensors and arrays go into a
-safetensors file; the structure goes into its metadata as JSON with every tensor replaced by a
-reference. The metadata also carries the file's kind (``checkpoint``, ``federation``), an optional key
-(e.g. the federation cache key) and a SHA-256 of kind, key, structure and every tensor's bytes, which
-:func:`load_state` recomputes: a truncated, bit-flipped or swapped file is refused, never used.
+A state is a nested structure of dicts, lists, tuples, scalars, strings, ``None``, torch tensors,
+numpy arrays and dataclasses registered with :func:`persistable` (a checkpoint's algorithm state, a
+cached federation). Tensors and arrays go into a safetensors file; the structure goes into its
+metadata as JSON with every tensor replaced by a reference. The metadata also carries the file's
+kind (``checkpoint``, ``federation``), an optional key (e.g. the federation cache key) and a SHA-256
+of kind, key, structure and every tensor's bytes, which :func:`load_state` recomputes: a truncated,
+bit-flipped or swapped file is refused, never used.
 
 The checksum detects corruption and accidental swaps; it is not a signature (whoever can write the file
 can recompute it). Safety from hostile files comes from the format: nothing in it is executable.
@@ -13,6 +14,7 @@ can recompute it). Safety from hostile files comes from the format: nothing in i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -29,6 +31,18 @@ from fedcluster.storage.atomic import atomic_write
 FORMAT = "fedcluster-state"
 VERSION = "1"
 _PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save zip archives and raw pickles
+
+
+_CLASSES: dict[str, type] = {}  # the only classes a state file may name (see ``persistable``)
+
+
+def persistable(cls: type) -> type:
+    """Class decorator: let instances of dataclass ``cls`` be stored field by field in state files.
+    Loading rebuilds only classes registered this way, by name; nothing else is ever looked up."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} must be a dataclass")
+    _CLASSES[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return cls
 
 
 class StateFileError(Exception):
@@ -66,6 +80,10 @@ def _encode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return {"tuple": [_encode(v, tensors) for v in obj]}
     if isinstance(obj, dict):
         return {"dict": [[_encode(k, tensors), _encode(v, tensors)] for k, v in obj.items()]}
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if _CLASSES.get(name) is type(obj):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {"object": name, "fields": _encode(fields, tensors)}
     raise TypeError(f"cannot store a {type(obj).__name__} in a state file")
 
 
@@ -95,6 +113,8 @@ def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return tuple(_decode(v, tensors) for v in node["tuple"])
     if "dict" in node:
         return {_decode(k, tensors): _decode(v, tensors) for k, v in node["dict"]}
+    if "object" in node:
+        return _CLASSES[node["object"]](**_decode(node["fields"], tensors))
     raise ValueError("unexpected node")
 
 
@@ -105,6 +125,17 @@ def _digest(header: dict[str, str], tensors: dict[str, torch.Tensor]) -> str:
         h.update(f"|{name}:{t.dtype}:{list(t.shape)}|".encode())
         h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
     return h.hexdigest()
+
+
+def _unreadable(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if magic.startswith(_PICKLE_MAGIC):
+        return "is a pickle file (an older fedcluster format?); it is never unpickled because a pickle can run code"
+    return "is truncated or corrupt (not a readable fedcluster state file)"
 
 
 # -- files -----------------------------------------------------------------------------------------
@@ -122,19 +153,11 @@ def load_state(path: Path, kind: str, key: str | None = None) -> Any:
     of ``kind`` and (when given) of ``key``. Nothing in the file is executed."""
     path = Path(path)
     try:
-        with path.open("rb") as f:
-            magic = f.read(4)
-    except OSError as e:
-        raise StateFileError(path, f"cannot be read ({e.strerror or e})") from None
-    if magic.startswith(_PICKLE_MAGIC):
-        raise StateFileError(path, "is a pickle file (an older fedcluster format); it is never unpickled "
-                                   "because a pickle can run code")
-    try:
         with safe_open(str(path), framework="pt") as f:
             meta = dict(f.metadata() or {})
             tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (not a dict)
-    except Exception:  # noqa: BLE001 (any parse failure of an untrusted file means: corrupt)
-        raise StateFileError(path, "is truncated or corrupt (not a readable fedcluster state file)") from None
+    except Exception:  # noqa: BLE001 (any failure to parse an untrusted file means: unusable)
+        raise StateFileError(path, _unreadable(path)) from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise StateFileError(path, "is not a fedcluster state file of this version")
     header = {k: meta.get(k, "") for k in ("format", "version", "kind", "key", "tree")}
