@@ -55,6 +55,7 @@ def plan_resume(path: Path, overrides: list[str]) -> ResumePlan:
                               f"would differ from the checkpoint); only {', '.join(MAY_CHANGE)} may change; "
                               "start a new run with another out= instead")
         done = None if state is None else int(state["round"])
+        cfg.out = before.out  # config.yaml keeps the out= it was started with (Run is given run_dir)
         if done is not None and cfg.rounds < done:
             raise ConfigError(f"rounds={cfg.rounds} is fewer than the {done} rounds {path} has done; "
                               f"pass rounds={done} or more")
