@@ -16,8 +16,10 @@ from __future__ import annotations
 import copy
 import multiprocessing as mp
 import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 import numpy as np
 import torch
@@ -142,6 +144,7 @@ class Trainer:
             ctx = mp.get_context("fork")
             _WORKER.update(module=self.module, x=self.x, y=self.y, loss=self.loss, cl=self.channels_last,
                            vectorized=self.path == "pool-vectorized", max_units=self.max_units)
+            _install_quiet_hook()  # before forking: the workers inherit it too
             self._pool = ctx.Pool(self.workers, initializer=_init_worker)
         U = len(batch.steps)
         # Hand units out longest first, round-robin, so both workers get similar work.
@@ -173,6 +176,24 @@ def _init_worker() -> None:
     """One thread per worker; Ctrl-C is the parent's to handle (workers would print a traceback each)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+
+
+_HOOK: list = []  # the excepthook that _quiet_lost_transfers replaced
+
+
+def _quiet_lost_transfers(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    """multiprocessing's tensor-sharing thread (resource_sharer) reports a peer that went away mid-transfer
+    (Ctrl-C, pool.terminate) through sys.excepthook; that is not an error worth a traceback."""
+    if issubclass(kind, ConnectionError | EOFError) and tb is not None \
+            and tb.tb_frame.f_code.co_filename.endswith("resource_sharer.py"):
+        return
+    (_HOOK[0] if _HOOK else sys.__excepthook__)(kind, value, tb)
+
+
+def _install_quiet_hook() -> None:
+    if sys.excepthook is not _quiet_lost_transfers:
+        _HOOK[:] = [sys.excepthook]
+        sys.excepthook = _quiet_lost_transfers
 
 
 def _pool_job(batch: Batch, solver: Solver) -> Params:
