@@ -17,6 +17,7 @@ from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
+from fedcluster.tracking.run_dir import RunDir
 
 FAST = ["num_clients=8", "progress=false", "threads=1"]
 # Digits, 8 clients, one MLP: after 2 warm-up rounds the two concepts give max ‖Δθ_i‖ ≈ 0.33–0.40 and a
@@ -79,7 +80,7 @@ def test_method_runs_records_and_resumes(tmp_path: Path, name: str) -> None:
         assert len(rec["ids"]) == k == len(rec["concept"]["mass"]) and len(set(rec["ids"])) == k
         assert int(r["bytes_up"]) > 0 and int(r["bytes_down"]) > 0
         assert {"splits", "merges", "removals"} <= set(r)
-    state = torch.load(out / "checkpoint.pt", weights_only=False)["algorithm"]
+    state = RunDir(out).load_checkpoint()["algorithm"]
     assert state["book"]["ids"] == records[-1]["ids"]
     assert num_units(state["models"]) == state["omega"].shape[1] == len(state["book"]["ids"])
     np.testing.assert_array_equal(state["omega"].argmax(1), state["cluster"])
@@ -112,7 +113,7 @@ def test_partial_participation_keeps_clusters_consistent(tmp_path: Path, name: s
     out = tmp_path / name
     assert main(["run", f"algorithm={name}", *METHODS[name], "rounds=4", "num_clients=10", "clients_per_round=0.5",
                  "progress=false", "threads=1", f"out={out}"]) == 0
-    state = torch.load(out / "checkpoint.pt", weights_only=False)["algorithm"]
+    state = RunDir(out).load_checkpoint()["algorithm"]
     k = num_units(state["models"])
     assert state["omega"].shape == (10, k) and len(state["book"]["ids"]) == k
     assert sorted(np.unique(state["cluster"])) == list(range(k))  # no empty cluster, no dangling position

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.engine.params import flatten
 from fedcluster.engine.runner import Run
+from fedcluster.storage.state_file import load_state, save_state
 from fedcluster.tiers.weights import fedsoft
 from fedcluster.tracking.report import report_run
 
@@ -156,15 +156,14 @@ def test_report_draws_the_heatmaps(tmp_path: Path) -> None:
     ("fedsoft", ["algorithm.split=true"]),
 ])
 def test_checkpoint_state_round_trips(method: str, extra: list[str], tmp_path: Path) -> None:
-    """Round 3 after saving and loading the state (as a checkpoint does) equals round 3 in one go."""
+    """Round 3 after saving and loading the state (in checkpoint.pt's format) equals round 3 in one go."""
     common = [f"algorithm={method}", *extra, "local_epochs=2", "lr=0.2", "rounds=3"]
     a = _run(common + [f"out={tmp_path / 'a'}"])
     for t in range(2):
         a.alg.run_round(t, a.stream[t])
-    buf = io.BytesIO()
-    torch.save(a.alg.state_dict(), buf)
+    save_state(tmp_path / "state", a.alg.state_dict(), "checkpoint")  # the checkpoint's file format
     b = _run(common + [f"out={tmp_path / 'b'}"])
-    b.alg.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=False))
+    b.alg.load_state_dict(load_state(tmp_path / "state", "checkpoint"))
     ra, rb = a.alg.run_round(2, a.stream[2]), b.alg.run_round(2, b.stream[2])
     assert (ra.bytes_up, ra.bytes_down, ra.clusters) == (rb.bytes_up, rb.bytes_down, rb.clusters)
     for n, v in a.alg.models.items():

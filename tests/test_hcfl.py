@@ -25,6 +25,7 @@ from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tiers.adaptive import remove_weights
 from fedcluster.tiers.weights import segment_mean
+from fedcluster.tracking.run_dir import RunDir
 
 FAST = ["num_clients=8", "progress=false", "threads=1"]
 SAME = ("val_acc", "test_acc", "ari", "num_clusters", "bytes_up", "bytes_down", "val_loss", "test_loss")
@@ -87,7 +88,7 @@ def test_composition_from_config(tmp_path: Path, name: str) -> None:
     for r, rec in zip(rows, records, strict=True):
         assert int(r["num_clusters"]) == len(rec["ids"]) == len(rec["concept"]["mass"])
         assert {"splits", "merges", "removals", "split_gap"} <= set(r) and int(r["bytes_up"]) > 0
-    state = torch.load(out / "checkpoint.pt", weights_only=False)["algorithm"]
+    state = RunDir(out).load_checkpoint()["algorithm"]
     _check_state(state, records, hard="hard-" in name)
     if name != "fedrc-ratio+soft-em+split-remove+cscp":  # ρ = 0 / permissive tolerances / δ > 1/K: K^t changes
         assert any(e["kind"] in ("split", "remove") for rec in records for e in rec["events"])

@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fedcluster.errors import UserError
+from fedcluster.errors import DivergedError, InterruptedRun, UserError
 
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_USAGE = 2  # bad input, an unusable file or folder (including a full disk)
+EXIT_DIVERGED = 3  # non-finite losses or weights: the run stopped, its last checkpoint kept
+EXIT_INTERRUPTED = 130  # Ctrl-C
 
 
 class StartupInterrupted(KeyboardInterrupt):
@@ -61,19 +62,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from fedcluster.config import load_raw, resolve
     from fedcluster.engine.runner import Run
+    from fedcluster.tracking.resume import plan_resume
 
-    run_dir = Path(args.run_dir)
-    if not (run_dir / "checkpoint.pt").is_file():
-        raise UserError(f"{str(run_dir)!r} has no checkpoint.pt: it is not a fedcluster run directory "
-                        "or it stopped before its first checkpoint")
-    with starting_up():
-        raw = load_raw(run_dir / "config.yaml", args.overrides)
-        raw["out"] = str(run_dir)
-        cfg, typed = resolve(raw)
-        run = Run(cfg, typed, resume=True)
-    summary = run.execute()
+    plan = plan_resume(Path(args.run_dir), args.overrides)
+    if plan.finished:
+        plan.run_dir.release()
+        print(f"fedcluster: {plan.run_dir.path} has finished all {plan.done} rounds; nothing to do "
+              f"(pass rounds=N with N > {plan.done} to extend it)")
+        return 0
+    summary = Run(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
     _report(summary)
     return 0
 
@@ -230,9 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into e.g. `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except DivergedError as e:
+        print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_DIVERGED
+    except InterruptedRun as e:
+        print(f"fedcluster: {' '.join(str(e).split())}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
-        print("fedcluster: interrupted; `fedcluster resume RUN_DIR` continues from the last checkpoint",
-              file=sys.stderr)
+        print("fedcluster: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

@@ -15,3 +15,11 @@ class DataFileError(UserError):
 
 class ResourceError(UserError):
     """The configuration needs more memory than is available; the message names the knob to turn."""
+
+
+class DivergedError(Exception):
+    """Training produced non-finite losses or weights; the CLI exits with status 3."""
+
+
+class InterruptedRun(Exception):  # noqa: N818 (it is a KeyboardInterrupt with the run's whereabouts)
+    """Ctrl-C during a run; the message says where the results are and how to continue (exit 130)."""

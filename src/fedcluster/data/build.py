@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -18,8 +19,10 @@ from fedcluster.data.normalize import standardize
 from fedcluster.data.progress import build_progress
 from fedcluster.errors import ConfigError
 from fedcluster.registry import DATASETS, SCENARIOS
+from fedcluster.storage.atomic import StorageError, remove_stale_temporaries
+from fedcluster.storage.state_file import StateFileError
 
-CACHE_VERSION = 2  # bump when a scenario changes what the same parameters build
+CACHE_VERSION = 3  # bump when a scenario changes what the same parameters build (3: safetensors files)
 
 
 def cache_dir() -> Path:
@@ -37,7 +40,7 @@ def cache_key(cfg: RunConfig, params: Any) -> str:
 
 def cache_path(cfg: RunConfig, params: Any) -> Path:
     """Where the federation of ``cfg`` is (or will be) cached."""
-    return cache_dir() / f"{cfg.dataset}-{cfg.scenario}-{cache_key(cfg, params)}.pt"
+    return cache_dir() / f"{cfg.dataset}-{cfg.scenario}-{cache_key(cfg, params)}.safetensors"
 
 
 def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Federation:
@@ -53,9 +56,11 @@ def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Fed
 
 
 def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
-    path = cache_path(cfg, params)
+    path, key = cache_path(cfg, params), cache_key(cfg, params)
     if use_cache and path.is_file():
-        return Federation.load(path)
+        cached = _load_cached(path, key)
+        if cached is not None:
+            return cached
     spec = DATASETS.get(cfg.dataset).obj
     scenario = SCENARIOS.get(cfg.scenario).obj
     rng = np.random.default_rng([cfg.effective_data_seed(), 0])
@@ -68,12 +73,30 @@ def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
     except ValueError as e:
         raise ConfigError(f"scenario {cfg.scenario!r} on {cfg.dataset!r}: {e}") from None
     if use_cache:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # unique per process: concurrent builds don't clash
-            fed.save(tmp)
-            tmp.replace(path)
-        except OSError as e:
-            print(f"fedcluster: warning: cannot cache the federation in {path.parent} ({e.strerror}); "
-                  "set FEDCLUSTER_CACHE to a writable folder", file=sys.stderr)
+        _store(fed, path, key)
     return fed
+
+
+def _load_cached(path: Path, key: str) -> Federation | None:
+    """The cached federation, or None (after a warning, the bad file deleted) if it is not intact."""
+    try:
+        return Federation.load(path, key)
+    except StateFileError as e:
+        print(f"fedcluster: warning: cached federation {e}; discarding it and building it again",
+              file=sys.stderr)
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        return None
+
+
+def _store(fed: Federation, path: Path, key: str) -> None:
+    """Cache ``fed`` (atomically; unique temporary names, so concurrent builds don't clash)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path.parent)
+        fed.save(path, key)
+    except StorageError as e:  # the hint names FEDCLUSTER_CACHE
+        print(f"fedcluster: warning: the federation is not cached: {e}; the run goes on", file=sys.stderr)
+    except OSError as e:
+        print(f"fedcluster: warning: the federation is not cached: cannot create {path.parent}: {e.strerror}; "
+              "set FEDCLUSTER_CACHE to a writable folder; the run goes on", file=sys.stderr)

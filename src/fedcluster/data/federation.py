@@ -17,6 +17,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from fedcluster.storage.state_file import StateFileError, load_state, save_state
+
 Task = Literal["classification", "regression"]
 
 
@@ -164,14 +166,20 @@ class Federation:
         return hist
 
     # -- persistence -------------------------------------------------------------------------
-    def save(self, path: str | Path) -> None:
-        torch.save(self._state(), Path(path))
+    def save(self, path: str | Path, key: str = "") -> None:
+        """Write atomically as a checksummed state file (safetensors + JSON; see ``storage.state_file``)."""
+        save_state(Path(path), self._state(), "federation", key,
+                   hint="set FEDCLUSTER_CACHE to a folder with free space")
 
     @staticmethod
-    def load(path: str | Path) -> Federation:
-        state = torch.load(Path(path), weights_only=False)
-        splits = {k: Split(**state.pop(k)) for k in ("train", "val", "test")}
-        return Federation(**splits, **state)
+    def load(path: str | Path, key: str | None = None) -> Federation:
+        """Read a file written by :meth:`save`; raises ``StateFileError`` if it is corrupt or of another key."""
+        state = load_state(Path(path), "federation", key)
+        try:
+            splits = {k: Split(**state.pop(k)) for k in ("train", "val", "test")}
+            return Federation(**splits, **state)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise StateFileError(Path(path), f"does not describe a federation ({e})") from None
 
     def _state(self) -> dict[str, Any]:
         state: dict[str, Any] = {

@@ -22,15 +22,17 @@ from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
+from fedcluster.engine.divergence import check_finite
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
-from fedcluster.errors import ConfigError
+from fedcluster.errors import DivergedError, InterruptedRun
 from fedcluster.metrics import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.registry import ALGORITHMS
+from fedcluster.storage.atomic import writing
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
@@ -68,14 +70,26 @@ class Run:
     """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict."""
 
     def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
-                 fed: Federation | None = None) -> None:
+                 fed: Federation | None = None, run_dir: RunDir | None = None) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
-        self.dir = RunDir(Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario))
-        if not resume and (self.dir.rounds_csv.exists() or self.dir.checkpoint.exists()):
-            raise ConfigError(f"run directory {str(self.dir.path)!r} already holds a run; continue it with "
-                              f"`fedcluster resume {self.dir.path}` or pass another out=")
+        self.dir = run_dir or RunDir(Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario))
+        if self.dir.acquire(new=not resume):
+            print(f"fedcluster: note: {self.dir.path} held a run that stopped before its first checkpoint; "
+                  "starting it again", file=sys.stderr)
+        try:
+            self._build(fed)
+        except KeyboardInterrupt:
+            self.dir.release()
+            raise InterruptedRun(f"interrupted before the first round; run the same command again to start "
+                                 f"over (out={self.dir.path} may be reused)") from None
+        except BaseException:
+            self.dir.release()
+            raise
+
+    def _build(self, fed: Federation | None) -> None:
+        cfg, typed = self.cfg, self.typed
         self.device = resolve_device(cfg.device)
         path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
         check_engine(path, self.device, cfg.precision)
@@ -114,33 +128,43 @@ class Run:
         return self.alg.run_round(t, self.stream[t])
 
     def execute(self) -> dict[str, Any]:
-        with open_tracking(self.cfg, self.dir.path) as self.tracking:
-            return self._execute()
+        try:
+            with open_tracking(self.cfg, self.dir.path) as self.tracking:
+                return self._execute()
+        finally:
+            self.dir.release()
 
     def _execute(self) -> dict[str, Any]:
         cfg = self.cfg
         start, rows, elapsed = 0, [], 0.0
         if self.resume:
-            state = self.dir.load_checkpoint()
-            with default_device(self.device):
-                self.alg.load_state_dict(to_device(state["algorithm"], self.device))
-            start, elapsed = state["round"], state["elapsed"]
-            rows = self.dir.truncate_rounds(start)
-            self.dir.truncate_jsonl("clusters.jsonl", start)
+            if self.dir.checkpoint.exists():
+                state = self.dir.load_checkpoint()
+                with default_device(self.device):
+                    self.alg.load_state_dict(to_device(state["algorithm"], self.device))
+                start, elapsed = state["round"], state["elapsed"]
+            else:
+                print(f"fedcluster: note: {self.dir.path} has no checkpoint yet; starting it again from round 0",
+                      file=sys.stderr)
+            rows = self.dir.restart_at(start)
+            self.dir.write_config(dump_config(cfg))  # what this run really uses (e.g. the new rounds)
         else:
             self.dir.create(dump_config(cfg))
         self.tracking.start(rows)
         val_acc = np.full(self.fed.num_clients, np.nan)
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
+        checkpointed, t = start, start
         try:
             for t in bar:
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
                 with default_device(self.device):
                     res = self.play_round(t)
+                    check_finite(t + 1, self.alg, self.ctx.trainer, {})
                     if (t + 1) % cfg.eval_every == 0 or last:
                         metrics, val_acc = evaluate(self.alg, self.fed)
+                        check_finite(t + 1, self.alg, self.ctx.trainer, metrics)
                     else:
                         metrics = {}
                 seconds = time.perf_counter() - t0
@@ -159,8 +183,14 @@ class Run:
                     bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
                                     K=self.alg.num_clusters, refresh=False)
                 if (t + 1) % cfg.checkpoint_every == 0 or last:
-                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed,  # portable: CPU tensors
-                                              "algorithm": to_device(self.alg.state_dict(), torch.device("cpu"))})
+                    state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
+                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(),
+                                              "algorithm": state})
+                    checkpointed = t + 1
+        except DivergedError as e:
+            raise DivergedError(f"{e}; {self._diverged_note(t, checkpointed)}") from None
+        except KeyboardInterrupt:
+            raise InterruptedRun(f"interrupted in round {t + 1}; {self._kept(t, checkpointed)}") from None
         finally:
             bar.close()
             self.ctx.trainer.close()
@@ -168,6 +198,21 @@ class Run:
             with default_device(self.device):
                 _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
+
+    def _kept(self, t: int, checkpointed: int) -> str:
+        """Where the results of rounds 1..t are and how to continue from the last checkpoint."""
+        done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else f"no round finished ({self.dir.path})"
+        if checkpointed:
+            return f"{done}; `fedcluster resume {self.dir.path}` continues from the checkpoint of round {checkpointed}"
+        return f"{done}; `fedcluster resume {self.dir.path}` starts it again (no checkpoint yet)"
+
+    def _diverged_note(self, t: int, checkpointed: int) -> str:
+        done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else "no round finished"
+        if checkpointed:
+            return (f"{done} and the checkpoint of round {checkpointed} is kept; start a new run with a smaller "
+                    f"lr (now {self.cfg.lr:g}) and another out=")
+        return (f"{done}; no checkpoint was written; run again with a smaller lr (now {self.cfg.lr:g}); "
+                f"out={self.dir.path} may be reused")
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
         assign = self.alg.assignment()
@@ -183,8 +228,9 @@ class Run:
                        federation=self.fed.summary(), algorithm=self.cfg.algorithm,
                        scenario=self.cfg.scenario, dataset=self.cfg.dataset, run_dir=str(self.dir.path))
         self.dir.write_summary(summary)
-        plot_accuracy(rows, self.dir.path / "accuracy.png",
-                      f"{self.cfg.algorithm} on {self.cfg.dataset}/{self.cfg.scenario}")
+        with writing(self.dir.path / "accuracy.png", self.dir.hint):
+            plot_accuracy(rows, self.dir.path / "accuracy.png",
+                          f"{self.cfg.algorithm} on {self.cfg.dataset}/{self.cfg.scenario}")
         return summary
 
 

@@ -21,8 +21,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import multiprocessing as mp
+import signal
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 import numpy as np
 import torch
@@ -132,6 +135,7 @@ class Trainer:
         self._chunk: dict[int, int] = {}  # units per vectorised chunk, by batch size
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
+        self.nonfinite: set[int] = set()  # clients whose trained units came back NaN/inf (engine.divergence)
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
         self._forward: StackForward | None = None  # inference forward of the E-step losses
@@ -142,6 +146,7 @@ class Trainer:
         t = Trainer(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
                     self.channels_last, self.max_units, self.precision, self.chunk_mb)
         t.loss = loss
+        t.nonfinite = self.nonfinite
         # the dense path knows the standard losses and engine.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
@@ -167,14 +172,34 @@ class Trainer:
                               stream, solver.max_steps)
         batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device)
         if self.path == "sequential":
-            return train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
-                                    self.precision)
-        if self.path in ("pool", "pool-vectorized"):
-            return self._train_pool(batch, solver)
-        if self.dense is not None:
-            return train_dense(self.dense, self.x, self.y, batch, solver, self.task)
-        return train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
-                                self.chunk_size(solver.batch_size), self.precision)
+            out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
+                                   self.precision)
+        elif self.path in ("pool", "pool-vectorized"):
+            out = self._train_pool(batch, solver)
+        elif self.dense is not None:
+            out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
+        else:
+            out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
+                                   self.chunk_size(solver.batch_size), self.precision)
+        self._watch(out, clients)
+        return out
+
+    def _watch(self, out: Params, clients: np.ndarray) -> None:
+        """Remember the clients whose units diverged (the runner stops the run; methods never see this)."""
+        if len(clients) == 0:
+            return
+        bad = None
+        for v in out.values():
+            b = ~torch.isfinite(v.reshape(len(clients), -1)).all(1)
+            bad = b if bad is None else bad | b
+        if bad is not None:
+            self.nonfinite.update(int(c) for c in clients[bad.cpu().numpy()])
+
+    def take_nonfinite(self) -> list[int]:
+        """The clients recorded by :meth:`_watch` since the last call, sorted."""
+        out = sorted(self.nonfinite)
+        self.nonfinite.clear()
+        return out
 
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
@@ -191,6 +216,7 @@ class Trainer:
     # -- process pool ------------------------------------------------------------------------
     def _train_pool(self, batch: Batch, solver: Solver) -> Params:
         if self._pool is None:  # started once, reused by every round until close()
+            _install_quiet_hook()  # before the workers start: forked workers inherit it too
             self._pool = start_pool(self.workers, _init_worker, (
                 dict(module=self.module, x=self.x, y=self.y, loss=self.loss, cl=self.channels_last,
                      vectorized=self.path == "pool-vectorized", max_units=self.max_units,
@@ -222,9 +248,29 @@ _WORKER: dict = {}
 
 
 def _init_worker(state: dict) -> None:
-    """Runs once in each pool worker: one intra-op thread, and the training data kept for every job."""
+    """Runs once in each pool worker: one intra-op thread, the training data kept for every job; Ctrl-C is
+    the parent's to handle (workers would print a traceback each)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     _WORKER.update(state)
+
+
+_HOOK: list = []  # the excepthook that _quiet_lost_transfers replaced
+
+
+def _quiet_lost_transfers(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    """multiprocessing's tensor-sharing thread (resource_sharer) reports a peer that went away mid-transfer
+    (Ctrl-C, pool.terminate) through sys.excepthook; that is not an error worth a traceback."""
+    if issubclass(kind, ConnectionError | EOFError) and tb is not None \
+            and tb.tb_frame.f_code.co_filename.endswith("resource_sharer.py"):
+        return
+    (_HOOK[0] if _HOOK else sys.__excepthook__)(kind, value, tb)
+
+
+def _install_quiet_hook() -> None:
+    if sys.excepthook is not _quiet_lost_transfers:
+        _HOOK[:] = [sys.excepthook]
+        sys.excepthook = _quiet_lost_transfers
 
 
 def _pool_job(batch: Batch, solver: Solver) -> Params:

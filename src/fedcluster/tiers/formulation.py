@@ -23,6 +23,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from fedcluster.storage.state_file import persistable
+
 Formulation = Literal["conditional", "fedrc-ratio", "joint"]
 FORMULATIONS: tuple[str, ...] = ("conditional", "fedrc-ratio", "joint")
 
@@ -63,6 +65,7 @@ def label_marginal(counts: np.ndarray) -> np.ndarray:
     return np.where(total > 0, counts / np.where(total > 0, total, 1.0), uniform)
 
 
+@persistable
 @dataclass
 class GaussianStats:
     """γ-weighted sufficient statistics of the flattened inputs per cluster: Σγ, Σγx, Σγx²."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedcluster.config import RunConfig
-from fedcluster.errors import UserError
+from fedcluster.errors import InterruptedRun, UserError
 
 INSTALL_HINT = "pip install 'fedcluster[tracking]'"
 ARTIFACT_FILES = ("config.yaml", "rounds.csv", "clients.csv", "summary.json", "clusters.jsonl")
@@ -206,7 +206,7 @@ def open_tracking(cfg: RunConfig, run_dir: Path) -> Iterator[Tracking]:
     tracking = Tracking([LOGGERS[n](cfg, run_dir) for n in names])
     try:
         yield tracking
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, InterruptedRun):
         tracking.end("KILLED")
         raise
     except BaseException:

@@ -3,11 +3,18 @@
 ``config.yaml`` (fully resolved), ``rounds.csv`` (one row per round, written as the run goes),
 ``clients.csv``, ``summary.json``, ``checkpoint.pt`` (for ``fedcluster resume``) and ``accuracy.png``;
 clustered methods add ``clusters.jsonl`` (per round, each cluster's data by concept/class/style).
+
+Safety: one process per directory (``run_lock``); whole files are written atomically; ``checkpoint.pt``
+is a checksummed safetensors + JSON state file (``storage.state_file``), never a pickle; a folder with
+other files is never written into, and a run that stopped before its first checkpoint starts over
+with no stale file left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -15,10 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
+from fedcluster.errors import ConfigError, UserError
+from fedcluster.storage.atomic import atomic_write, remove_stale_temporaries, storage_error, writing
+from fedcluster.storage.state_file import StateFileError, load_state, save_state
+from fedcluster.tracking.run_lock import MARKER, RunLock
 
 ROUND_COLUMNS = ["round", "val_acc", "test_acc", "ari", "num_clusters", "bytes_up", "bytes_down", "seconds"]
 CLIENT_COLUMNS = ["client", "true_cluster", "cluster", "val_acc"]
+END_FILES = ("clients.csv", "summary.json", "accuracy.png", "curves.png", "num_clusters.png", "clusters.png")
 
 
 def default_run_dir(algorithm: str, scenario: str) -> Path:
@@ -31,26 +42,102 @@ def _fmt(v: Any) -> Any:
     return v
 
 
+def _csv_text(rows: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue()
+
+
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.rounds_csv = self.path / "rounds.csv"
         self.checkpoint = self.path / "checkpoint.pt"
         self._columns: list[str] | None = None
+        self._lock = RunLock(self.path)
+
+    @property
+    def hint(self) -> str:
+        """What to do after a failed write: free space, then resume."""
+        return f"free some space, then `fedcluster resume {self.path}` continues from the last checkpoint"
+
+    # -- ownership -----------------------------------------------------------------------------
+    def acquire(self, new: bool) -> bool:
+        """Lock the directory for this process. ``new``: for a fresh run, which refuses a folder with other
+        files and a run that has a checkpoint, and clears a run that stopped before its first checkpoint
+        (returns True then). Leftover temporary files are removed either way."""
+        if self._lock.held:
+            return False
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"out={self.path} is a file, not a folder; pass out= a new or empty folder")
+        if new:
+            self._refuse_foreign_files()
+        self._lock.acquire()
+        remove_stale_temporaries(self.path, everyone=True)
+        if not new:
+            return False
+        if self.checkpoint.exists():
+            self._lock.release()
+            raise ConfigError(f"run directory {str(self.path)!r} already holds a run; continue it with "
+                              f"`fedcluster resume {self.path}` or pass another out=")
+        stale = [p for p in self.path.iterdir() if p.is_file() and p.name != MARKER]
+        with writing(self.path, "check the folder's permissions"):
+            for p in stale:
+                p.unlink()
+        return bool(stale)
+
+    def _refuse_foreign_files(self) -> None:
+        if not self.path.is_dir() or (self.path / MARKER).exists():
+            return
+        entries = sorted(p.name for p in self.path.iterdir())
+        if entries and ("checkpoint.pt" in entries or "rounds.csv" in entries):
+            raise UserError(f"out={self.path} holds a run of an older fedcluster version (no {MARKER}); "
+                            "pass another out=")
+        if entries:
+            raise UserError(f"out={self.path} is a folder with other files ({', '.join(entries[:3])}"
+                            f"{', ...' if len(entries) > 3 else ''}), not a fedcluster run; pass a new or empty "
+                            "folder as out=")
+
+    def release(self) -> None:
+        self._lock.release()
 
     def create(self, config_yaml: str) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "config.yaml").write_text(config_yaml)
+        self.write_config(config_yaml)
+
+    def write_config(self, config_yaml: str) -> None:
+        atomic_write(self.path / "config.yaml", config_yaml.encode(), self.hint)
+
+    def restart_at(self, completed: int) -> list[dict[str, float]]:
+        """Prepare a resumed run from round ``completed``: later rows and records go, and so do the
+        end-of-run files (they described another final round); returns the rows kept."""
+        with writing(self.path, self.hint):
+            for name in END_FILES:
+                (self.path / name).unlink(missing_ok=True)
+        self.truncate_jsonl("clusters.jsonl", completed)
+        return self.truncate_rounds(completed)
 
     # -- rounds --------------------------------------------------------------------------------
     def append_round(self, row: dict[str, Any]) -> None:
+        lines = []
         if self._columns is None:
             self._columns = ROUND_COLUMNS + [k for k in row if k not in ROUND_COLUMNS]
             if not self.rounds_csv.exists():
-                with self.rounds_csv.open("w", newline="") as f:
-                    csv.writer(f).writerow(self._columns)
-        with self.rounds_csv.open("a", newline="") as f:
-            csv.writer(f).writerow([_fmt(row.get(c, float("nan"))) for c in self._columns])
+                lines.append(self._columns)
+        lines.append([_fmt(row.get(c, float("nan"))) for c in self._columns])
+        self._append(self.rounds_csv, _csv_text(lines))
+
+    def _append(self, path: Path, text: str) -> None:
+        """Append ``text`` whole or not at all (a failed write is cut off again: no torn row)."""
+        with path.open("a", newline="") as f:
+            start = f.tell()
+            try:
+                f.write(text)
+                f.flush()
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.truncate(path, start)
+                raise storage_error(e, path, self.hint) from None
 
     def read_rounds(self) -> list[dict[str, float]]:
         if not self.rounds_csv.exists():
@@ -59,49 +146,70 @@ class RunDir:
             return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
     def truncate_rounds(self, completed: int) -> list[dict[str, float]]:
-        """Keep the rows of rounds ≤ ``completed`` (a resumed run rewrites the rest)."""
+        """Keep the rows of rounds ≤ ``completed`` (a resumed run rewrites the rest; a row torn by a
+        crash is dropped)."""
+        if not self.rounds_csv.exists():
+            self._columns = None
+            return []
         with self.rounds_csv.open() as f:
             reader = csv.DictReader(f)
-            columns, rows = reader.fieldnames or ROUND_COLUMNS, [r for r in reader if float(r["round"]) <= completed]
-        with self.rounds_csv.open("w", newline="") as f:
-            w = csv.DictWriter(f, columns)
-            w.writeheader()
-            w.writerows(rows)
+            columns = reader.fieldnames or ROUND_COLUMNS
+            rows = [r for r in reader if _round_of(r) <= completed]
+        atomic_write(self.rounds_csv, _csv_text([columns] + [[r[c] for c in columns] for r in rows]).encode(),
+                     self.hint)
         self._columns = list(columns)
         return [{k: float(v) for k, v in r.items()} for r in rows]
 
     # -- per-round JSON lines (e.g. clusters.jsonl) --------------------------------------------
     def append_jsonl(self, name: str, record: dict[str, Any]) -> None:
-        with (self.path / name).open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        self._append(self.path / name, json.dumps(record) + "\n")
 
     def read_jsonl(self, name: str) -> list[dict[str, Any]]:
         path = self.path / name
         return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
 
     def truncate_jsonl(self, name: str, completed: int) -> None:
-        """Keep the records of rounds ≤ ``completed`` (a resumed run rewrites the rest)."""
+        """Keep the records of rounds ≤ ``completed`` (a resumed run rewrites the rest; a line torn by a
+        crash is dropped)."""
         path = self.path / name
         if path.exists():
-            keep = [r for r in self.read_jsonl(name) if r["round"] <= completed]
-            path.write_text("".join(json.dumps(r) + "\n" for r in keep))
+            keep = [line for line in path.read_text().splitlines() if _record_round(line) <= completed]
+            atomic_write(path, "".join(line + "\n" for line in keep).encode(), self.hint)
 
     # -- end-of-run files ----------------------------------------------------------------------
     def write_clients(self, rows: list[dict[str, Any]]) -> None:
         columns = CLIENT_COLUMNS + [k for k in rows[0] if k not in CLIENT_COLUMNS]
-        with (self.path / "clients.csv").open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(columns)
-            w.writerows([[_fmt(r[c]) for c in columns] for r in rows])
+        text = _csv_text([columns] + [[_fmt(r[c]) for c in columns] for r in rows])
+        atomic_write(self.path / "clients.csv", text.encode(), self.hint)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        (self.path / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        text = json.dumps(summary, indent=2, default=str) + "\n"
+        atomic_write(self.path / "summary.json", text.encode(), self.hint)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any]) -> None:
-        tmp = self.checkpoint.with_suffix(".tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, self.checkpoint)
+        """Atomically (the previous checkpoint stays intact if this write fails)."""
+        save_state(self.checkpoint, state, "checkpoint", hint=self.hint)
 
     def load_checkpoint(self) -> dict[str, Any]:
-        return torch.load(self.checkpoint, weights_only=False)
+        """The last checkpoint, verified; a corrupt, modified or pickled file is refused in one line."""
+        try:
+            return load_state(self.checkpoint, "checkpoint")
+        except StateFileError as e:
+            raise UserError(f"checkpoint {e}; it was not loaded: restore it from a backup or start the run "
+                            "again with another out=") from None
+
+
+def _round_of(row: dict[str, Any]) -> float:
+    """The round of a CSV row; infinity for a row torn by a crash."""
+    try:
+        return float(row["round"]) if all(v is not None for v in row.values()) else math.inf
+    except (TypeError, ValueError):
+        return math.inf
+
+
+def _record_round(line: str) -> float:
+    try:
+        return float(json.loads(line)["round"])
+    except (ValueError, KeyError, TypeError):
+        return math.inf

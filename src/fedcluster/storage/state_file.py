@@ -1,0 +1,173 @@
+"""State files that load without running code: safetensors for arrays, JSON for the rest, a SHA-256 inside.
+
+A state is a nested structure of dicts, lists, tuples, scalars, strings, ``None``, torch tensors,
+numpy arrays and dataclasses registered with :func:`persistable` (a checkpoint's algorithm state, a
+cached federation). Tensors and arrays go into a safetensors file; the structure goes into its
+metadata as JSON with every tensor replaced by a reference. The metadata also carries the file's
+kind (``checkpoint``, ``federation``), an optional key (e.g. the federation cache key) and a SHA-256
+of kind, key, structure and every tensor's bytes, which :func:`load_state` recomputes: a truncated,
+bit-flipped or swapped file is refused, never used.
+
+The checksum detects corruption and accidental swaps; it is not a signature (whoever can write the file
+can recompute it). Safety from hostile files comes from the format: nothing in it is executable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save as safetensors_bytes
+
+from fedcluster.storage.atomic import atomic_write
+
+FORMAT = "fedcluster-state"
+VERSION = "1"
+_PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save zip archives and raw pickles
+
+
+_CLASSES: dict[str, type] = {}  # the only classes a state file may name (see ``persistable``)
+
+
+def persistable(cls: type) -> type:
+    """Class decorator: let instances of dataclass ``cls`` be stored field by field in state files.
+    Loading rebuilds only classes registered this way, by name; nothing else is ever looked up."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} must be a dataclass")
+    _CLASSES[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return cls
+
+
+class StateFileError(Exception):
+    """A state file is missing, corrupt, modified, of another kind or another key; ``reason`` says which."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path, self.reason = path, reason
+
+
+# -- structure <-> JSON with tensor references ---------------------------------------------------
+def _encode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if obj is None or isinstance(obj, bool | str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else {"float": repr(obj)}
+    if isinstance(obj, torch.Tensor):
+        name = str(len(tensors))
+        tensors[name] = _owned(obj.detach().cpu())
+        return {"tensor": name}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "biufc":
+            raise TypeError(f"cannot store a numpy array of dtype {obj.dtype}")
+        name = str(len(tensors))
+        native = obj.astype(obj.dtype.newbyteorder("="), copy=False)
+        tensors[name] = torch.from_numpy(np.ascontiguousarray(native))
+        return {"ndarray": name, "dtype": obj.dtype.str}
+    if isinstance(obj, np.generic):
+        return {"np": obj.dtype.str, "value": _encode(obj.item(), tensors)}
+    if isinstance(obj, list):
+        return [_encode(v, tensors) for v in obj]
+    if isinstance(obj, tuple):
+        return {"tuple": [_encode(v, tensors) for v in obj]}
+    if isinstance(obj, dict):
+        return {"dict": [[_encode(k, tensors), _encode(v, tensors)] for k, v in obj.items()]}
+    name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if _CLASSES.get(name) is type(obj):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {"object": name, "fields": _encode(fields, tensors)}
+    raise TypeError(f"cannot store a {type(obj).__name__} in a state file")
+
+
+def _owned(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with its own compact storage (safetensors refuses views that share memory)."""
+    compact = t.is_contiguous() and t.storage_offset() == 0 and \
+        t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    return t if compact else t.contiguous().clone()
+
+
+def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if node is None or isinstance(node, bool | str | int | float):
+        return node
+    if isinstance(node, list):
+        return [_decode(v, tensors) for v in node]
+    if not isinstance(node, dict) or len(node) not in (1, 2):
+        raise ValueError("unexpected node")
+    if "tensor" in node:
+        return tensors[node["tensor"]]
+    if "ndarray" in node:
+        return tensors[node["ndarray"]].numpy().astype(np.dtype(node["dtype"]), copy=False)
+    if "float" in node:
+        return float(node["float"])
+    if "np" in node:
+        return np.dtype(node["np"]).type(_decode(node["value"], tensors))
+    if "tuple" in node:
+        return tuple(_decode(v, tensors) for v in node["tuple"])
+    if "dict" in node:
+        return {_decode(k, tensors): _decode(v, tensors) for k, v in node["dict"]}
+    if "object" in node:
+        return _CLASSES[node["object"]](**_decode(node["fields"], tensors))
+    raise ValueError("unexpected node")
+
+
+def _digest(header: dict[str, str], tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256(json.dumps(header, sort_keys=True).encode())
+    for name in sorted(tensors, key=int):
+        t = tensors[name]
+        h.update(f"|{name}:{t.dtype}:{list(t.shape)}|".encode())
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
+def _unreadable(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if magic.startswith(_PICKLE_MAGIC):
+        return "is a pickle file (an older fedcluster format?); it is never unpickled because a pickle can run code"
+    return "is truncated or corrupt (not a readable fedcluster state file)"
+
+
+# -- files -----------------------------------------------------------------------------------------
+def save_state(path: Path, state: Any, kind: str, key: str = "", hint: str = "free some space") -> None:
+    """Write ``state`` atomically to ``path`` (raises ``StorageError`` naming ``hint`` when it cannot)."""
+    tensors: dict[str, torch.Tensor] = {}
+    tree = json.dumps(_encode(state, tensors), allow_nan=False)
+    header = {"format": FORMAT, "version": VERSION, "kind": kind, "key": key, "tree": tree}
+    data = safetensors_bytes(tensors, metadata={**header, "sha256": _digest(header, tensors)})
+    atomic_write(Path(path), data, hint)
+
+
+def load_state(path: Path, kind: str, key: str | None = None) -> Any:
+    """Read a state written by :func:`save_state`; raise :class:`StateFileError` unless the file is intact,
+    of ``kind`` and (when given) of ``key``. Nothing in the file is executed."""
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+            tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (not a dict)
+    except Exception:  # noqa: BLE001 (any failure to parse an untrusted file means: unusable)
+        raise StateFileError(path, _unreadable(path)) from None
+    if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        raise StateFileError(path, "is not a fedcluster state file of this version")
+    header = {k: meta.get(k, "") for k in ("format", "version", "kind", "key", "tree")}
+    if not all(name.isdigit() for name in tensors) or meta.get("sha256") != _digest(header, tensors):
+        raise StateFileError(path, "is corrupt or was modified (its SHA-256 checksum does not match)")
+    if header["kind"] != kind:
+        raise StateFileError(path, f"holds a {header['kind']}, not a {kind}")
+    if key is not None and header["key"] != key:
+        raise StateFileError(path, "belongs to another configuration (its key does not match)")
+    try:
+        return _decode(json.loads(header["tree"]), tensors)
+    except (ValueError, KeyError, TypeError) as e:
+        raise StateFileError(path, f"has a malformed structure ({e})") from None
