@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
+
+from fedcluster.tracking.run_dir import RunDir
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 BIN = str(Path(sys.executable).parent)
@@ -121,10 +122,5 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 1.0) -> Non
 
 
 def final_models(run_dir: Path) -> dict[str, torch.Tensor]:
-    """The models of a run's last checkpoint, read with ``weights_only=True`` (numpy arrays allowed)."""
-    path = run_dir / "checkpoint.pt"
-    names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    assert all(n.startswith("numpy") for n in names), names
-    allowed = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, *{type(np.dtype(t)) for t in "fdlq?"}]
-    with torch.serialization.safe_globals(allowed):
-        return torch.load(path, weights_only=True)["algorithm"]["models"]
+    """The models of a run's last checkpoint, read through the safe state-file format (no pickle)."""
+    return RunDir(run_dir).load_checkpoint()["algorithm"]["models"]

@@ -223,3 +223,14 @@ def test_seeds_up_to_2_32_run_and_beyond_are_refused(tmp_path: Path) -> None:
                  f"out={tmp_path / 'a'}"]) == 0
     assert "0..4294967295" in _one_error(["run", *FAST, f"seed={2**32}"])
     assert "data_seed=-1" in _one_error(["run", *FAST, "data_seed=-1"])
+
+
+def test_ever_sampled_is_the_union_of_the_streams_cohorts() -> None:
+    from fedcluster.engine.sampling import participation_stream
+
+    stream = participation_stream(50, 3, 10, seed=4)
+    union = np.zeros(50, dtype=bool)
+    for t in range(6):
+        union[stream[t]] = True
+    assert np.array_equal(stream.ever_sampled(6), union)
+    assert 0 < union.sum() < 50  # a partial cover, so the check is not trivially all-True

@@ -39,7 +39,7 @@ def test_folder_with_other_files_is_refused_untouched(tmp_path: Path, capsys) ->
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
     (tmp_path / "file").write_text("")
     assert main(["run", *FAST, "rounds=1", f"out={tmp_path / 'file'}"]) == 2
-    assert "is a file, not a folder" in _one_line(capsys.readouterr().err)
+    assert "not a folder" in _one_line(capsys.readouterr().err)
 
 
 def test_run_stopped_before_its_first_checkpoint_starts_over_without_stale_files(tmp_path: Path, capsys,
@@ -79,7 +79,7 @@ def test_resume_refuses_keys_that_change_the_experiment(finished: Path, capsys, 
     key = override.split("=")[0].split(".")[0]
     assert key in line and ("may change" in line or "cannot change" in line)
     if key != "out":
-        assert "only rounds, eval_every, checkpoint_every, progress, threads, workers may change" in line
+        assert "only rounds, eval_every, checkpoint_every, progress, threads, workers, tracking" in line
     assert (finished / "rounds.csv").read_bytes() == before
 
 

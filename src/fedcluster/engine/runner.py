@@ -85,7 +85,10 @@ class Run:
             raise InterruptedRun(f"interrupted before the first round; run the same command again to start "
                                  f"over (out={self.dir.path} may be reused)") from None
         except BaseException:
-            self.dir.release()
+            if resume:
+                self.dir.release()
+            else:
+                self.dir.abandon()
             raise
 
     def _build(self, fed: Federation | None) -> None:
@@ -164,7 +167,7 @@ class Run:
                     check_finite(t + 1, self.alg, self.ctx.trainer, {})
                     if (t + 1) % cfg.eval_every == 0 or last:
                         metrics, val_acc = evaluate(self.alg, self.fed)
-                        check_finite(t + 1, self.alg, self.ctx.trainer, metrics)
+                        check_finite(t + 1, self.alg, self.ctx.trainer, self._scored(metrics))
                     else:
                         metrics = {}
                 seconds = time.perf_counter() - t0
@@ -199,6 +202,11 @@ class Run:
                 _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
 
+    def _scored(self, metrics: dict[str, float]) -> dict[str, float]:
+        """The losses a divergence check may read: a split without samples has a NaN loss by design."""
+        empty = {"val_loss": self.fed.val.sizes.sum() == 0, "test_loss": self.fed.test.sizes.sum() == 0}
+        return {k: v for k, v in metrics.items() if not empty.get(k, False)}
+
     def _kept(self, t: int, checkpointed: int) -> str:
         """Where the results of rounds 1..t are and how to continue from the last checkpoint."""
         done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else f"no round finished ({self.dir.path})"
@@ -216,7 +224,7 @@ class Run:
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
         assign = self.alg.assignment()
-        trained = np.isin(np.arange(self.fed.num_clients), self.stream[: self.cfg.rounds])
+        trained = self.stream.ever_sampled(self.cfg.rounds)
         self.dir.write_clients([
             {"client": i, "true_cluster": int(self.fed.true_cluster[i]), "cluster": int(assign[i]),
              "val_acc": float(val_acc[i]), "train_samples": int(self.fed.train.sizes[i]),

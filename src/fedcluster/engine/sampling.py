@@ -48,6 +48,19 @@ class ParticipationStream:
         self._last = (t, ids)
         return ids.copy()
 
+    def ever_sampled(self, rounds: int) -> np.ndarray:
+        """[num_clients] bool: sampled in at least one of rounds 0..rounds-1 (the same draws as ``self[t]``)."""
+        seen = np.zeros(self.num_clients, dtype=bool)
+        if self.cohort == self.num_clients:
+            seen[:] = rounds > 0
+            return seen
+        rng = np.random.default_rng([self.seed, 1])
+        for _ in range(min(rounds, self.rounds)):
+            seen[rng.choice(self.num_clients, self.cohort, replace=False)] = True
+            if seen.all():
+                break
+        return seen
+
 
 def participation_stream(num_clients: int, cohort: int, rounds: int, seed: int) -> ParticipationStream:
     """The lazy participation stream of a run (see :class:`ParticipationStream`)."""

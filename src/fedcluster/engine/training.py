@@ -186,7 +186,7 @@ class Trainer:
 
     def _watch(self, out: Params, clients: np.ndarray) -> None:
         """Remember the clients whose units diverged (the runner stops the run; methods never see this)."""
-        if len(clients) == 0:
+        if len(clients) == 0 or next(iter(out.values())).device.type == "meta":  # meta: shapes only, no values
             return
         bad = None
         for v in out.values():

@@ -123,7 +123,8 @@ def _digest(header: dict[str, str], tensors: dict[str, torch.Tensor]) -> str:
     for name in sorted(tensors, key=int):
         t = tensors[name]
         h.update(f"|{name}:{t.dtype}:{list(t.shape)}|".encode())
-        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+        if t.numel():  # an empty tensor has no bytes (and may carry a stride of 0)
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
     return h.hexdigest()
 
 

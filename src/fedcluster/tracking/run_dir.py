@@ -101,6 +101,15 @@ class RunDir:
     def release(self) -> None:
         self._lock.release()
 
+    def abandon(self) -> None:
+        """Undo :meth:`acquire` of a new run refused before it wrote anything: remove the marker and the
+        folder if nothing else is in it (a refused run leaves no trace)."""
+        self.release()
+        with contextlib.suppress(OSError):
+            if [p.name for p in self.path.iterdir()] == [MARKER]:
+                (self.path / MARKER).unlink()
+                self.path.rmdir()
+
     def create(self, config_yaml: str) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         self.write_config(config_yaml)
