@@ -70,7 +70,7 @@ def test_fedavg_on_superlink_equals_in_process(cluster: Cluster, tmp_path: Path)
             assert params < int(row[key]) / 3 < params + 2048, (key, row[key], params)
 
 
-@pytest.mark.slow
+# in the default suite (issue 12): about 80 s each on 2 quiet cores, most of it Flower starting a process per message
 @pytest.mark.parametrize("algorithm", [["algorithm=ifca"], ["algorithm=fedrc"]], ids=["ifca", "fedrc"])
 def test_clustered_on_superlink_equals_in_process(cluster: Cluster, tmp_path: Path, algorithm: list[str]) -> None:
     check_equal_to_in_process(cluster, tmp_path, algorithm)
