@@ -27,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from fedcluster.errors import UserError  # noqa: E402
+from fedcluster.reproduce.stats import mean_sd
 
 CONTRACT = ("config.yaml", "rounds.csv", "summary.json")
 # keys that name where or how a run is computed or logged, not what it computes
@@ -79,10 +80,9 @@ def _num(v: Any) -> float:
 
 
 def _mean_sd(values: np.ndarray) -> tuple[float, float]:
-    v = values[np.isfinite(values)]
-    if len(v) == 0:
-        return math.nan, math.nan
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan
+    """Mean and sample sd (ddof 1) of the finite values; one run shows no sd (NaN)."""
+    mean, sd, n = mean_sd(values)
+    return mean, sd if n > 1 else math.nan
 
 
 def is_run_dir(path: Path) -> bool:
