@@ -130,3 +130,9 @@ def test_version(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.strip() == f"fedcluster {fedcluster.__version__}"
+
+
+def test_python_dash_m_is_the_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "fedcluster", "--version"], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0 and out.stdout.strip() == f"fedcluster {fedcluster.__version__}"
