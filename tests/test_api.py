@@ -72,7 +72,7 @@ def test_demos_started_in_the_same_second_get_their_own_folders(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Default demo folders: runs/<time>-demo, then -2, ...; a demo that fails before writing leaves none."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("fedcluster.tracking.run_dir.stamp", lambda: "20250101-120000")
+    monkeypatch.setattr("fedcluster.storage.folders.stamp", lambda: "20250101-120000")
     roots: list[Path] = []
 
     def fake_demo(root: Path, progress: bool) -> int:  # the two runs' folders, without training

@@ -104,7 +104,7 @@ def test_group_by_another_key(runs: Path, tmp_path: Path) -> None:
 
 
 def test_default_folders_of_the_same_second_differ(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fedcluster.tracking.run_dir.stamp", lambda: "20250101-120000")
+    monkeypatch.setattr("fedcluster.storage.folders.stamp", lambda: "20250101-120000")
     monkeypatch.setattr("fedcluster.tracking.compare.plot_curves", lambda *args: None)  # fast: tables only
     for _ in range(2):
         assert main(["compare", str(runs / "fedavg-0"), str(runs / "ifca-0")]) == 0

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fedcluster.cli import main
-from fedcluster.tracking import run_dir
+from fedcluster.storage import folders
 
 FAST = ["num_clients=6", "progress=false", "model.hidden=[16]", "checkpoint_every=2"]
 
@@ -130,7 +130,7 @@ SAME_SECOND = "20250101-120000"  # the clock every default folder name below rea
 def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_dir, "stamp", lambda: SAME_SECOND)
+    monkeypatch.setattr(folders, "stamp", lambda: SAME_SECOND)
     for seed in (0, 1):
         assert main(["run", *FAST, "rounds=1", f"seed={seed}"]) == 0
     first, second = (Path("runs") / f"{SAME_SECOND}-fedavg-concept-swap{s}" for s in ("", "-2"))
@@ -152,6 +152,6 @@ def test_claiming_a_folder_is_race_free(tmp_path: Path) -> None:
     base.parent.mkdir()
     (base.parent / f"{base.name}-3").write_text("")  # a file takes a name too
     with ThreadPoolExecutor(8) as pool:
-        claimed = list(pool.map(lambda _: run_dir.claim_new_dir(base), range(12)))
+        claimed = list(pool.map(lambda _: folders.claim_new_dir(base), range(12)))
     assert len(set(claimed)) == 12 and all(p.is_dir() for p in claimed)
     assert {p.name for p in claimed} == {base.name} | {f"{base.name}-{n}" for n in (2, *range(4, 14))}

@@ -30,12 +30,13 @@ def demo_config(method: str) -> dict[str, Any]:
 
 def run_demo(out: str | None = None, progress: bool = True) -> int:
     """Run FedAvg and the clustered method, print the comparison; returns the CLI exit status."""
-    from fedcluster.tracking.run_dir import claim_new_dir, removed_if_empty, stamp
+    from fedcluster.storage import folders
 
     if out is not None:
         return _demo(Path(out), progress)
-    root = claim_new_dir(Path("runs") / f"{stamp()}-demo")  # -2, -3, ... when a demo of the same second has it
-    with removed_if_empty(root):  # a demo stopped before its first run leaves no folder
+    # -2, -3, ... when a demo started in the same second has the name
+    root = folders.claim_new_dir(Path("runs") / f"{folders.stamp()}-demo")
+    with folders.removed_if_empty(root):  # a demo stopped before its first run leaves no folder
         return _demo(root, progress)
 
 

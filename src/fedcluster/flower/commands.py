@@ -108,7 +108,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     import torch
 
     from fedcluster.flower.simulation import simulate
-    from fedcluster.tracking.run_dir import removed_if_empty
+    from fedcluster.storage.folders import removed_if_empty
 
     path, overrides, options = split_options(args.items)
     config_yaml, cfg = resolved_yaml(path, overrides)
@@ -182,7 +182,7 @@ def _check_tls(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import json
 
-    from fedcluster.tracking.run_dir import removed_if_empty
+    from fedcluster.storage.folders import removed_if_empty
 
     _check_tls(args)
     path, overrides, options = split_options(args.items)

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from fedcluster.errors import UserError  # noqa: E402
 from fedcluster.reproduce.stats import mean_sd  # noqa: E402
-from fedcluster.tracking import run_dir  # noqa: E402
+from fedcluster.storage import folders  # noqa: E402
 
 CONTRACT = ("config.yaml", "rounds.csv", "summary.json")
 # keys that name where or how a run is computed or logged, not what it computes
@@ -253,7 +253,7 @@ def compare_runs(paths: Sequence[Path], by: str = "algorithm", out: Path | None 
             raise UserError(f"--out {str(out)!r} is a file; pass a directory")
         out.mkdir(parents=True, exist_ok=True)
     else:  # a new folder: -2, -3, ... when a comparison of the same second has it
-        out = run_dir.claim_new_dir(runs[0].path.parent / f"compare-{run_dir.stamp()}")
+        out = folders.claim_new_dir(runs[0].path.parent / f"compare-{folders.stamp()}")
     table = markdown_table(groups, by)
     print(table)
     (out / "comparison.md").write_text(table + "\n")
