@@ -68,6 +68,29 @@ def test_demo_shows_clustering_beating_one_model(tmp_path: Path, capsys) -> None
     assert (tmp_path / "demo" / "cfl" / "clusters.png").is_file()
 
 
+def test_demos_started_in_the_same_second_get_their_own_folders(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default demo folders: runs/<time>-demo, then -2, ...; a demo that fails before writing leaves none."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("fedcluster.storage.folders.stamp", lambda: "20250101-120000")
+    roots: list[Path] = []
+
+    def fake_demo(root: Path, progress: bool) -> int:  # the two runs' folders, without training
+        roots.append(root)
+        for method in ("fedavg", "cfl"):
+            assert not (root / method).exists()
+            (root / method).mkdir(parents=True)
+        return 0
+
+    monkeypatch.setattr("fedcluster.demo._demo", fake_demo)
+    assert run_demo() == 0 and run_demo() == 0
+    assert roots == [Path("runs/20250101-120000-demo"), Path("runs/20250101-120000-demo-2")]
+    monkeypatch.setattr("fedcluster.demo._demo", lambda root, progress: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        run_demo()
+    assert sorted(Path("runs").iterdir()) == roots
+
+
 def test_run_without_arguments_is_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     monkeypatch.setattr("fedcluster.demo.run_demo", lambda out=None, progress=True: calls.append(out) or 0)

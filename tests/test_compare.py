@@ -103,6 +103,16 @@ def test_group_by_another_key(runs: Path, tmp_path: Path) -> None:
         assert sorted(r["lr"] for r in csv.DictReader(f)) == ["0.1", "0.5"]
 
 
+def test_default_folders_of_the_same_second_differ(runs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fedcluster.storage.folders.stamp", lambda: "20250101-120000")
+    monkeypatch.setattr("fedcluster.tracking.compare.plot_curves", lambda *args: None)  # fast: tables only
+    for _ in range(2):
+        assert main(["compare", str(runs / "fedavg-0"), str(runs / "ifca-0")]) == 0
+    made = sorted(p.name for p in runs.iterdir() if p.name.startswith("compare-"))
+    assert made == ["compare-20250101-120000", "compare-20250101-120000-2"]
+    assert all((runs / name / "comparison.csv").is_file() for name in made)
+
+
 def test_curves_are_means_over_seeds(runs: Path) -> None:
     from fedcluster.tracking.compare import curve, group_runs, load_run
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fedcluster.cli import main
+from fedcluster.storage import folders
 
 FAST = ["num_clients=6", "progress=false", "model.hidden=[16]", "checkpoint_every=2"]
 
@@ -119,3 +122,36 @@ def test_run_directory_of_an_older_version_is_refused(tmp_path: Path, capsys) ->
     (out / "checkpoint.pt").write_bytes(b"PK\x03\x04")
     assert main(["run", *FAST, "rounds=1", f"out={out}"]) == 2
     assert "older fedcluster version" in _one_line(capsys.readouterr().err)
+
+
+SAME_SECOND = "20250101-120000"  # the clock every default folder name below reads
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(folders, "stamp", lambda: SAME_SECOND)
+    for seed in (0, 1):
+        assert main(["run", *FAST, "rounds=1", f"seed={seed}"]) == 0
+    first, second = (Path("runs") / f"{SAME_SECOND}-fedavg-concept-swap{s}" for s in ("", "-2"))
+    assert sorted(Path("runs").iterdir()) == [first, second]  # the first keeps today's name
+    for seed, folder in enumerate((first, second)):
+        assert yaml.safe_load((folder / "config.yaml").read_text())["seed"] == seed
+        assert json.loads((folder / "summary.json").read_text())["run_dir"] == str(folder)
+        assert len(_numbers(folder)) == 1 and (folder / "checkpoint.pt").is_file()
+    # a refused run of the same second leaves no folder behind (its claimed -3 is removed again)
+    monkeypatch.setenv("FEDCLUSTER_MEMORY_LIMIT", "50M")
+    capsys.readouterr()
+    assert main(["run", *FAST, "rounds=1", "model.hidden=20000"]) == 2
+    assert "training needs" in _one_line(capsys.readouterr().err)
+    assert sorted(Path("runs").iterdir()) == [first, second]
+
+
+def test_claiming_a_folder_is_race_free(tmp_path: Path) -> None:
+    base = tmp_path / "runs" / f"{SAME_SECOND}-demo"
+    base.parent.mkdir()
+    (base.parent / f"{base.name}-3").write_text("")  # a file takes a name too
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(lambda _: folders.claim_new_dir(base), range(12)))
+    assert len(set(claimed)) == 12 and all(p.is_dir() for p in claimed)
+    assert {p.name for p in claimed} == {base.name} | {f"{base.name}-{n}" for n in (2, *range(4, 14))}

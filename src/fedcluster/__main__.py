@@ -1,5 +1,7 @@
-"""``python -m fedcluster ...`` is the ``fedcluster`` command."""
+"""``python -m fedcluster ...``: the same as the ``fedcluster`` command."""
+
+import sys
 
 from fedcluster.cli import main
 
-raise SystemExit(main())
+sys.exit(main())

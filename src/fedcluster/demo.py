@@ -10,7 +10,6 @@ run on the same federation; a short table compares them and names the command th
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,19 @@ def demo_config(method: str) -> dict[str, Any]:
 
 def run_demo(out: str | None = None, progress: bool = True) -> int:
     """Run FedAvg and the clustered method, print the comparison; returns the CLI exit status."""
+    from fedcluster.storage import folders
+
+    if out is not None:
+        return _demo(Path(out), progress)
+    # -2, -3, ... when a demo started in the same second has the name
+    root = folders.claim_new_dir(Path("runs") / f"{folders.stamp()}-demo")
+    with folders.removed_if_empty(root):  # a demo stopped before its first run leaves no folder
+        return _demo(root, progress)
+
+
+def _demo(root: Path, progress: bool) -> int:
     from fedcluster import api
 
-    root = Path(out) if out is not None else Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-demo"
     fed = api.build_federation(demo_config("fedavg"), progress=progress)
     print("fedcluster demo: FedAvg (one model) vs CFL (splits into clusters as needed) on the same federation\n"
           f"{fed.summary()}\n"

@@ -70,6 +70,10 @@ class Registry(Generic[T]):
         light.update({n: e.description for n, e in self._entries.items()})
         return {n: light[n] for n in sorted(light)}
 
+    def is_loaded(self, name: str) -> bool:
+        """Whether ``name`` has its real entry (its module is imported, or it was registered at run time)."""
+        return name in self._entries
+
     def load_all(self) -> None:
         """Import every module of the catalog (all built-in entries become real)."""
         for name in self._declared:

@@ -95,7 +95,7 @@ def resolved_yaml(path: str | None, overrides: list[str]) -> tuple[str, Any]:
     from fedcluster.tracking.run_dir import default_run_dir
 
     cfg, _ = resolve(load_raw(path, overrides))
-    if not cfg.out:
+    if not cfg.out:  # created now (-2, -3, ... when taken), so a run started in the same second picks another
         cfg.out = str(default_run_dir(f"flower-{cfg.algorithm}", cfg.scenario))
     cfg.out = str(Path(cfg.out).resolve())
     out = Path(cfg.out)
@@ -108,16 +108,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     import torch
 
     from fedcluster.flower.simulation import simulate
+    from fedcluster.storage.folders import removed_if_empty
 
     path, overrides, options = split_options(args.items)
     config_yaml, cfg = resolved_yaml(path, overrides)
-    gpu = args.gpu_fraction
-    if gpu is None:
-        gpu = 1.0 / max(cfg.cohort_size(), 1) if torch.cuda.is_available() else 0.0
-    if not 0 <= gpu <= 1 or args.cpus_per_client <= 0:
-        raise UserError("--gpu-fraction must be in [0, 1] and --cpus-per-client > 0")
-    summary = simulate(config_yaml, options, cfg.num_clients, gpu, args.cpus_per_client)
-    _print_done(summary, cfg.out)
+    with removed_if_empty(Path(cfg.out)):  # a refused or failed start leaves no folder
+        gpu = args.gpu_fraction
+        if gpu is None:
+            gpu = 1.0 / max(cfg.cohort_size(), 1) if torch.cuda.is_available() else 0.0
+        if not 0 <= gpu <= 1 or args.cpus_per_client <= 0:
+            raise UserError("--gpu-fraction must be in [0, 1] and --cpus-per-client > 0")
+        summary = simulate(config_yaml, options, cfg.num_clients, gpu, args.cpus_per_client)
+        _print_done(summary, cfg.out)
     return 0
 
 
@@ -180,18 +182,20 @@ def _check_tls(args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import json
 
+    from fedcluster.storage.folders import removed_if_empty
+
     _check_tls(args)
     path, overrides, options = split_options(args.items)
     config_yaml, cfg = resolved_yaml(path, overrides)
-    with tempfile.TemporaryDirectory(prefix="fedcluster-flower-") as tmp:
+    with removed_if_empty(Path(cfg.out)), tempfile.TemporaryDirectory(prefix="fedcluster-flower-") as tmp:
         app, home = Path(tmp) / "app", Path(tmp) / "home"
         write_app(app, config_yaml, options)
         write_connection(home, args.superlink, args.insecure, args.root_certificates)
         env = {**os.environ, "FLWR_HOME": str(home)}
         code = subprocess.run([flwr_bin("flwr"), "run", str(app), "fedcluster", "--stream"], env=env).returncode
-    summary_path = Path(cfg.out) / "summary.json"
-    if code != 0 or not summary_path.is_file():
-        raise UserError(f"the Flower run did not finish (flwr run exit status {code}); see the log above")
+        summary_path = Path(cfg.out) / "summary.json"
+        if code != 0 or not summary_path.is_file():
+            raise UserError(f"the Flower run did not finish (flwr run exit status {code}); see the log above")
     _print_done(json.loads(summary_path.read_text()), cfg.out)
     return 0
 

@@ -13,7 +13,6 @@ import csv
 import json
 import math
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from fedcluster.errors import UserError  # noqa: E402
-from fedcluster.reproduce.stats import mean_sd
+from fedcluster.reproduce.stats import mean_sd  # noqa: E402
+from fedcluster.storage import folders  # noqa: E402
 
 CONTRACT = ("config.yaml", "rounds.csv", "summary.json")
 # keys that name where or how a run is computed or logged, not what it computes
@@ -247,10 +247,13 @@ def compare_runs(paths: Sequence[Path], by: str = "algorithm", out: Path | None 
     """Print the Markdown table; write ``comparison.csv``, ``comparison.md`` and ``curves.png`` into ``out``."""
     runs = [load_run(p) for p in expand([Path(p) for p in paths])]
     groups = group_runs(runs, by)
-    out = Path(out) if out else runs[0].path.parent / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {str(out)!r} is a file; pass a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    if out:
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {str(out)!r} is a file; pass a directory")
+        out.mkdir(parents=True, exist_ok=True)
+    else:  # a new folder: -2, -3, ... when a comparison of the same second has it
+        out = folders.claim_new_dir(runs[0].path.parent / f"compare-{folders.stamp()}")
     table = markdown_table(groups, by)
     print(table)
     (out / "comparison.md").write_text(table + "\n")

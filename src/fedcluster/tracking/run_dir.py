@@ -18,11 +18,11 @@ import io
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from fedcluster.errors import ConfigError, UserError
+from fedcluster.storage import folders
 from fedcluster.storage.atomic import atomic_write, remove_stale_temporaries, storage_error, writing
 from fedcluster.storage.state_file import StateFileError, load_state, save_state
 from fedcluster.tracking.run_lock import MARKER, RunLock
@@ -33,7 +33,8 @@ END_FILES = ("clients.csv", "summary.json", "accuracy.png", "curves.png", "num_c
 
 
 def default_run_dir(algorithm: str, scenario: str) -> Path:
-    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{algorithm}-{scenario}"
+    """A new, empty ``runs/<time>-<algorithm>-<scenario>/`` (``-2``, ``-3``, ... appended when it is taken)."""
+    return folders.claim_new_dir(Path("runs") / f"{folders.stamp()}-{algorithm}-{scenario}")
 
 
 def _fmt(v: Any) -> Any:
