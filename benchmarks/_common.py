@@ -1,82 +1,81 @@
-"""Shared helpers for the benchmark scripts: single-threaded BLAS, one run from overrides, rounds.csv summaries.
+"""Shared helpers of the benchmark scripts, over the public library API (``import fedcluster``).
 
 Import this module before numpy/torch (it pins the BLAS thread count: the benchmarks share 2 cores).
+A benchmark starts from a shipped ``configs/*.yaml`` (:func:`shipped`) where one exists, builds its
+federation with ``fedcluster.build_federation``, runs each method with ``fedcluster.run`` (:func:`run`) and
+reads mean ± sd over seeds from the run directories with ``fedcluster compare``'s module (:func:`groups`).
 """
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # 2 shared cores: no BLAS threads
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import yaml  # noqa: E402
 
-import fedcluster.builtin  # noqa: E402,F401
-from fedcluster.config import load_raw, resolve  # noqa: E402
-from fedcluster.data.build import build_federation  # noqa: E402
+import fedcluster  # noqa: E402
+from fedcluster.config import parse_value  # noqa: E402  (the CLI's value parser: --set reads as on the command line)
 from fedcluster.data.federation import Federation  # noqa: E402
-from fedcluster.engine.runner import Run  # noqa: E402
-from fedcluster.reproduce.run_common import at_round, first_round  # noqa: E402,F401  (used by the scripts)
+from fedcluster.reproduce.federations import shrink  # noqa: E402,F401  (no public API subsamples a federation)
+from fedcluster.reproduce.run_common import at_round, first_round  # noqa: E402,F401  (rounds.csv readers)
+from fedcluster.tracking.compare import Group, group_runs, load_run  # noqa: E402
 
-QUIET = ["progress=false", "threads=1", "checkpoint_every=100000"]
-
-
-def make_run(overrides: Sequence[str], out: Path, fed: Federation | None = None) -> Run:
-    """A ``Run`` from command-line style overrides (plus :data:`QUIET`), writing to ``out``."""
-    cfg, typed = resolve(load_raw(None, [*overrides, *QUIET, f"out={out}"]))
-    return Run(cfg, typed, fed=fed)
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+QUIET = ["progress=false", "threads=1", "checkpoint_every=100000"]  # command-line form (flower_overhead.py)
+QUIET_RUN = {"progress": False, "checkpoint_every": 10**9}  # defaults of run() below
 
 
-def build_fed(overrides: Sequence[str]) -> Federation:
-    """The federation a run with these overrides would build (to share it across methods)."""
-    cfg, typed = resolve(load_raw(None, [*overrides, *QUIET]))
-    return build_federation(cfg, typed["scenario"])
+def overrides(items: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` items (``--set``, the reproduction specs' method overrides) as a config mapping."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{item!r} is not of the form KEY=VALUE (e.g. model.fc=128)")
+        out[key.strip()] = parse_value(text)
+    return out
 
 
-def shrink_test(fed: Federation, per_client: int) -> Federation:
-    """Keep the first ``per_client`` rows of every test client (evaluation cost; 0 = keep all), in place."""
-    if per_client > 0:
-        t = fed.test
-        parts = [slice(int(t.ptr[i]), int(min(t.ptr[i + 1], t.ptr[i] + per_client))) for i in range(len(t.ptr) - 1)]
-        fed.test = type(t)(torch.cat([t.x[p] for p in parts]), torch.cat([t.y[p] for p in parts]),
-                           np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])]).astype(np.int64))
-    return fed
+def shipped(name: str, *, drop: Sequence[str] = ()) -> dict[str, Any]:
+    """``configs/NAME.yaml`` as a config mapping; ``drop`` removes sections (e.g. ``algorithm``) that a caller
+    sets afresh, since a new name merged into a section would keep the old method's parameters."""
+    config = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+    return {k: v for k, v in config.items() if k not in drop}
 
 
-def execute(run: Run) -> tuple[list[dict[str, float]], float]:
-    """Execute ``run``; its rounds.csv rows (as floats) and the wall seconds."""
+def without_algorithm(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` minus its algorithm keys: what a federation depends on (``fedcluster.build_federation``)."""
+    return {k: v for k, v in config.items() if k != "algorithm" and not k.startswith(("algorithm.", "algorithm_"))}
+
+
+def run(config: Mapping[str, Any], out: str | Path, fed: Federation | None = None,
+        **extra: Any) -> tuple[fedcluster.Result, float]:
+    """``fedcluster.run(config, federation=fed, out=out, **extra)`` and its wall seconds; unless ``config`` or
+    ``extra`` say otherwise, without a progress bar or periodic checkpoints."""
     t0 = time.perf_counter()
-    run.execute()
-    seconds = time.perf_counter() - t0
-    text = run.dir.rounds_csv.read_text().splitlines()
-    rows = [{k: _float(v) for k, v in r.items()} for r in csv.DictReader(text)]
-    return rows, seconds
+    res = fedcluster.run({**QUIET_RUN, **config}, federation=fed, out=str(out), **extra)
+    return res, time.perf_counter() - t0
 
 
-def run_rows(overrides: Sequence[str], out: Path, fed: Federation | None = None,
-             setup: Callable[[Run], None] | None = None) -> tuple[list[dict[str, float]], float, Run]:
-    """Build, optionally adjust (``setup``, e.g. custom initial models), and execute one run."""
-    run = make_run(overrides, out, fed)
-    if setup is not None:
-        setup(run)
-    rows, seconds = execute(run)
-    return rows, seconds, run
+def groups(run_dirs: Iterable[str | Path], by: str = "algorithm") -> dict[str, Group]:
+    """Finished runs pooled over seeds as ``fedcluster compare`` pools them, by their ``by`` label; ``stat``
+    of a group gives mean ± sample sd (ddof 1) of any per-run number."""
+    return {g.label: g for g in group_runs([load_run(Path(d)) for d in run_dirs], by)}
+
+
+def pm(mean: float, sd: float, spec: str = ".2f") -> str:
+    """``mean ± sd``; the mean alone where there is no sd (one run), ``-`` where there is no mean."""
+    if math.isnan(mean):
+        return "-"
+    return format(mean, spec) if math.isnan(sd) else f"{mean:{spec}} ± {sd:{spec}}"
 
 
 def fmt(x: float, spec: str = ".3f") -> str:
     return "-" if math.isnan(x) else format(x, spec)
-
-
-def _float(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan

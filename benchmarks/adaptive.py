@@ -15,6 +15,9 @@ each; ``--fraction`` keeps a share of them), 1,000 images per test client, ``--r
 CFL keeps Sattler's warm-up of 20 rounds. K^t per round of the HCFL+ runs is drawn as S1 Figure 4
 (``kt-<backbone>.png``).
 
+Every run goes through the library API: ``configs/s1-adaptive-hcfl-shift.yaml`` with the options below, one
+``fedcluster.build_federation`` shared by all methods, ``fedcluster.run`` per method.
+
 Usage: python benchmarks/adaptive.py [--rounds 40] [--clients 100] [--fraction 1] [--methods all|name,...]
        (names: the row labels' keys printed by --list)
 """
@@ -23,40 +26,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
+from typing import Any
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # 2 shared cores: no BLAS threads
-    os.environ.setdefault(_var, "1")
+import _common as common  # first: pins BLAS threads before numpy/torch load
 
-import fedcluster.builtin  # noqa: E402,F401
-from fedcluster.config import load_raw, resolve  # noqa: E402
-from fedcluster.data.build import build_federation  # noqa: E402
-from fedcluster.engine.runner import Run  # noqa: E402
-from fedcluster.reproduce.federations import shrink  # noqa: E402
-from fedcluster.tracking.kplot import plot_num_clusters  # noqa: E402
+import fedcluster
+from fedcluster.tracking.kplot import plot_num_clusters  # `fedcluster report`'s K^t plot, several runs on one axis
 
-# key: (row label, algorithm overrides, S1 Table 1 CIFAR-10 (Val, Test, K^T))
-METHODS: dict[str, tuple[str, list[str], tuple[float, float, int]]] = {
-    "cfl-0.4-1.6": ("CFL tol=(0.4,1.6)", ["algorithm=cfl", "algorithm.tol1=0.4", "algorithm.tol2=1.6"],
-                    (61.55, 46.88, 6)),
-    "cfl-0.4-0.8": ("CFL tol=(0.4,0.8)", ["algorithm=cfl", "algorithm.tol1=0.4", "algorithm.tol2=0.8"],
-                    (65.06, 45.74, 9)),
-    "cfl-0.2-0.8": ("CFL tol=(0.2,0.8)", ["algorithm=cfl", "algorithm.tol1=0.2", "algorithm.tol2=0.8"],
-                    (58.92, 55.02, 4)),
-    "icfl-0.85": ("ICFL α*(0)=0.85", ["algorithm=icfl", "algorithm.alpha0=0.85"], (77.59, 57.38, 98)),
-    "icfl-0.98": ("ICFL α*(0)=0.98", ["algorithm=icfl", "algorithm.alpha0=0.98"], (60.58, 61.18, 14)),
-    "stocfl-0.05": ("StoCFL τ=0.05", ["algorithm=stocfl", "algorithm.tau=0.05"], (59.79, 57.35, 15)),
-    "stocfl-0.10": ("StoCFL τ=0.10", ["algorithm=stocfl", "algorithm.tau=0.1"], (70.84, 51.72, 54)),
+CONFIG = "s1-adaptive-hcfl-shift"  # configs/CONFIG.yaml: the federation, model and solver of every run
+
+# key: (row label, the algorithm section of the run, S1 Table 1 CIFAR-10 (Val, Test, K^T))
+METHODS: dict[str, tuple[str, dict[str, Any], tuple[float, float, int]]] = {
+    "cfl-0.4-1.6": ("CFL tol=(0.4,1.6)", {"name": "cfl", "tol1": 0.4, "tol2": 1.6}, (61.55, 46.88, 6)),
+    "cfl-0.4-0.8": ("CFL tol=(0.4,0.8)", {"name": "cfl", "tol1": 0.4, "tol2": 0.8}, (65.06, 45.74, 9)),
+    "cfl-0.2-0.8": ("CFL tol=(0.2,0.8)", {"name": "cfl", "tol1": 0.2, "tol2": 0.8}, (58.92, 55.02, 4)),
+    "icfl-0.85": ("ICFL α*(0)=0.85", {"name": "icfl", "alpha0": 0.85}, (77.59, 57.38, 98)),
+    "icfl-0.98": ("ICFL α*(0)=0.98", {"name": "icfl", "alpha0": 0.98}, (60.58, 61.18, 14)),
+    "stocfl-0.05": ("StoCFL τ=0.05", {"name": "stocfl", "tau": 0.05}, (59.79, 57.35, 15)),
+    "stocfl-0.10": ("StoCFL τ=0.10", {"name": "stocfl", "tau": 0.1}, (70.84, 51.72, 54)),
 }
 S1_HCFL = {("fesem", 0.05): (87.77, 41.85, 58), ("fesem", 0.1): (85.08, 43.34, 44), ("fesem", 0.3): (79.31, 47.62, 17),
            ("fedem", 0.05): (82.45, 57.73, 22), ("fedem", 0.1): (84.64, 60.90, 16), ("fedem", 0.3): (83.67, 62.43, 10),
            ("fedrc", 0.05): (69.16, 67.37, 8), ("fedrc", 0.1): (71.67, 68.64, 8), ("fedrc", 0.3): (69.33, 69.67, 3)}
 NAMES = {"fesem": "FeSEM", "fedem": "FedEM", "fedrc": "FedRC"}
 for (_b, _rho), _paper in S1_HCFL.items():
-    METHODS[f"hcfl-{_b}-{_rho}"] = (f"HCFL+({NAMES[_b]}) ρ={_rho}", ["algorithm=hcfl-plus", f"algorithm.backbone={_b}",
-                                                                   f"algorithm.rho={_rho}"], _paper)
+    METHODS[f"hcfl-{_b}-{_rho}"] = (f"HCFL+({NAMES[_b]}) ρ={_rho}",
+                                    {"name": "hcfl-plus", "backbone": _b, "rho": _rho}, _paper)
 
 
 def main() -> None:
@@ -78,28 +75,22 @@ def main() -> None:
         print("\n".join(f"{k:<16} {v[0]}" for k, v in METHODS.items()))
         return
     keys = list(METHODS) if args.methods == "all" else args.methods.split(",")
-    common = ["dataset=fashion-mnist", "scenario=hcfl-shift", "scenario.concepts=3", f"scenario.beta={args.beta}",
-              "model=mlp", f"model.hidden=[{args.hidden}]", f"num_clients={args.clients}", f"rounds={args.rounds}",
-              f"lr={args.lr}", "momentum=0.9", "batch_size=32", "local_epochs=1", "clients_per_round=1",
-              f"seed={args.seed}", "progress=false", f"eval_every={args.eval_every}",
-              f"checkpoint_every={args.rounds}", "threads=1"]
-    cfg, typed = resolve(load_raw(None, common))
-    fed = shrink(build_federation(cfg, typed["scenario"]), args.fraction, args.test_size, args.seed)
+    # the shipped config's algorithm section is replaced per method (merging would keep HCFL+'s backbone/rho)
+    cfg = {**common.shipped(CONFIG, drop=("algorithm",)), "scenario.beta": args.beta, "model.hidden": [args.hidden],
+           "num_clients": args.clients, "rounds": args.rounds, "lr": args.lr, "eval_every": args.eval_every,
+           "seed": args.seed, "checkpoint_every": args.rounds, "threads": 1}
+    fed = common.shrink(fedcluster.build_federation(cfg), args.fraction, args.test_size, args.seed)
     print(fed.summary(), flush=True)
     results, curves = {}, {}
     t_all = time.perf_counter()
     for key in keys:
-        label, overrides, _ = METHODS[key]
-        cfg, typed = resolve(load_raw(None, common + overrides + [f"out={args.out}/{key}"]))
-        t0 = time.perf_counter()
-        run = Run(cfg, typed, fed=fed)
-        summary = run.execute()
-        rows = run.dir.read_rounds()
-        curves[key] = rows
+        label, algorithm, _ = METHODS[key]
+        res, seconds = common.run({**cfg, "algorithm": algorithm}, f"{args.out}/{key}", fed)
+        summary = res.summary
+        curves[key] = res.rows
         results[key] = {"label": label, "val": 100 * summary["best"]["val_acc"]["value"],
                         "test": 100 * summary["best"]["test_acc"]["value"], "k": summary["final"]["num_clusters"],
-                        "k_max": summary["max_clusters"], "ari": summary["final"]["ari"],
-                        "minutes": (time.perf_counter() - t0) / 60}
+                        "k_max": summary["max_clusters"], "ari": summary["final"]["ari"], "minutes": seconds / 60}
         r = results[key]
         print(f"{label}: val {r['val']:.2f} test {r['test']:.2f} K^T {r['k']} (max {r['k_max']}) "
               f"ARI {r['ari']:.3f} ({r['minutes']:.1f} min)", flush=True)

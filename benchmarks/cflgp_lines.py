@@ -23,7 +23,7 @@ import time
 import _common  # noqa: F401  (first: pins BLAS threads before numpy/torch load)
 import numpy as np
 
-from fedcluster.reproduce.run_synthetic import run_lines
+from fedcluster.reproduce.run_synthetic import run_lines  # sets the same starting lines on each Run (no API hook)
 from fedcluster.reproduce.spec import Budget
 from fedcluster.reproduce.specs_s3 import S3_LINES
 

@@ -19,6 +19,11 @@ clients, global = mean accuracy of the three test clients (after their E-step / 
 128), on the run's default device (``device=auto``: the GPU when there is one). Any option given explicitly
 overrides the preset.
 
+Each method runs through the library API (``fedcluster.run`` on one ``fedcluster.build_federation`` per seed),
+starting from ``configs/s4-diverse-shift-fashion-mnist.yaml``; the mean ± sd over seeds (sample sd, ddof 1) is
+computed from the run directories with ``fedcluster compare``'s statistics, and ``fedcluster compare`` writes its
+own table and curves into ``OUT/compare``. ``fedcluster reproduce s4-table1-fmnist`` is the multi-seed page.
+
 Usage: python benchmarks/diverse_shift.py [--rounds 100] [--clients 100] [--fraction 0.25]
        [--methods fedavg,ifca,fesem,fedem,fedsoft,fedrc] [--lr 0.1] [--seeds 0,1,2] [--set model.fc=128 ...]
        python benchmarks/diverse_shift.py --scale paper [--set device=cuda] [--set precision=bf16]
@@ -30,14 +35,14 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+import _common as common  # first: pins BLAS threads before numpy/torch load
 
-import fedcluster.builtin  # noqa: F401
-from fedcluster.config import load_raw, resolve
-from fedcluster.data.build import build_federation
-from fedcluster.engine.runner import Run
-from fedcluster.reproduce.federations import shrink  # `fedcluster reproduce s4-table1-fmnist` is the multi-seed page
+import fedcluster
+from fedcluster.tracking.compare import compare_runs
+
+CONFIG = "s4-diverse-shift-fashion-mnist"  # configs/CONFIG.yaml: the federation, model and solver of every run
 
 # S4 Table 1, FashionMNIST (CNN), 300 clients: local / global accuracy (%) at the best-train-accuracy round.
 S4_TABLE1 = {"fedavg": (42.12, 34.35), "ifca": (47.90, 31.30), "fesem": (60.99, 47.63), "fedem": (56.64, 28.08),
@@ -59,30 +64,46 @@ def apply_scale(args: argparse.Namespace) -> None:
             setattr(args, key, value)
 
 
+def config(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """The runs' configuration of ``seed`` without the algorithm: the shipped config, the scale, ``--set``."""
+    base = common.shipped(CONFIG, drop=("algorithm",))
+    if not (args.model == "light-cnn" and args.narrow):
+        base["model"] = args.model  # the shipped config's narrowed light CNN only at the small scale
+    return {**base, "num_clients": args.clients, "rounds": args.rounds, "lr": args.lr, "batch_size": args.batch_size,
+            "seed": seed, "checkpoint_every": args.rounds,
+            **common.without_algorithm(common.overrides(args.set))}
+
+
 def run_seed(args: argparse.Namespace, seed: int, out: str) -> dict[str, dict]:
     """All methods on the federation of ``seed``; results per method."""
-    small = ["model.channels=[8,16]", "model.fc=64"] if args.model == "light-cnn" and args.narrow else []
-    common = ["dataset=fashion-mnist", "scenario=diverse-shift", f"model={args.model}", *small,
-              f"num_clients={args.clients}",
-              f"rounds={args.rounds}", f"lr={args.lr}", "momentum=0.9", f"batch_size={args.batch_size}",
-              "local_epochs=1", f"seed={seed}", "progress=false", f"checkpoint_every={args.rounds}", *args.set]
-    cfg, typed = resolve(load_raw(None, [c for c in common if not c.startswith("algorithm.")]))
-    fed = shrink(build_federation(cfg, typed["scenario"]), args.fraction, args.test_size, seed)
+    cfg = config(args, seed)
+    fed = common.shrink(fedcluster.build_federation(common.without_algorithm(cfg)), args.fraction, args.test_size,
+                        seed)
     print(fed.summary(), flush=True)
     results = {}
     for method in args.methods.split(","):
-        extra = [] if method == "fedavg" else ["algorithm.num_clusters=3"]
-        cfg, typed = resolve(load_raw(None, common + [f"algorithm={method}", f"out={out}/{method}", *extra]))
-        t0 = time.perf_counter()
-        summary = Run(cfg, typed, fed=fed).execute()
+        algorithm = {"name": method} if method == "fedavg" else {"name": method, "num_clusters": 3}
+        # --set algorithm.KEY=VALUE applies to every method (after the method's own keys)
+        res, seconds = common.run({**cfg, "algorithm": algorithm, **common.overrides(args.set)}, f"{out}/{method}",
+                                  fed)
+        summary = res.summary
         at = summary["at_best_val"]
         results[method] = {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"],
-                           "round": summary["best"]["val_acc"]["round"], "minutes": (time.perf_counter() - t0) / 60,
-                           "final": summary["final"]}
+                           "round": summary["best"]["val_acc"]["round"], "minutes": seconds / 60,
+                           "final": summary["final"], "run_dir": str(res.run_dir)}
         r = results[method]
         print(f"seed {seed} {method}: local {r['local']:.2f} global {r['global']:.2f} ARI {r['ari']:.3f} at round "
               f"{r['round']} ({r['minutes']:.1f} min)", flush=True)
     return results
+
+
+def table(run_dirs: list[str], methods: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """``method -> {local, global, ari: (mean, sample sd)}`` at the round of best local accuracy, pooled over
+    seeds by ``fedcluster compare``'s grouping and statistics (one run: sd NaN)."""
+    groups = common.groups(run_dirs)
+    return {m: {"local": groups[m].stat(lambda r: 100 * r.summary["at_best_val"]["val_acc"]),
+                "global": groups[m].stat(lambda r: 100 * r.summary["at_best_val"]["test_acc"]),
+                "ari": groups[m].stat(lambda r: r.summary["at_best_val"]["ari"])} for m in methods}
 
 
 def main() -> None:
@@ -112,20 +133,18 @@ def main() -> None:
           f"their data, {args.rounds} rounds, batch {args.batch_size}, {args.model}, lr {args.lr}; at the round of "
           f"best local accuracy{sd_note}")
     print(f"{'method':<9} {'local':>13} {'global':>13} {'ARI':>13} {'min':>5} | {'S4 local':>8} {'S4 global':>9}")
-    for method in args.methods.split(","):
-        rs = [per_seed[s][method] for s in seeds]
-
-        def cell(key: str, fmt: str, rs: list[dict] = rs) -> str:
-            v = np.array([r[key] for r in rs])
-            return f"{v.mean():{fmt}}" + (f" ± {v.std():{fmt}}" if len(v) > 1 else "")
-
+    methods = args.methods.split(",")
+    run_dirs = [per_seed[s][m]["run_dir"] for s in seeds for m in methods]
+    for method, st in table(run_dirs, methods).items():
         s4 = S4_TABLE1.get(method, (float("nan"), float("nan")))
-        minutes = sum(r["minutes"] for r in rs)
-        print(f"{method:<9} {cell('local', '.2f'):>13} {cell('global', '.2f'):>13} {cell('ari', '.3f'):>13} "
-              f"{minutes:>5.1f} | {s4[0]:>8.2f} {s4[1]:>9.2f}")
+        minutes = sum(per_seed[s][method]["minutes"] for s in seeds)
+        print(f"{method:<9} {common.pm(*st['local']):>13} {common.pm(*st['global']):>13} "
+              f"{common.pm(*st['ari'], '.3f'):>13} {minutes:>5.1f} | {s4[0]:>8.2f} {s4[1]:>9.2f}")
+    print(f"\nfedcluster compare (final and best accuracy, ARI, K, bytes, seconds) of the {len(run_dirs)} runs:")
+    compare_runs(run_dirs, out=Path(args.out) / "compare")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    table = per_seed[seeds[0]] if len(seeds) == 1 else {str(s): r for s, r in per_seed.items()}
-    (Path(args.out) / "table.json").write_text(json.dumps(table, indent=2))
+    record = per_seed[seeds[0]] if len(seeds) == 1 else {str(s): r for s, r in per_seed.items()}
+    (Path(args.out) / "table.json").write_text(json.dumps(record, indent=2))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ comparable with S3's, only the clustering behaviour (S3: CFL-GP reaches ARI 1.0 
 IFCA ≈ 74 rounds; MADMO never). acc(val) is the clients' own 30% split (S3's measure), acc(test) the rotated
 test set. Prints ARI at a few rounds, the first round with ARI = 1, final accuracy and seconds per run.
 
+Library API only: ``configs/s3-rotation-fashion-mnist.yaml`` with each method's algorithm section (the
+overrides of ``fedcluster reproduce s3-rotation-8``), ``fedcluster.build_federation`` per seed (the test set
+subsampled per angle as that reproduction does), ``fedcluster.run`` per method.
+
     python benchmarks/rotation.py [--rounds 60] [--seeds 1] [--methods cflgp,ifca,cfl]
 """
 
@@ -20,11 +24,15 @@ import math
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import _common as common  # first: pins BLAS threads before numpy/torch load
 import numpy as np
 
-from fedcluster.reproduce.specs_s3 import S3_ROTATION
+import fedcluster
+from fedcluster.reproduce.specs_s3 import S3_ROTATION  # the methods of `fedcluster reproduce s3-rotation-8`
+
+CONFIG = "s3-rotation-fashion-mnist"  # configs/CONFIG.yaml: federation, model and solver of every run
 
 # S3 Table 3 (b = 64, C = 32; rounds to max ARI / to ARI = 1) and Table 10 (8-rotation MNIST ACC, K = 4, C = 32).
 PAPER = {
@@ -36,14 +44,14 @@ PAPER = {
 CHECKPOINTS = (1, 2, 5, 10, 20, 40)
 
 
-def method_overrides(method: str, b: int, full: int) -> list[str]:
+def method_overrides(method: str, b: int, full: int) -> dict[str, Any]:
     """Algorithm overrides of ``fedcluster reproduce s3-rotation-8`` (all one gradient step per round; ``full``:
     largest client train set, the full batch of CFL/MADMO and FedAvg)."""
     label = {"cfl": "cfl (MADMO)"}.get(method, method)
     spec = next((m for m in S3_ROTATION.methods if m.label == label), None)
     if spec is None:
         raise ValueError(f"unknown method {method!r}")
-    return [f"batch_size={b}", *(o.replace("=FULL", f"={full}") for o in spec.overrides)]
+    return common.overrides([f"batch_size={b}", *(o.replace("=FULL", f"={full}") for o in spec.overrides)])
 
 
 def main() -> None:
@@ -54,25 +62,27 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--dataset", default="fashion-mnist")
     ap.add_argument("--methods", default="cflgp,ifca,cfl")
-    ap.add_argument("--test-per-angle", type=int, default=1000, help="test images kept per angle (0 = all 10,000)")
+    ap.add_argument("--test-per-angle", type=int, default=1000,
+                    help="test images kept per angle, a seeded sample as in `fedcluster reproduce s3-rotation-8` "
+                         "(0 = all 10,000)")
     args = ap.parse_args()
-    base = [f"dataset={args.dataset}", "scenario=rotation", "scenario.angles=[0,15,90,105,180,195,270,285]",
-            "model=mlp", "model.hidden=[200]", f"num_clients={args.clients}", "clients_per_round=1.0",
-            f"rounds={args.rounds}", "lr=0.1", "local_epochs=1"]
+    # the shipped config without its algorithm section: each method sets its own (CFL-GP's period is not IFCA's)
+    base = {**common.shipped(CONFIG, drop=("algorithm",)), "dataset": args.dataset, "num_clients": args.clients,
+            "rounds": args.rounds, "threads": 1}
     marks = [t for t in CHECKPOINTS if t <= args.rounds]
     head = " ".join(f"{'ARI@' + str(t):>7}" for t in marks)
     print(f"{'method':7} {head} {'ARI@T':>6} {'rnd→ARI1':>8} {'acc(val)':>8} {'acc(test)':>9} {'sec':>6}  S3 (MNIST)")
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        feds = [common.shrink_test(common.build_fed([*base, f"seed={seed}"]), args.test_per_angle)
+        feds = [common.shrink(fedcluster.build_federation(base, seed=seed), 1.0, args.test_per_angle, seed)
                 for seed in range(args.seeds)]
         for method in args.methods.split(","):
             res = []
             for seed, fed in enumerate(feds):
                 full = int(fed.train.sizes.max())
-                rows, sec, _ = common.run_rows([*base, f"seed={seed}", *method_overrides(method, args.batch, full)],
-                                               Path(tmp) / f"{method}_{seed}", fed)
-                res.append((rows, sec))
+                run, sec = common.run({**base, "seed": seed, **method_overrides(method, args.batch, full)},
+                                      Path(tmp) / f"{method}_{seed}", fed)
+                res.append((run.rows, sec))
             ari = {t: np.nanmean([common.at_round(r, "ari", t) for r, _ in res]) for t in marks}
             to1 = [common.first_round(r, "ari", 1.0) for r, _ in res]
             to1_s = "-" if any(math.isnan(x) for x in to1) else f"{np.mean(to1):.1f}"

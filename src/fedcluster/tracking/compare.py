@@ -13,7 +13,7 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,11 @@ class Group:
         """``metric -> (mean, sd)`` over the group's runs (NaN where no run has the value)."""
         table = {m: np.array([r.values()[m] for r in self.runs]) for m, _ in METRICS}
         return {m: _mean_sd(v) for m, v in table.items()}
+
+    def stat(self, value: Callable[[RunRecord], float]) -> tuple[float, float]:
+        """Mean and sample sd over the group's runs of any number read from one run, e.g. from its summary:
+        ``group.stat(lambda r: r.summary["at_best_val"]["test_acc"])`` (the same statistics as the table)."""
+        return _mean_sd(np.array([_num(value(r)) for r in self.runs]))
 
 
 def _num(v: Any) -> float:
