@@ -78,3 +78,16 @@ def test_cohort_size() -> None:
     for every in ("1", "1.0"):
         cfg, _ = resolve(load_raw(None, ["num_clients=50", f"clients_per_round={every}"]))
         assert cfg.cohort_size() == 50
+
+
+def test_overriding_the_files_algorithm_drops_only_what_the_new_one_lacks(tmp_path, capsys) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("algorithm: {name: cflgp, num_clusters: 4, period: 2}\nmodel: {name: mlp, hidden: 50}\n")
+    cfg, typed = resolve(load_raw(f, ["algorithm=ifca", "model=logistic"]))
+    assert cfg.algorithm == "ifca" and typed["algorithm"].num_clusters == 4  # shared key carries over
+    err = capsys.readouterr().err
+    assert "algorithm.period" in err and "model.hidden" in err and "dropped" in err
+    with pytest.raises(ConfigError, match="algorithm.period"):  # given on the command line: still an error
+        resolve(load_raw(f, ["algorithm=ifca", "algorithm.period=3"]))
+    with pytest.raises(ConfigError, match="algorithm.bogus"):  # the file's own algorithm: still checked
+        resolve(load_raw(f, ["algorithm.bogus=1"]))

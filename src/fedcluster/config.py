@@ -188,12 +188,38 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     if path is not None:
         merge_mapping(raw, read_config_file(path))
+    from_file = {s: (raw.get(s), dict(raw.get(s + "_params", {}))) for s in SECTIONS}
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"argument {item!r} is not of the form key=value (e.g. rounds=50)")
         _apply(raw, key.strip(), parse_value(text))
+    if path is not None:
+        _drop_foreign_file_params(raw, from_file)
     return raw
+
+
+def _drop_foreign_file_params(raw: dict[str, Any], from_file: dict[str, tuple[Any, dict[str, Any]]]) -> None:
+    """``configs/x.yaml algorithm=ifca``: the file's parameters of its own algorithm (scenario, model) that the
+    newly chosen one does not take are dropped with a note; shared ones (e.g. num_clusters) carry over."""
+    from fedcluster.validation import note
+
+    for section, (file_name, file_params) in from_file.items():
+        name = raw.get(section)
+        if file_name is None or name == file_name or not file_params:
+            continue
+        try:
+            cls = _REGISTRY_OF[section].get(str(name)).params
+        except ConfigError:
+            continue  # an unknown name: resolve() says so
+        valid = {f.name for f in dataclasses.fields(cls)} if cls is not None else set()
+        params = raw.get(section + "_params", {})
+        dropped = [k for k, v in file_params.items() if k not in valid and params.get(k) is v]
+        for k in dropped:
+            del params[k]
+        if dropped:
+            note(f"{section}={name} replaces the file's {section} {file_name!r}: its "
+                 f"{', '.join(f'{section}.{k}' for k in dropped)} do not apply and were dropped")
 
 
 def merge_mapping(raw: dict[str, Any], data: dict[str, Any]) -> None:
