@@ -7,6 +7,7 @@ import torch
 
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
+from fedcluster.data.normalize import destandardize
 from fedcluster.registry import DATASETS
 
 
@@ -24,6 +25,14 @@ def test_normalize_standardises_the_training_inputs_and_maps_every_split_alike()
     for a, b in ((raw.val, norm.val), (raw.test, norm.test)):
         torch.testing.assert_close(b.x, (a.x - mean) / sd)
     assert "normalization" not in raw.info
+
+
+def test_destandardize_inverts_standardize() -> None:
+    raw, norm = _fed("normalize=false"), _fed("normalize=true")
+    stats = norm.info["normalization"]
+    for a, b in ((raw.train, norm.train), (raw.val, norm.val), (raw.test, norm.test)):
+        torch.testing.assert_close(destandardize(b.x, stats), a.x, atol=1e-6, rtol=0)
+    assert destandardize(raw.train.x, None) is raw.train.x  # not standardised: unchanged
 
 
 def test_dataset_defaults() -> None:

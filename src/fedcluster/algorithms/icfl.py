@@ -1,6 +1,11 @@
 """ICFL (Yan et al. 2023, incremental clustered FL; CATALOG A.6/A.7): clusters split when the average
 connectivity of their clients' update-similarity graph falls below a threshold that rises over the rounds.
 
+Implements the original's incremental clustering (not in the seeds; S1 only gives α*(0) and ε1, App. E.2) as
+CATALOG A.7 "ICFL" steps 1–5, with the formulas of S1's [ref-code] ``ICFLAggregator.mix`` (LINs-lab/FedRC
+``aggregator.py``): α_G, ε2 and α_t below (:func:`~fedcluster.tiers.adaptive.icfl_connectivity`,
+:func:`~fedcluster.tiers.adaptive.icfl_threshold`, :func:`~fedcluster.tiers.adaptive.icfl_bipartition`).
+
 State: a pool (cluster id 0 at the start, holding every client) and the clusters split off it. One round:
 
 1. every sampled client trains its cluster's (or the pool's) model → Δθ_i (one trainer call);
@@ -18,6 +23,12 @@ State: a pool (cluster id 0 at the start, holding every client) and the clusters
 other clusters' models; here A uses the sampled members' updates of the round (identical with full
 participation) and the pool is averaged like any cluster. Extras: ``icfl_threshold`` (α_t) and
 ``min_connectivity`` (smallest α_G tested this round).
+
+Behaviour (``tests/test_cfl_baselines_behaviour.py``): α_t rises from 0 to 1, so a cluster splits as soon as
+α_t passes its connectivity — first the pool of a multi-concept federation along the concepts (8 digits
+clients, two label maps: α_G ≈ 0.33–0.40, split at t = 6 with α*(0) = 0.85), later every cluster whose
+clients' updates are not all parallel: one concept (α_G 0.60–0.87) ends with one client per cluster at
+t = 20–22, in line with S1 Tables 1/8 (98–100 clusters of 100 at α*(0) = 0.85).
 """
 
 from __future__ import annotations

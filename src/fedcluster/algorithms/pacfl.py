@@ -1,19 +1,35 @@
 """PACFL (Vahidian et al. 2023, "Efficient Distribution Similarity Identification in Clustered Federated
 Learning via Principal Angles Between Client Data Subspaces"; CATALOG A.6/A.7, S3 App. F.3).
 
-One-shot clustering before training:
+Implements the one-shot clustering of the original's algorithm (not in the seeds; its steps as CATALOG A.7
+"PACFL" gives them) with the formulas of the authors' code ([ref-code] MMorafah/PACFL ``main_pacfl.py``:
+signatures; ``src/clustering/hierarchical_clustering.py``: ``calculating_adjacency`` and
+``hierarchical_clustering``):
 
 1. in the first round every client (all M, not only the cohort) sends its signature U_i: for each class it
-   holds, the top ``n_basis`` left singular vectors of its training-data matrix (truncated SVD;
-   :func:`~fedcluster.tiers.distance.data_signature`);
-2. the server forms the proximity matrix of angles between client subspaces in degrees
-   (:func:`~fedcluster.tiers.distance.subspace_angles`) and clusters it hierarchically, merging while the
-   closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptive.threshold_clusters`; larger ν → fewer clusters);
+   holds, the top ``n_basis`` left singular vectors of its training-data matrix [d, N_{i,c}] (truncated SVD;
+   :func:`~fedcluster.tiers.distance.data_signature`), taken on the inputs as stored — the run's input
+   standardisation (``normalize``) is undone first, as the [ref-code] takes the SVD of the raw pixels and a
+   shift by mean_c moves the subspaces (measured in docs/fidelity.md: the angles grow by ≈ 1.5× and ν = 4.9
+   no longer separates rotated Fashion-MNIST);
+2. the server forms the proximity matrix A of angles between client subspaces in degrees
+   (:func:`~fedcluster.tiers.distance.subspace_angles`, :meth:`PACFL.proximity`) and clusters it
+   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptive.threshold_clusters`;
+   larger ν → fewer clusters);
 3. every cluster starts from θ^0 and runs FedAvg among its members for all rounds (the first included).
 
-Defaults follow the authors' code ([ref-code] MMorafah/PACFL ``scripts/pacfl.sh``): n_basis = 3, average
-linkage as the code computes it, ν = 4.9, and the ``entry-min`` angle of ``calculating_adjacency`` (S3 F.3
-tunes ν ∈ {…, 4, 5, …} with it). The authors' per-label basis budget for Dirichlet label skew is not used.
+Defaults follow the authors' code (``scripts/pacfl.sh``): n_basis = 3, average linkage as the code computes
+it, ν = 4.9, and the ``entry-min`` angle of ``calculating_adjacency`` (S3 F.3 tunes ν ∈ {…, 4, 5, …} with it).
+The authors' per-label basis budget for Dirichlet label skew is not used.
+
+What the angle sees (docs/fidelity.md, ``benchmarks/cfl_baselines_probe.py``): on raw, non-negative images
+the entry-min angle is attained by the first singular vectors (≈ the class-mean directions; on digits
+n_basis = 1 and 3 give the same matrix), so PACFL separates clients whose class means differ — rotations,
+disjoint label sets — and cannot see concepts that only permute labels. ν is in degrees of an angle whose
+within-group spread comes from sampling noise: on 8×8 digits with ≈ 13 samples per class and client it is
+4–9°, above the reference ν = 4.9, and ν ≈ 10 separates rotations 0°/180° (across 8–18°). The
+``principal`` measure on per-class signatures (30 vectors) is ≈ 0 there: two 30-dimensional spans inside
+the ≈ 50 directions that carry digits' variance intersect.
 Communication: the signatures (float32) go up once; then one model each way per sampled client.
 """
 
@@ -26,6 +42,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
 from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import ClusterBook, threshold_clusters
@@ -37,7 +54,9 @@ class PACFLParams:
     nu: float = 4.9  # ν: merge threshold on the subspace angle, degrees
     n_basis: int = 3  # singular vectors per class
     linkage: Literal["average", "complete", "single"] = "average"  # hierarchical-clustering linkage
-    measure: Literal["entry-min", "principal"] = "entry-min"  # angle: smallest entry (code) / principal
+    # angle: smallest entry of arccos(U_iᵀU_j) ([ref-code]) / smallest principal angle (≈ 0 when the
+    # signatures' columns nearly span the input space, e.g. per-class signatures of 8×8 digits)
+    measure: Literal["entry-min", "principal"] = "entry-min"
 
     def __post_init__(self) -> None:
         if self.nu < 0:
@@ -53,11 +72,22 @@ class PACFL(HardClusters):
         super().__init__(ctx, params, k0=1)
         self.clustered = False
 
+    def signatures(self) -> list[np.ndarray]:
+        """Step 1: every client's U_i, on its inputs as stored (the run's standardisation undone)."""
+        fed = self.ctx.fed
+        stats = fed.info.get("normalization")
+        return [data_signature(destandardize(x, stats), y, self.params.n_basis)
+                for x, y in (fed.train.client(i) for i in range(fed.num_clients))]
+
+    def proximity(self, signatures: list[np.ndarray] | None = None) -> np.ndarray:
+        """Step 2's proximity matrix A [M, M] of angles in degrees between the clients' subspaces."""
+        return subspace_angles(self.signatures() if signatures is None else signatures, self.params.measure)
+
     def cluster_clients(self) -> int:
         """Steps 1–2; returns the bytes of the uploaded signatures."""
-        p, tr = self.params, self.ctx.fed.train
-        sigs = [data_signature(*tr.client(i), p.n_basis) for i in range(tr.num_clients)]
-        labels = threshold_clusters(subspace_angles(sigs, p.measure), p.nu, p.linkage)
+        p = self.params
+        sigs = self.signatures()
+        labels = threshold_clusters(self.proximity(sigs), p.nu, p.linkage)
         k = int(labels.max()) + 1
         self.models = repeat({n: v[0] for n, v in self.models.items()}, k)
         self.book = ClusterBook.start(k)

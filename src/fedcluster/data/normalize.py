@@ -32,3 +32,16 @@ def standardize(fed: Federation) -> Federation:
         split.x = (split.x - m) / s
     fed.info["normalization"] = {"mean": mean.tolist(), "std": sd.tolist()}
     return fed
+
+
+def destandardize(x: torch.Tensor, stats: dict[str, list[float]] | None) -> torch.Tensor:
+    """The raw inputs behind standardised ``x`` ``[n, C, ...]``: x·sd_c + mean_c with the statistics
+    :func:`standardize` recorded in ``fed.info["normalization"]``; ``x`` itself when ``stats`` is None (the
+    federation was not standardised). For methods whose statistic is defined on the data as stored, e.g.
+    PACFL's subspaces (not invariant to the shift by mean_c)."""
+    if stats is None:
+        return x
+    shape = (1, -1) + (1,) * (x.dim() - 2)
+    mean = torch.as_tensor(stats["mean"], dtype=x.dtype, device=x.device).view(shape)
+    sd = torch.as_tensor(stats["std"], dtype=x.dtype, device=x.device).view(shape)
+    return x * sd + mean
