@@ -54,9 +54,8 @@ class PACFLParams:
     nu: float = 4.9  # ν: merge threshold on the subspace angle, degrees
     n_basis: int = 3  # singular vectors per class
     linkage: Literal["average", "complete", "single"] = "average"  # hierarchical-clustering linkage
-    # angle: smallest entry of arccos(U_iᵀU_j) ([ref-code]) / smallest principal angle (≈ 0 when the
-    # signatures' columns nearly span the input space, e.g. per-class signatures of 8×8 digits)
-    measure: Literal["entry-min", "principal"] = "entry-min"
+    # principal ≈ 0 when the signatures' columns nearly span the input space (per-class signatures of 8×8 digits)
+    measure: Literal["entry-min", "principal"] = "entry-min"  # angle: smallest entry (code) / principal
 
     def __post_init__(self) -> None:
         if self.nu < 0:
