@@ -156,6 +156,39 @@ def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
         Trainer(module, x, y, ptr, "classification", seed=0, precision="fp16")
 
 
+# Units per chunk at benchmarks/engine_speed.py's setting (1×28×28 inputs, 10 classes, batch 32) as measured
+# before the memory estimators were merged: the CPU speed table depends on them. Dense path: cache-sized
+# (6 MiB of weights, a multiple of the threads) per thread count; vectorised path: 256 without chunk_mb,
+# else chunk_mb over the per-unit estimate.
+CPU_CHUNKS = {
+    "logistic": ({1: 200, 2: 200, 3: 198, 4: 200, 8: 200}, {1: 2, 6: 13, 64: 145, 1024: 2324}),
+    "mlp": ({1: 9, 2: 8, 3: 9, 4: 8, 8: 8}, {1: 1, 6: 1, 64: 18, 1024: 295}),
+    "light-cnn": ({1: 7, 2: 6, 3: 6, 4: 4, 8: 8}, {1: 1, 6: 1, 64: 3, 1024: 50}),
+}
+
+
+@pytest.mark.parametrize("model", list(CPU_CHUNKS))
+def test_cpu_chunk_sizes_at_the_benchmark_setting_are_pinned(model: str) -> None:
+    from fedcluster.engine.dense import chunk_units
+    from fedcluster.engine.params import repeat
+
+    dense, budgeted = CPU_CHUNKS[model]
+    torch.manual_seed(0)
+    module = build_model(model, (1, 28, 28), 10)
+    x, y, ptr = torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,)), np.array([0, 2, 4])
+    threads = torch.get_num_threads()
+    try:
+        for t, units in dense.items():
+            torch.set_num_threads(t)
+            assert chunk_units(repeat(get_params(module), 2)) == units, (t, units)
+    finally:
+        torch.set_num_threads(threads)
+    tr = Trainer(module, x, y, ptr, "classification", seed=0)
+    assert tr.chunk_size(32) == 256 and tr.max_units == 256  # no budget on the CPU (pool-vectorized: max_units)
+    for mb, units in budgeted.items():
+        assert Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=mb).chunk_size(32) == units, mb
+
+
 def test_memory_budget_chunks_give_the_same_models() -> None:
     module, x, y, ptr, init = _setup()
     per_unit = unit_bytes(module, x, 16)
