@@ -16,7 +16,7 @@ from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.device import check_engine, resolve_device
-from fedcluster.engine.memory import unit_bytes, units_per_chunk
+from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
@@ -191,12 +191,15 @@ def test_cpu_chunk_sizes_at_the_benchmark_setting_are_pinned(model: str) -> None
 
 def test_memory_budget_chunks_give_the_same_models() -> None:
     module, x, y, ptr, init = _setup()
-    per_unit = unit_bytes(module, x, 16)
+    fp = footprint(module, tuple(x.shape[1:]))
+    assert fp is not None
+    per_unit = fp.step_bytes(16)
     params = sum(p.numel() * 4 for p in module.parameters())
-    assert per_unit > 5 * params  # activations of a batch are counted on top of the parameter copies
-    assert units_per_chunk(module, x, 16, torch.device("cpu"), budget=3 * per_unit) == 3
-    assert units_per_chunk(module, x, 16, torch.device("cpu"), budget=1) == 1
-    assert units_per_chunk(module, x, 16, torch.device("cpu")) == 256  # no budget on the CPU: the default
+    assert fp.params == params and per_unit > 5 * params  # a batch's activations on top of the parameter copies
+    assert chunk_units(3 * per_unit, per_unit) == 3 and chunk_units(1, per_unit) == 1
+    assert budget_bytes(torch.device("cpu"), None) is None  # no budget on the CPU: the trainer keeps max_units
+    assert budget_bytes(torch.device("cpu"), 1.5) == int(1.5 * 2**20)
+    assert Trainer(module, x, y, ptr, "classification", seed=0).chunk_size(16) == MAX_UNITS
     solver = Solver(lr=0.05, batch_size=16, momentum=0.9)
     whole = Trainer(module, x, y, ptr, "classification", seed=0).train(init, np.arange(4), solver, 0)
     tr = Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=1.5 * per_unit / 2**20)

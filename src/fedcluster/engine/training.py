@@ -13,7 +13,7 @@ E-step responsibilities γ_{i,j;k} for FedEM/FedRC). Three paths give the same m
 The trainer works on the device of the federation's tensors it is given (the run moves them once): batches,
 parameters and updates stay there. ``precision="bf16"`` runs forward and backward under ``torch.autocast``
 (bfloat16) with fp32 parameters, updates and results. On a GPU the vectorised path is the fast path; its units
-are trained in chunks sized by a memory budget (:mod:`fedcluster.engine.memory`).
+are trained in chunks sized by a memory budget over the per-unit estimate of :mod:`fedcluster.engine.memory`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
 from fedcluster.engine.evaluation import per_sample_losses
 from fedcluster.engine.inference import StackForward
-from fedcluster.engine.memory import units_per_chunk
+from fedcluster.engine.memory import MAX_UNITS, UnitFootprint, budget_bytes, chunk_units, footprint
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool
@@ -114,7 +114,7 @@ class Trainer:
 
     def __init__(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, task: str,
                  seed: int, path: str = "vectorized", workers: int = 2,
-                 channels_last: bool = False, max_units: int = 256, precision: str = "fp32",
+                 channels_last: bool = False, max_units: int = MAX_UNITS, precision: str = "fp32",
                  chunk_mb: float | None = None) -> None:
         if x.device != y.device:
             raise ValueError(f"inputs on {x.device} but targets on {y.device}: move the federation once, whole")
@@ -133,6 +133,7 @@ class Trainer:
         self.channels_last = channels_last
         self.max_units = max_units
         self._chunk: dict[int, int] = {}  # units per vectorised chunk, by batch size
+        self._footprint: UnitFootprint | None = None  # the module's per-unit bytes (engine.memory)
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
         self.nonfinite: set[int] = set()  # clients whose trained units came back NaN/inf (engine.divergence)
@@ -155,11 +156,14 @@ class Trainer:
     def chunk_size(self, batch_size: int) -> int:
         """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; on an accelerator
         what fits the memory budget (``chunk_mb``, or a share of the free device memory)."""
-        if self.chunk_mb is None and self.device.type == "cpu":
-            return self.max_units
         if batch_size not in self._chunk:
-            budget = None if self.chunk_mb is None else int(self.chunk_mb * 2**20)
-            self._chunk[batch_size] = units_per_chunk(self.module, self.x, batch_size, self.device, budget)
+            budget = budget_bytes(self.device, self.chunk_mb)
+            if budget is None:
+                return self.max_units
+            if self._footprint is None:
+                self._footprint = footprint(self.module, tuple(self.x.shape[1:]), self.x[:1])
+            assert self._footprint is not None  # never None with a real sample to fall back on
+            self._chunk[batch_size] = chunk_units(budget, self._footprint.step_bytes(batch_size))
         return self._chunk[batch_size]
 
     def train(
@@ -328,7 +332,7 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
 
 # -- the vectorised path ------------------------------------------------------------------------
 def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
-                     loss_fn: LossFn, max_units: int = 256, precision: str = "fp32") -> Params:
+                     loss_fn: LossFn, max_units: int = MAX_UNITS, precision: str = "fp32") -> Params:
     """All units at once: per step, ``vmap(grad(loss))`` over stacked parameters and a padded batch.
 
     Units are sorted by their number of steps so that the units still training at step s are a
