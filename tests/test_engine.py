@@ -134,3 +134,17 @@ def test_server_update_is_sample_weighted_mean() -> None:
     torch.testing.assert_close(weighted_mean(local, sizes)["w"], torch.tensor([2.5, 5.0]))
     torch.testing.assert_close(server_update(a, local, sizes, 1.0)["w"], torch.tensor([2.5, 5.0]))
     torch.testing.assert_close(server_update(a, local, sizes, 0.5)["w"], torch.tensor([1.25, 2.5]))
+
+
+def test_nonfinite_units_are_found_and_an_overflowing_sum_is_no_false_alarm() -> None:
+    x, y, ptr = _data([3, 3], (1, 8, 8))
+    tr = Trainer(build_model("logistic", (1, 8, 8), 10), x, y, ptr, "classification", seed=0)
+    out = {"w": torch.ones(5, 3, 2), "b": torch.ones(5, 2)}
+    out["w"][1, 0, 1] = float("nan")
+    out["b"][2, 1] = float("-inf")
+    out["w"][3] = 3e38  # finite entries whose sum overflows
+    out["w"][4, 2, 0], out["w"][4, 2, 1] = float("inf"), float("-inf")  # a sum of NaN
+    tr._watch(out, np.array([10, 11, 12, 13, 14]))
+    assert tr.take_nonfinite() == [11, 12, 14] and tr.take_nonfinite() == []
+    tr._watch({"w": torch.ones(2, 3)}, np.array([0, 1]))
+    assert tr.take_nonfinite() == []

@@ -194,7 +194,14 @@ class Trainer:
             return
         bad = None
         for v in out.values():
-            b = ~torch.isfinite(v.reshape(len(clients), -1)).all(1)
+            # A unit with a NaN/inf entry has a non-finite sum; only units whose sum is not finite (that, or an
+            # overflow of finite entries) are checked entry by entry: no stack-sized temporaries, one read.
+            flat = v.reshape(len(clients), -1)
+            suspect = ~torch.isfinite(flat.sum(1))
+            if not suspect.any():
+                continue
+            b = suspect.clone()
+            b[suspect] = ~torch.isfinite(flat[suspect]).all(1)
             bad = b if bad is None else bad | b
         if bad is not None:
             self.nonfinite.update(int(c) for c in clients[bad.cpu().numpy()])
