@@ -79,17 +79,38 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 class Batch:
     """Unit-major tensors for one training call."""
 
-    init: Params  # stacked [U, ...]
-    anchor: Params  # stacked [U, ...] proximal centre (= init unless given)
+    init: Params  # stacked [R, ...] starting points (R = U, or fewer shared through ``init_index``)
+    init_index: torch.Tensor | None  # [U] row of ``init`` each unit starts from; None: row u
+    anchor: Params | None  # stacked [U, ...] proximal centre; None: each unit's starting point
     global_index: torch.Tensor  # [U, S, B] rows of the federation's train tensors
     weight: torch.Tensor  # [U, S, B] (or [U, S, B, K]) per-sample weight × padding mask
     count: torch.Tensor  # [U, S] real samples per step (loss denominators)
     steps: np.ndarray  # [U]
 
+    def start(self, units: torch.Tensor) -> Params:
+        """The starting parameters of ``units`` [u] as a new stack [u, ...]."""
+        rows = units if self.init_index is None else self.init_index[units]
+        return {k: v.index_select(0, rows) for k, v in self.init.items()}
+
+    def centre(self, units: torch.Tensor) -> Params:
+        """The proximal centres of ``units`` [u] as a new stack [u, ...]."""
+        if self.anchor is None:
+            return self.start(units)
+        return {k: v.index_select(0, units) for k, v in self.anchor.items()}
+
+    def start_of(self, unit: int) -> int:
+        """The row of ``init`` that unit ``unit`` starts from."""
+        return unit if self.init_index is None else int(self.init_index[unit])
+
+    def empty_out(self) -> Params:
+        """An uninitialised result stack [U, ...] shaped like the parameters."""
+        return {k: v.new_empty((len(self.steps), *v.shape[1:])) for k, v in self.init.items()}
+
 
 def build_batch(
     init: Params, clients: np.ndarray, ptr: np.ndarray, schedule: Schedule,
     weights: list[np.ndarray] | None, anchor: Params | None, device: torch.device | None = None,
+    init_index: np.ndarray | None = None,
 ) -> Batch:
     """The batch on ``device`` (default: the CPU): schedules are built on the host and moved once."""
     device = torch.device("cpu") if device is None else device
@@ -101,9 +122,10 @@ def build_batch(
         gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
                                 for u, wu in enumerate(weights)])
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
-    anchor = anchor if anchor is not None else init
+    index = None if init_index is None else torch.as_tensor(np.asarray(init_index, dtype=np.int64), device=device)
     return Batch(
-        init={k: v.to(device) for k, v in init.items()}, anchor={k: v.to(device) for k, v in anchor.items()},
+        init={k: v.to(device) for k, v in init.items()}, init_index=index,
+        anchor=None if anchor is None else {k: v.to(device) for k, v in anchor.items()},
         global_index=(schedule.local + offsets).to(device), weight=w.to(device),
         count=schedule.mask.sum(-1).clamp(min=1.0).to(device), steps=schedule.steps,
     )
@@ -169,12 +191,14 @@ class Trainer:
     def train(
         self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
         weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+        init_index: np.ndarray | None = None,
     ) -> Params:
-        """Train unit u (initial parameters ``init[u]``) on client ``clients[u]``; return the stack."""
+        """Train unit u (initial parameters ``init[u]``, or ``init[init_index[u]]``: K models shared by many
+        units need not be copied once per unit) on client ``clients[u]``; return the stack [U, ...]."""
         clients = np.asarray(clients, dtype=np.int64)
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
                               stream, solver.max_steps)
-        batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device)
+        batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device, init_index)
         if self.path == "sequential":
             out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
                                    self.precision)
@@ -238,7 +262,7 @@ class Trainer:
         parts = [order[i:: self.workers] for i in range(self.workers)]
         parts = [p for p in parts if len(p)]
         jobs = [self._pool.apply_async(_pool_job, (_slice_batch(batch, p), solver)) for p in parts]
-        out = {k: torch.empty_like(v) for k, v in batch.init.items()}
+        out = batch.empty_out()
         for p, job in zip(parts, jobs, strict=True):
             res = job.get()
             idx = torch.as_tensor(p)
@@ -293,11 +317,16 @@ def _pool_job(batch: Batch, solver: Solver) -> Params:
 
 
 def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
+    """Units ``idx`` of ``b``; shared starting points stay shared (only their index is sliced)."""
     t = torch.as_tensor(idx, device=b.global_index.device)
     steps = b.steps[idx]
     S = int(steps.max(initial=1))
+    if b.init_index is not None:
+        init, init_index = b.init, b.init_index[t]
+    else:
+        init, init_index = {k: v[t] for k, v in b.init.items()}, None
     return Batch(
-        init={k: v[t] for k, v in b.init.items()}, anchor={k: v[t] for k, v in b.anchor.items()},
+        init=init, init_index=init_index, anchor=None if b.anchor is None else {k: v[t] for k, v in b.anchor.items()},
         global_index=b.global_index[t, :S], weight=b.weight[t, :S], count=b.count[t, :S], steps=steps,
     )
 
@@ -306,14 +335,15 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
 def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
                      loss_fn: LossFn, channels_last: bool = False, precision: str = "fp32") -> Params:
     """One unit at a time with ``torch.optim.SGD``: the plain reference implementation."""
-    out = {k: torch.empty_like(v) for k, v in batch.init.items()}
+    out = batch.empty_out()
     model = copy.deepcopy(module)
     names = [n for n, _ in model.named_parameters()]
     for u in range(len(batch.steps)):
+        row = batch.start_of(u)
         with torch.no_grad():
             for n, p in model.named_parameters():
-                p.copy_(batch.init[n][u])
-        anchor = [batch.anchor[n][u] for n in names]
+                p.copy_(batch.init[n][row])
+        anchor = [(batch.init[n][row] if batch.anchor is None else batch.anchor[n][u]) for n in names]
         opt = torch.optim.SGD(model.parameters(), lr=solver.lr, momentum=solver.momentum,
                               weight_decay=solver.weight_decay)
         for s in range(int(batch.steps[u])):
@@ -354,8 +384,8 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     order_np = np.argsort(-batch.steps, kind="stable")
     order = torch.as_tensor(order_np, device=x.device)
     steps = batch.steps[order_np]
-    params = {k: v[order].clone() for k, v in batch.init.items()}
-    anchor = {k: v[order] for k, v in batch.anchor.items()}
+    params = batch.start(order)
+    anchor = batch.centre(order) if solver.prox_mu else None
     gidx, weight, count = batch.global_index[order], batch.weight[order], batch.count[order]
     bufs = {k: torch.zeros_like(v) for k, v in params.items()} if solver.momentum > 0 else None
 
@@ -377,7 +407,7 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
                 d = g[k]
                 if solver.weight_decay:
                     d = d.add(p, alpha=solver.weight_decay)
-                if solver.prox_mu:
+                if anchor is not None:
                     d = d.add(p - anchor[k][:active], alpha=solver.prox_mu)
                 if bufs is not None:
                     buf = bufs[k][:active]
