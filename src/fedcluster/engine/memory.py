@@ -3,7 +3,8 @@
 A *unit* (one model trained on one client's data) needs, while it trains in a vectorised call, its parameters
 a few times over (the stacked parameters, their gradients, the momentum buffer and the proximal anchor, plus
 the step's temporaries) and the activations of one batch kept for the backward pass
-(:meth:`UnitFootprint.step_bytes`); its starting point and its trained result are held for the whole call.
+(:meth:`UnitFootprint.step_bytes`); its trained result and its starting point (a copy, unless the caller shares
+K starts through ``init_index``: counted anyway, an upper bound) are held for the whole call.
 :func:`footprint` counts the parameters and measures the activations with one forward pass of a single
 sample on PyTorch's ``meta`` device, hooks summing the leaf modules' outputs (shapes only: nothing is
 allocated or computed; a model that cannot run on ``meta`` is measured on a real sample when one is given).
@@ -34,7 +35,7 @@ from fedcluster.models.base import build_model
 
 PARAM_COPIES = 5  # while training: parameters, gradients, momentum, anchor, update temporaries
 ACTIVATION_COPIES = 3  # saved activations, their gradients, vmap's temporaries
-HELD_COPIES = 2  # for the whole call: each unit's starting point and its trained result
+HELD_COPIES = 2  # for the whole call: each unit's trained result and (unless shared) its starting point
 FREE_SHARE = 0.6  # of free accelerator memory, leaving room for the allocator and the evaluation
 MAX_UNITS = 256  # units per vectorised call without a budget (Trainer.max_units; the CPU default)
 
