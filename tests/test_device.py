@@ -16,7 +16,7 @@ from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.device import check_engine, resolve_device
-from fedcluster.engine.memory import unit_bytes, units_per_chunk
+from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
@@ -156,14 +156,50 @@ def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
         Trainer(module, x, y, ptr, "classification", seed=0, precision="fp16")
 
 
+# Units per chunk at benchmarks/engine_speed.py's setting (1×28×28 inputs, 10 classes, batch 32) as measured
+# before the memory estimators were merged: the CPU speed table depends on them. Dense path: cache-sized
+# (6 MiB of weights, a multiple of the threads) per thread count; vectorised path: 256 without chunk_mb,
+# else chunk_mb over the per-unit estimate.
+CPU_CHUNKS = {
+    "logistic": ({1: 200, 2: 200, 3: 198, 4: 200, 8: 200}, {1: 2, 6: 13, 64: 145, 1024: 2324}),
+    "mlp": ({1: 9, 2: 8, 3: 9, 4: 8, 8: 8}, {1: 1, 6: 1, 64: 18, 1024: 295}),
+    "light-cnn": ({1: 7, 2: 6, 3: 6, 4: 4, 8: 8}, {1: 1, 6: 1, 64: 3, 1024: 50}),
+}
+
+
+@pytest.mark.parametrize("model", list(CPU_CHUNKS))
+def test_cpu_chunk_sizes_at_the_benchmark_setting_are_pinned(model: str) -> None:
+    from fedcluster.engine.dense import chunk_units
+    from fedcluster.engine.params import repeat
+
+    dense, budgeted = CPU_CHUNKS[model]
+    torch.manual_seed(0)
+    module = build_model(model, (1, 28, 28), 10)
+    x, y, ptr = torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,)), np.array([0, 2, 4])
+    threads = torch.get_num_threads()
+    try:
+        for t, units in dense.items():
+            torch.set_num_threads(t)
+            assert chunk_units(repeat(get_params(module), 2)) == units, (t, units)
+    finally:
+        torch.set_num_threads(threads)
+    tr = Trainer(module, x, y, ptr, "classification", seed=0)
+    assert tr.chunk_size(32) == 256 and tr.max_units == 256  # no budget on the CPU (pool-vectorized: max_units)
+    for mb, units in budgeted.items():
+        assert Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=mb).chunk_size(32) == units, mb
+
+
 def test_memory_budget_chunks_give_the_same_models() -> None:
     module, x, y, ptr, init = _setup()
-    per_unit = unit_bytes(module, x, 16)
+    fp = footprint(module, tuple(x.shape[1:]))
+    assert fp is not None
+    per_unit = fp.step_bytes(16)
     params = sum(p.numel() * 4 for p in module.parameters())
-    assert per_unit > 5 * params  # activations of a batch are counted on top of the parameter copies
-    assert units_per_chunk(module, x, 16, torch.device("cpu"), budget=3 * per_unit) == 3
-    assert units_per_chunk(module, x, 16, torch.device("cpu"), budget=1) == 1
-    assert units_per_chunk(module, x, 16, torch.device("cpu")) == 256  # no budget on the CPU: the default
+    assert fp.params == params and per_unit > 5 * params  # a batch's activations on top of the parameter copies
+    assert chunk_units(3 * per_unit, per_unit) == 3 and chunk_units(1, per_unit) == 1
+    assert budget_bytes(torch.device("cpu"), None) is None  # no budget on the CPU: the trainer keeps max_units
+    assert budget_bytes(torch.device("cpu"), 1.5) == int(1.5 * 2**20)
+    assert Trainer(module, x, y, ptr, "classification", seed=0).chunk_size(16) == MAX_UNITS
     solver = Solver(lr=0.05, batch_size=16, momentum=0.9)
     whole = Trainer(module, x, y, ptr, "classification", seed=0).train(init, np.arange(4), solver, 0)
     tr = Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=1.5 * per_unit / 2**20)

@@ -134,3 +134,42 @@ def test_server_update_is_sample_weighted_mean() -> None:
     torch.testing.assert_close(weighted_mean(local, sizes)["w"], torch.tensor([2.5, 5.0]))
     torch.testing.assert_close(server_update(a, local, sizes, 1.0)["w"], torch.tensor([2.5, 5.0]))
     torch.testing.assert_close(server_update(a, local, sizes, 0.5)["w"], torch.tensor([1.25, 2.5]))
+
+
+def test_nonfinite_units_are_found_and_an_overflowing_sum_is_no_false_alarm() -> None:
+    x, y, ptr = _data([3, 3], (1, 8, 8))
+    tr = Trainer(build_model("logistic", (1, 8, 8), 10), x, y, ptr, "classification", seed=0)
+    out = {"w": torch.ones(5, 3, 2), "b": torch.ones(5, 2)}
+    out["w"][1, 0, 1] = float("nan")
+    out["b"][2, 1] = float("-inf")
+    out["w"][3] = 3e38  # finite entries whose sum overflows
+    out["w"][4, 2, 0], out["w"][4, 2, 1] = float("inf"), float("-inf")  # a sum of NaN
+    tr._watch(out, np.array([10, 11, 12, 13, 14]))
+    assert tr.take_nonfinite() == [11, 12, 14] and tr.take_nonfinite() == []
+    tr._watch({"w": torch.ones(2, 3)}, np.array([0, 1]))
+    assert tr.take_nonfinite() == []
+
+
+@pytest.mark.parametrize("path", ["sequential", "vectorized", "dense", "pool", "pool-vectorized"])
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_shared_starting_points_train_exactly_like_copies(path: str, solver: Solver) -> None:
+    """K models shared by many units through ``init_index`` give the very models that K·m copies give (the
+    proximal centre defaults to each unit's start); the vectorised path is also cut into chunks of 3 units."""
+    sizes = [37, 64, 5, 90]
+    x, y, ptr = _data(sizes, (1, 8, 8))
+    torch.manual_seed(1)
+    module = build_model("mlp", (1, 8, 8), 10)
+    models = stack([get_params(build_model("mlp", (1, 8, 8), 10)) for _ in range(3)])
+    clients = np.repeat(np.arange(len(sizes)), 3)
+    index = np.tile(np.arange(3), len(sizes))[::-1].copy()  # not in unit order
+    copies = {n: v[torch.as_tensor(index)] for n, v in models.items()}
+    rng = np.random.default_rng(0)
+    weights = [rng.random(sizes[c]).astype(np.float32) for c in clients]
+    tr = Trainer(module, x, y, ptr, "classification", seed=3, path=path, workers=2, max_units=3)
+    try:
+        ref = tr.train(copies, clients, solver, 2, weights=weights)
+        shared = tr.train(models, clients, solver, 2, weights=weights, init_index=index)
+    finally:
+        tr.close()
+    for k in ref:
+        assert torch.equal(shared[k], ref[k]), k

@@ -140,3 +140,20 @@ def test_gaussian_density_of_the_joint_formulation() -> None:
         np.testing.assert_allclose(dens[:, k], ref, rtol=1e-6)
     ll = log_likelihood(np.ones((30, 2)), "joint", log_px=dens)
     np.testing.assert_allclose(ll, dens - 1.0)
+
+
+def test_per_client_sums_equal_the_row_by_row_reference() -> None:
+    """The cohort-wide forms (clusters.jsonl masses by column, FedEM's per-client rows by one sort) add the same
+    numbers in the same order as the row-by-row np.add.at and ``owner == i`` they replace: equal to the bit."""
+    from fedcluster.algorithms.fedem import _rows_of
+    from fedcluster.tracking.clusters import cluster_mass
+
+    rng = np.random.default_rng(0)
+    gamma = (rng.random((5000, 3)) * 10.0 ** rng.uniform(-8, 3, (5000, 1))).astype(np.float32)
+    groups = rng.integers(0, 7, 5000)
+    ref = np.zeros((7, 3))
+    np.add.at(ref, groups, gamma)
+    assert np.array_equal(cluster_mass(gamma, groups, 7), ref.T)
+    owner = rng.permutation(np.repeat(np.arange(40), rng.integers(0, 9, 40)))  # not sorted, some clients empty
+    found = _rows_of(owner, 41)
+    assert len(found) == 41 and all(np.array_equal(f, np.flatnonzero(owner == i)) for i, f in enumerate(found))

@@ -113,24 +113,24 @@ class ClusteredAlgorithm(Algorithm):
         if self.split:
             if self._multi is None:
                 self._multi = self.ctx.trainer.sibling(MultiHead(self.ctx.module, k), MultiHeadLoss(self.ctx.fed.task))
-            packed = pack(self.models)
-            init = {n: v.unsqueeze(0).expand(m, *v.shape).clone() for n, v in packed.items()}
-            trained = self._multi.train(init, clients, solver, round_,
-                                        weights=[g.astype(np.float32) for g in rows_of], stream=stream)
+            packed = {n: v.unsqueeze(0) for n, v in pack(self.models).items()}  # one start shared by the m units
+            trained = self._multi.train(packed, clients, solver, round_,
+                                        weights=[g.astype(np.float32) for g in rows_of], stream=stream,
+                                        init_index=np.zeros(m, dtype=np.int64))
             bodies, heads = unpack(trained, k)
             return {**{n: v.unsqueeze(1).expand(m, k, *v.shape[1:]) for n, v in bodies.items()}, **heads}
-        init = {n: v.repeat(m, *[1] * (v.dim() - 1)) for n, v in self.models.items()}  # unit i·K + k
         weights = [g[:, j].astype(np.float32) for g in rows_of for j in range(k)]
-        trained = self.ctx.trainer.train(init, np.repeat(clients, k), solver, round_, weights=weights,
-                                         stream=stream)
+        # unit i·K + k starts from model k: the K models are shared, not copied m times
+        trained = self.ctx.trainer.train(self.models, np.repeat(clients, k), solver, round_, weights=weights,
+                                         stream=stream, init_index=np.tile(np.arange(k), m))
         return {n: v.view(m, k, *v.shape[1:]) for n, v in trained.items()}
 
     def train_single(self, clients: np.ndarray, cluster: np.ndarray, round_: int, solver: Solver | None = None,
                      init: Params | None = None, anchor: Params | None = None) -> Params:
         """One unit per client, from its cluster's model (or ``init``) → [m, ...]."""
-        if init is None:
-            idx = torch.as_tensor(np.asarray(cluster, dtype=np.int64))
-            init = {n: v.index_select(0, idx) for n, v in self.models.items()}
+        if init is None:  # the K models, shared by their clients' units
+            return self.ctx.trainer.train(self.models, clients, solver or self.ctx.solver, round_, anchor=anchor,
+                                          init_index=np.asarray(cluster, dtype=np.int64))
         return self.ctx.trainer.train(init, clients, solver or self.ctx.solver, round_, anchor=anchor)
 
     # -- aggregation -------------------------------------------------------------------------

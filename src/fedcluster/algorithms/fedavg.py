@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
-from fedcluster.engine.params import num_bytes, repeat, server_update
+from fedcluster.engine.params import num_bytes, server_update
 from fedcluster.registry import ALGORITHMS
 
 
@@ -49,7 +49,8 @@ class FedAvg(Algorithm):
 
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         global_model = {k: v[0] for k, v in self.models.items()}
-        local = self.ctx.trainer.train(repeat(global_model, len(clients)), clients, self.local_solver(), round_)
+        local = self.ctx.trainer.train(self.models, clients, self.local_solver(), round_,  # one shared start
+                                       init_index=np.zeros(len(clients), dtype=np.int64))
         new = server_update(global_model, local, self.client_sizes(clients), self.ctx.cfg.global_lr)
         self.models = {k: v.unsqueeze(0) for k, v in new.items()}
         payload = num_bytes(global_model) * len(clients)

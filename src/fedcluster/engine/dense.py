@@ -72,12 +72,12 @@ def train_dense(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batch
     """
     U = len(batch.steps)
     order = np.argsort(-batch.steps, kind="stable")
-    out = {k: torch.empty_like(v) for k, v in batch.init.items()}
+    out = batch.empty_out()
     flat = x.reshape(x.shape[0], -1)
     size = chunk_units(batch.init)
     for lo in range(0, U, size):
         t = torch.as_tensor(order[lo:lo + size])
-        state = {k: v.index_select(0, t) for k, v in batch.init.items()}
+        state = batch.start(t)
         _train_chunk(layers, flat, y, batch, order[lo:lo + size], state, solver, task)
         for k, v in state.items():
             out[k].index_copy_(0, t, v)
@@ -98,7 +98,7 @@ def _train_chunk(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batc
     heads, out_dim = len(layers[-1]), W[-1].shape[1] // len(layers[-1])
     plain = solver.momentum == 0 and solver.weight_decay == 0 and solver.prox_mu == 0
     if not plain:
-        anchor = {k: v.index_select(0, t) for k, v in batch.anchor.items()}
+        anchor = batch.centre(t)
         aW = [_joined(anchor, g, "weight") for g in layers]
         ab = [_joined(anchor, g, "bias") if h else bb for g, h, bb in zip(layers, has_bias, b, strict=True)]
         bufs = [torch.zeros_like(v) for pair in zip(W, b, strict=True) for v in pair] if solver.momentum else None

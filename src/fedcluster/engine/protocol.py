@@ -108,7 +108,11 @@ class RemoteTrainer(Trainer):
                              heads=len(module.heads))
 
     def train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
-              weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0) -> Params:
+              weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+              init_index: np.ndarray | None = None) -> Params:
+        if init_index is not None:  # each client's request carries its own starting points
+            idx = torch.as_tensor(np.asarray(init_index, dtype=np.int64))
+            init = {n: v.index_select(0, idx.to(v.device)) for n, v in init.items()}
         parts = train_requests(init, clients, solver, round_, weights, anchor, stream, self.heads)
         replies = self.send([r for _, r in parts])
         out = {n: torch.empty_like(v) for n, v in init.items()}

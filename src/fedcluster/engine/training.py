@@ -13,7 +13,7 @@ E-step responsibilities γ_{i,j;k} for FedEM/FedRC). Three paths give the same m
 The trainer works on the device of the federation's tensors it is given (the run moves them once): batches,
 parameters and updates stay there. ``precision="bf16"`` runs forward and backward under ``torch.autocast``
 (bfloat16) with fp32 parameters, updates and results. On a GPU the vectorised path is the fast path; its units
-are trained in chunks sized by a memory budget (:mod:`fedcluster.engine.memory`).
+are trained in chunks sized by a memory budget over the per-unit estimate of :mod:`fedcluster.engine.memory`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
 from fedcluster.engine.evaluation import per_sample_losses
 from fedcluster.engine.inference import StackForward
-from fedcluster.engine.memory import units_per_chunk
+from fedcluster.engine.memory import MAX_UNITS, UnitFootprint, budget_bytes, chunk_units, footprint
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool
@@ -79,17 +79,38 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 class Batch:
     """Unit-major tensors for one training call."""
 
-    init: Params  # stacked [U, ...]
-    anchor: Params  # stacked [U, ...] proximal centre (= init unless given)
+    init: Params  # stacked [R, ...] starting points (R = U, or fewer shared through ``init_index``)
+    init_index: torch.Tensor | None  # [U] row of ``init`` each unit starts from; None: row u
+    anchor: Params | None  # stacked [U, ...] proximal centre; None: each unit's starting point
     global_index: torch.Tensor  # [U, S, B] rows of the federation's train tensors
     weight: torch.Tensor  # [U, S, B] (or [U, S, B, K]) per-sample weight × padding mask
     count: torch.Tensor  # [U, S] real samples per step (loss denominators)
     steps: np.ndarray  # [U]
 
+    def start(self, units: torch.Tensor) -> Params:
+        """The starting parameters of ``units`` [u] as a new stack [u, ...]."""
+        rows = units if self.init_index is None else self.init_index[units]
+        return {k: v.index_select(0, rows) for k, v in self.init.items()}
+
+    def centre(self, units: torch.Tensor) -> Params:
+        """The proximal centres of ``units`` [u] as a new stack [u, ...]."""
+        if self.anchor is None:
+            return self.start(units)
+        return {k: v.index_select(0, units) for k, v in self.anchor.items()}
+
+    def start_of(self, unit: int) -> int:
+        """The row of ``init`` that unit ``unit`` starts from."""
+        return unit if self.init_index is None else int(self.init_index[unit])
+
+    def empty_out(self) -> Params:
+        """An uninitialised result stack [U, ...] shaped like the parameters."""
+        return {k: v.new_empty((len(self.steps), *v.shape[1:])) for k, v in self.init.items()}
+
 
 def build_batch(
     init: Params, clients: np.ndarray, ptr: np.ndarray, schedule: Schedule,
     weights: list[np.ndarray] | None, anchor: Params | None, device: torch.device | None = None,
+    init_index: np.ndarray | None = None,
 ) -> Batch:
     """The batch on ``device`` (default: the CPU): schedules are built on the host and moved once."""
     device = torch.device("cpu") if device is None else device
@@ -101,9 +122,10 @@ def build_batch(
         gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
                                 for u, wu in enumerate(weights)])
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
-    anchor = anchor if anchor is not None else init
+    index = None if init_index is None else torch.as_tensor(np.asarray(init_index, dtype=np.int64), device=device)
     return Batch(
-        init={k: v.to(device) for k, v in init.items()}, anchor={k: v.to(device) for k, v in anchor.items()},
+        init={k: v.to(device) for k, v in init.items()}, init_index=index,
+        anchor=None if anchor is None else {k: v.to(device) for k, v in anchor.items()},
         global_index=(schedule.local + offsets).to(device), weight=w.to(device),
         count=schedule.mask.sum(-1).clamp(min=1.0).to(device), steps=schedule.steps,
     )
@@ -114,7 +136,7 @@ class Trainer:
 
     def __init__(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, task: str,
                  seed: int, path: str = "vectorized", workers: int = 2,
-                 channels_last: bool = False, max_units: int = 256, precision: str = "fp32",
+                 channels_last: bool = False, max_units: int = MAX_UNITS, precision: str = "fp32",
                  chunk_mb: float | None = None) -> None:
         if x.device != y.device:
             raise ValueError(f"inputs on {x.device} but targets on {y.device}: move the federation once, whole")
@@ -133,6 +155,7 @@ class Trainer:
         self.channels_last = channels_last
         self.max_units = max_units
         self._chunk: dict[int, int] = {}  # units per vectorised chunk, by batch size
+        self._footprint: UnitFootprint | None = None  # the module's per-unit bytes (engine.memory)
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
         self.nonfinite: set[int] = set()  # clients whose trained units came back NaN/inf (engine.divergence)
@@ -155,22 +178,27 @@ class Trainer:
     def chunk_size(self, batch_size: int) -> int:
         """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; on an accelerator
         what fits the memory budget (``chunk_mb``, or a share of the free device memory)."""
-        if self.chunk_mb is None and self.device.type == "cpu":
-            return self.max_units
         if batch_size not in self._chunk:
-            budget = None if self.chunk_mb is None else int(self.chunk_mb * 2**20)
-            self._chunk[batch_size] = units_per_chunk(self.module, self.x, batch_size, self.device, budget)
+            budget = budget_bytes(self.device, self.chunk_mb)
+            if budget is None:
+                return self.max_units
+            if self._footprint is None:
+                self._footprint = footprint(self.module, tuple(self.x.shape[1:]), self.x[:1])
+            assert self._footprint is not None  # never None with a real sample to fall back on
+            self._chunk[batch_size] = chunk_units(budget, self._footprint.step_bytes(batch_size))
         return self._chunk[batch_size]
 
     def train(
         self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
         weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+        init_index: np.ndarray | None = None,
     ) -> Params:
-        """Train unit u (initial parameters ``init[u]``) on client ``clients[u]``; return the stack."""
+        """Train unit u (initial parameters ``init[u]``, or ``init[init_index[u]]``: K models shared by many
+        units need not be copied once per unit) on client ``clients[u]``; return the stack [U, ...]."""
         clients = np.asarray(clients, dtype=np.int64)
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
                               stream, solver.max_steps)
-        batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device)
+        batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device, init_index)
         if self.path == "sequential":
             out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
                                    self.precision)
@@ -190,7 +218,14 @@ class Trainer:
             return
         bad = None
         for v in out.values():
-            b = ~torch.isfinite(v.reshape(len(clients), -1)).all(1)
+            # A unit with a NaN/inf entry has a non-finite sum; only units whose sum is not finite (that, or an
+            # overflow of finite entries) are checked entry by entry: no stack-sized temporaries, one read.
+            flat = v.reshape(len(clients), -1)
+            suspect = ~torch.isfinite(flat.sum(1))
+            if not suspect.any():
+                continue
+            b = suspect.clone()
+            b[suspect] = ~torch.isfinite(flat[suspect]).all(1)
             bad = b if bad is None else bad | b
         if bad is not None:
             self.nonfinite.update(int(c) for c in clients[bad.cpu().numpy()])
@@ -227,7 +262,7 @@ class Trainer:
         parts = [order[i:: self.workers] for i in range(self.workers)]
         parts = [p for p in parts if len(p)]
         jobs = [self._pool.apply_async(_pool_job, (_slice_batch(batch, p), solver)) for p in parts]
-        out = {k: torch.empty_like(v) for k, v in batch.init.items()}
+        out = batch.empty_out()
         for p, job in zip(parts, jobs, strict=True):
             res = job.get()
             idx = torch.as_tensor(p)
@@ -282,11 +317,16 @@ def _pool_job(batch: Batch, solver: Solver) -> Params:
 
 
 def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
+    """Units ``idx`` of ``b``; shared starting points stay shared (only their index is sliced)."""
     t = torch.as_tensor(idx, device=b.global_index.device)
     steps = b.steps[idx]
     S = int(steps.max(initial=1))
+    if b.init_index is not None:
+        init, init_index = b.init, b.init_index[t]
+    else:
+        init, init_index = {k: v[t] for k, v in b.init.items()}, None
     return Batch(
-        init={k: v[t] for k, v in b.init.items()}, anchor={k: v[t] for k, v in b.anchor.items()},
+        init=init, init_index=init_index, anchor=None if b.anchor is None else {k: v[t] for k, v in b.anchor.items()},
         global_index=b.global_index[t, :S], weight=b.weight[t, :S], count=b.count[t, :S], steps=steps,
     )
 
@@ -295,14 +335,15 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
 def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
                      loss_fn: LossFn, channels_last: bool = False, precision: str = "fp32") -> Params:
     """One unit at a time with ``torch.optim.SGD``: the plain reference implementation."""
-    out = {k: torch.empty_like(v) for k, v in batch.init.items()}
+    out = batch.empty_out()
     model = copy.deepcopy(module)
     names = [n for n, _ in model.named_parameters()]
     for u in range(len(batch.steps)):
+        row = batch.start_of(u)
         with torch.no_grad():
             for n, p in model.named_parameters():
-                p.copy_(batch.init[n][u])
-        anchor = [batch.anchor[n][u] for n in names]
+                p.copy_(batch.init[n][row])
+        anchor = [(batch.init[n][row] if batch.anchor is None else batch.anchor[n][u]) for n in names]
         opt = torch.optim.SGD(model.parameters(), lr=solver.lr, momentum=solver.momentum,
                               weight_decay=solver.weight_decay)
         for s in range(int(batch.steps[u])):
@@ -328,7 +369,7 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
 
 # -- the vectorised path ------------------------------------------------------------------------
 def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
-                     loss_fn: LossFn, max_units: int = 256, precision: str = "fp32") -> Params:
+                     loss_fn: LossFn, max_units: int = MAX_UNITS, precision: str = "fp32") -> Params:
     """All units at once: per step, ``vmap(grad(loss))`` over stacked parameters and a padded batch.
 
     Units are sorted by their number of steps so that the units still training at step s are a
@@ -343,8 +384,8 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     order_np = np.argsort(-batch.steps, kind="stable")
     order = torch.as_tensor(order_np, device=x.device)
     steps = batch.steps[order_np]
-    params = {k: v[order].clone() for k, v in batch.init.items()}
-    anchor = {k: v[order] for k, v in batch.anchor.items()}
+    params = batch.start(order)
+    anchor = batch.centre(order) if solver.prox_mu else None
     gidx, weight, count = batch.global_index[order], batch.weight[order], batch.count[order]
     bufs = {k: torch.zeros_like(v) for k, v in params.items()} if solver.momentum > 0 else None
 
@@ -366,7 +407,7 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
                 d = g[k]
                 if solver.weight_decay:
                     d = d.add(p, alpha=solver.weight_decay)
-                if solver.prox_mu:
+                if anchor is not None:
                     d = d.add(p - anchor[k][:active], alpha=solver.prox_mu)
                 if bufs is not None:
                     buf = bufs[k][:active]

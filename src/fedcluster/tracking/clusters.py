@@ -30,10 +30,8 @@ def sample_groups(fed: Federation) -> dict[str, tuple[np.ndarray, list[str]]]:
 
 
 def cluster_mass(gamma: np.ndarray, groups: np.ndarray, num_groups: int) -> np.ndarray:
-    """[K, G] Σ_{j in group g} γ_{j;k}."""
-    mass = np.zeros((num_groups, gamma.shape[1]))
-    np.add.at(mass, groups, gamma)
-    return mass.T
+    """[K, G] Σ_{j in group g} γ_{j;k} (summed in row order, as ``np.add.at`` would, but a column at a time)."""
+    return np.stack([np.bincount(groups, weights=gamma[:, k], minlength=num_groups) for k in range(gamma.shape[1])])
 
 
 def cluster_record(gamma: np.ndarray, groups: dict[str, tuple[np.ndarray, list[str]]]) -> dict:
