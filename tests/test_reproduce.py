@@ -135,6 +135,18 @@ def test_end_to_end_at_the_test_budget(tmp_path: Path) -> None:
     _check_page("s4-ablation-tehc-trhc", out, 2)
 
 
+def test_a_diverged_run_is_recorded_and_the_others_go_on(tmp_path: Path) -> None:
+    out = tmp_path / "reproduction"
+    assert main(["reproduce", "s4-ablation-tehc-trhc", "--budget", "tiny", "--seeds", "1", "--out", str(out),
+                 "--set", "threads=1", "--set", "lr=1e12"]) == 0
+    records = json.loads((out / "s4-ablation-tehc-trhc.json").read_text())["records"]
+    assert [r["method"] for r in records] == ["FedRC", "TeHC", "TrHC"]  # every method ran, none stopped the rest
+    assert all("training diverged at round" in r["diverged"] for r in records)
+    assert all(v is None or math.isnan(v) for r in records for v in r["metrics"].values())
+    page = (out / "s4-ablation-tehc-trhc.md").read_text()
+    assert "Diverged runs" in page and "- TrHC, seed 0: training diverged at round" in page
+
+
 def test_a_second_call_continues_instead_of_rerunning(tmp_path: Path) -> None:
     out = tmp_path / "reproduction"
     out.mkdir(parents=True)

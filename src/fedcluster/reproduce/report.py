@@ -89,6 +89,14 @@ def figure(exp: Experiment, stored: Stored, path: Path) -> Path | None:
     return path
 
 
+def diverged_runs(stored: Stored) -> list[str]:
+    """The runs that diverged (recorded with NaN metrics, so the means above leave them out)."""
+    bad = [r for r in stored.records if r.get("diverged") and r["seed"] < stored.seeds]
+    return (["", "Diverged runs (left out of the means above):", ""]
+            + [f"- {r['method']}{' at ' + r['setting'] if r['setting'] else ''}, seed {r['seed']}: {r['diverged']}"
+               for r in bad]) if bad else []
+
+
 def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     budget = exp.budget(stored.budget)
     paper = exp.budgets["paper"]
@@ -107,7 +115,7 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
              f"| device | {stored.device} | — |", f"| seeds | {stored.seeds} | — |",
              f"| wall time, all runs recorded | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
-             "## Results", "", *table(exp, stored), "",
+             "## Results", "", *table(exp, stored), *diverged_runs(stored), "",
              "## Differences from the paper", ""]
     lines += [f"- {d}" for d in (*exp.differences, budget.note) if d]
     if fig is not None:

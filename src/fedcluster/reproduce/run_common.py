@@ -15,7 +15,7 @@ from fedcluster.config import RunConfig, load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.runner import Run
-from fedcluster.errors import UserError
+from fedcluster.errors import DivergedError, UserError
 
 QUIET = ["progress=false"]
 Record = dict[str, Any]  # {"seed", "setting", "method", "metrics": {key: value}, "curve": [[round, value]], ...}
@@ -86,3 +86,9 @@ def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, fl
 
 def curve(rows: Sequence[dict[str, float]], key: str) -> list[list[float]]:
     return [[r["round"], r[key]] for r in rows if key in r and not math.isnan(r[key])]
+
+
+def diverged(seed: int, setting: str, method: str, exp: Any, error: DivergedError, seconds: float) -> Record:
+    """The record of a run that diverged: every metric NaN (the mean skips it: "(n/N seeds)"), the reason kept."""
+    return {"seed": seed, "setting": setting, "method": method, "metrics": {m.key: math.nan for m in exp.metrics},
+            "curve": [], "seconds": seconds, "diverged": str(error).split(";")[0]}

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedcluster.data.federation import Federation
+from fedcluster.errors import DivergedError
 from fedcluster.reproduce.federations import merge, shrink
-from fedcluster.reproduce.run_common import Emit, curve, federation, make_run, read_metrics
+from fedcluster.reproduce.run_common import Emit, curve, diverged, federation, make_run, read_metrics
 from fedcluster.reproduce.spec import Budget, Experiment, Setting
 
 
@@ -44,7 +45,11 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
                 r = make_run(over, Path(tmp) / "run", fed)
-                summary = r.execute()
+                try:
+                    summary = r.execute()
+                except DivergedError as e:  # a result, not a crash: recorded, the page lists it
+                    emit(diverged(seed, setting.name, method.label, exp, e, time.perf_counter() - t0))
+                    continue
                 rows = r.dir.read_rounds()
             emit({"seed": seed, "setting": setting.name, "method": method.label,
                   "metrics": read_metrics(exp.read, summary, rows), "curve": curve(rows, exp.curve),
