@@ -352,7 +352,10 @@ class FedMD(Algorithm):
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
 
     def state_dict(self) -> dict:
-        out = {**super().state_dict(), "fixed": self.fixed}
+        """Models, Ω, the one-shot labels, the anchors' Phase-1 state and the position of ``self.rng``, which
+        later rounds still draw from (Algorithm 3's Q_0, random models filling in for missing anchor groups):
+        a resumed run continues the straight run's random stream."""
+        out = {**super().state_dict(), "fixed": self.fixed, "rng": self.rng.bit_generator.state}
         if self.params.init == "fedmd":
             out.update(anchor_theta=self.anchor_theta, frozen=self.frozen, anchors=self.anchors)
         return out
@@ -360,6 +363,8 @@ class FedMD(Algorithm):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.fixed = state["fixed"]
+        if "rng" in state:  # checkpoints written before it was saved continue from the freshly seeded stream
+            self.rng.bit_generator.state = state["rng"]
         for key in ("anchor_theta", "frozen", "anchors"):
             if key in state:
                 setattr(self, key, state[key])
