@@ -128,6 +128,8 @@ KILLS = [
     pytest.param("cfl", [], "row", id="cfl-row"),
     pytest.param("fedem", ["algorithm.num_clusters=2"], "checkpoint", id="fedem-mid-checkpoint",
                  marks=pytest.mark.slow),
+    # one anchor candidate (a single largest client) < k: every Phase-1 round draws random models from its RNG
+    pytest.param("fedmd", ["algorithm.delta=1"], "row", id="fedmd-phase1-row", marks=pytest.mark.slow),
 ]
 
 
@@ -148,6 +150,27 @@ def test_kill9_then_resume_equals_straight_run(tmp_path: Path, algorithm: str, e
     assert _numbers(killed) == _numbers(tmp_path / "straight"), f"killed at {phase} {at}"
     assert _leftover_temporaries(killed) == []
     assert (killed / "summary.json").is_file() and (killed / "clients.csv").is_file()
+
+
+# FedMD keeps drawing from its own generator after the start: random models for missing anchor groups (fewer
+# anchors than k) and Algorithm 3's starting basis Q_0 (subspace=orthogonal). Stopped and resumed inside Phase 1.
+FEDMD = ["num_clients=6", "progress=false", "algorithm=fedmd", "scenario=mixed-regression", "dataset=mixed-regression",
+         "scenario.config=custom", "scenario.d=10", "model=linear-nobias", "algorithm.num_clusters=3",
+         "algorithm.phase1_rounds=5", "checkpoint_every=1"]
+
+
+@pytest.mark.parametrize("extra", [["algorithm.num_anchors=2"], ["algorithm.subspace=orthogonal"]],
+                         ids=["fewer-anchors-than-k", "orthogonal-iteration"])
+def test_fedmd_resume_inside_phase1_equals_straight_run(tmp_path: Path, extra: list[str]) -> None:
+    assert main(["run", *FEDMD, *extra, "rounds=6", f"out={tmp_path / 'straight'}"]) == 0
+    resumed = tmp_path / "resumed"
+    assert main(["run", *FEDMD, *extra, "rounds=3", f"out={resumed}"]) == 0
+    assert main(["resume", str(resumed), "rounds=6"]) == 0
+    assert _numbers(resumed) == _numbers(tmp_path / "straight")
+    a, b = (load_state(out / "checkpoint.pt", "checkpoint")["algorithm"] for out in (tmp_path / "straight", resumed))
+    assert torch.equal(a["models"]["head.weight"], b["models"]["head.weight"])
+    np.testing.assert_array_equal(a["anchor_theta"], b["anchor_theta"])
+    assert a["rng"] == b["rng"]
 
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------

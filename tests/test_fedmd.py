@@ -7,7 +7,14 @@ import csv
 import numpy as np
 import pytest
 
-from fedcluster.algorithms.fedmd import default_num_anchors, group_anchors, pair_moment
+from fedcluster.algorithms.fedmd import (
+    client_sums,
+    default_num_anchors,
+    group_anchors,
+    pair_moment,
+    top_left_singular,
+    top_symmetric,
+)
 from fedcluster.algorithms.spectral import orthogonal_iteration
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.sources.synthetic import mixed_regression
@@ -41,6 +48,38 @@ def test_pair_moment_is_the_all_pairs_u_statistic() -> None:
         n = len(rows)
         expect += sum(np.outer(rows[i], rows[j]) for i in range(n) for j in range(n) if i != j) / (n * (n - 1)) / 2
     np.testing.assert_allclose(y, expect, atol=1e-12)
+
+
+def test_client_sums_add_each_clients_rows_in_order_like_add_at() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        n, d, m = int(rng.integers(0, 200)), int(rng.integers(1, 8)), int(rng.integers(1, 20))
+        owner = rng.integers(0, m, n)  # unsorted, some clients without rows
+        e = rng.standard_normal((n, d)) * 10.0 ** rng.uniform(-6, 6, (n, 1))  # sums that depend on the order
+        expect = np.zeros((m, d))
+        np.add.at(expect, owner, e)
+        np.testing.assert_array_equal(client_sums(e, owner, m), expect)  # bit for bit
+
+
+def _planted(rng: np.random.Generator, rows: int, d: int, k: int) -> np.ndarray:
+    """Rows that put k well-separated singular values into Y = Σ_r ± a_r a_r^T."""
+    basis, _ = np.linalg.qr(rng.standard_normal((d, k)))
+    signal = rng.standard_normal((rows, k)) * np.array([8.0, 6.0, 4.0][:k]) @ basis.T
+    return signal + 0.1 * rng.standard_normal((rows, d))
+
+
+@pytest.mark.parametrize("rows,d", [(40, 120), (300, 60)], ids=["fewer-rows-than-dims", "more-rows"])
+def test_subspace_solvers_span_the_top_singular_space_of_y(rows: int, d: int) -> None:
+    rng = np.random.default_rng(5)
+    k = 3
+    pos, neg = _planted(rng, rows, d, k), 1.1 * _planted(rng, rows // 2, d, 1)  # Y's top 3 include a λ < 0
+    y_sym = pos.T @ pos - neg.T @ neg
+    a, b = pos, pos + 0.05 * rng.standard_normal(pos.shape)
+    for u, y in ((top_symmetric(pos, neg, k), y_sym), (top_left_singular(a, b, k), a.T @ b)):
+        ref = np.linalg.svd(y)[0][:, :k]
+        assert u.shape == (d, k)
+        np.testing.assert_allclose(u.T @ u, np.eye(k), atol=1e-10)
+        np.testing.assert_allclose(u @ u.T, ref @ ref.T, atol=1e-9)  # the same subspace
 
 
 def test_anchor_grouping_by_half_separation() -> None:

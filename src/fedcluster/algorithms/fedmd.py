@@ -7,7 +7,9 @@ Phase 1 (FedMD, S2 Algorithm 1), ``phase1_rounds`` = T rounds, with S2 §V's sim
   * for each anchor i: Y_{i,t} = mean over clients of the client's moment of residual pairs ε(x, y, θ_{i,t})
     ε(x̃, ỹ, θ_{i,t})^T; ``pairs="all"`` (default) averages over all pairs of distinct points of the client
     (a U-statistic, CATALOG E.2 "which pairs"), ``pairs="one"`` uses one random pair per client (S2 literally).
-    Ũ = top-k left singular vectors of Y (``subspace="svd"``) or S2 Algorithm 3 (``"orthogonal"``, T_1 iters);
+    Ũ = top-k left singular vectors of Y (``subspace="svd"``; computed exactly, by a symmetric eigensolver for the
+    all-pairs Y and in the span of the residuals when there are fewer of them than parameters) or S2 Algorithm 3
+    (``"orthogonal"``, T_1 iterations);
   * anchor i forms A_{i,t} = Ũ^T Y_anchor Ũ from its own data (eq. 2), β̂ = top singular vector of A (= T_2 → ∞
     power iterations on A A^T), σ̂² = max(β̂^T A β̂, 0) (E.2.3), sign of β̂ fixed so that r = Ũβ̂ points along
     the anchor's mean residual (E.2.3); if σ̂ > ε α Δ/√2 then θ ← θ + (α σ̂ / 2β²) r, else the anchor freezes;
@@ -33,6 +35,7 @@ Learning rate: the engine's regression loss is (ŷ − y)² without S2's ½, so 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -42,6 +45,7 @@ import numpy as np
 import torch
 from scipy.sparse.csgraph import connected_components
 from sklearn.cluster import KMeans
+from threadpoolctl import ThreadpoolController
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
@@ -104,13 +108,62 @@ def group_anchors(estimates: np.ndarray, radius: float, k: int, seed: int = 0) -
 
 def pair_moment(e: np.ndarray, owner: np.ndarray, num_clients: int) -> tuple[np.ndarray, np.ndarray]:
     """Factors of Y = mean_c [s_c s_c^T − Σ_j e_j e_j^T] / (n_c(n_c − 1)) (all distinct pairs of each client,
-    clients with ≥ 2 points, equal client weights): returns (S·√a, E·√b) so that Y = S'^T S' − E'^T E'."""
+    clients with ≥ 2 points, equal client weights; the Y_{i,t} of S2 Alg. 1 step 3c with every pair of a
+    client's points): returns (S·√a, E·√b) so that Y = S'^T S' − E'^T E'."""
     n = np.bincount(owner, minlength=num_clients).astype(np.float64)
     ok = n >= 2
     a = np.where(ok, 1.0 / np.maximum(n * (n - 1), 1.0), 0.0) / max(int(ok.sum()), 1)
+    return client_sums(e, owner, num_clients) * np.sqrt(a)[:, None], e * np.sqrt(a[owner])[:, None]
+
+
+def client_sums(e: np.ndarray, owner: np.ndarray, num_clients: int) -> np.ndarray:
+    """s_c = Σ_{j: owner_j = c} e_j, [num_clients, D], each client's rows added one at a time in row order
+    (the same floating-point sums as ``np.add.at``, one vectorised step per j-th row of every client)."""
     s = np.zeros((num_clients, e.shape[1]))
-    np.add.at(s, owner, e)
-    return s * np.sqrt(a)[:, None], e * np.sqrt(a[owner])[:, None]
+    if not len(owner):
+        return s
+    order = np.argsort(owner, kind="stable")  # rows by client, each client's rows in row order
+    rank = np.arange(len(owner)) - np.searchsorted(owner[order], owner[order])  # order[i] is its client's j-th
+    by_rank = order[np.argsort(rank, kind="stable")]  # all 0th rows, then all 1st rows, ...
+    ends = np.cumsum(np.bincount(rank))
+    for lo, hi in zip(ends - np.bincount(rank), ends, strict=True):
+        rows = by_rank[lo:hi]  # at most one row per client
+        s[owner[rows]] += e[rows]
+    return s
+
+
+def top_left_singular(a_rows: np.ndarray, b_rows: np.ndarray, k: int) -> np.ndarray:
+    """Top-k left singular vectors [D, k] of Y = Σ_r a_r b_r^T = A^T B (A, B: [R, D]).
+
+    With R ≥ D (or R < k): the SVD of the D×D matrix Y. With k ≤ R < D (few samples, a large model: S2 §V-D's logistic
+    regression on tiny clients) Y has rank ≤ R and its column space lies in that of A^T: with the thin QR
+    A^T = Q R_a, Y = Q (R_a B), so the left singular vectors of Y are Q times those of the R×D matrix R_a B —
+    O(D R²) instead of O(D³), the same subspace up to rounding."""
+    r, d = a_rows.shape
+    if k <= r < d:
+        q, ra = np.linalg.qr(a_rows.T)
+        u, _, _ = np.linalg.svd(ra @ b_rows, full_matrices=False)
+        return q @ u[:, :k]
+    u, _, _ = np.linalg.svd(a_rows.T @ b_rows)
+    return u[:, :k]
+
+
+def top_symmetric(pos: np.ndarray, neg: np.ndarray, k: int) -> np.ndarray:
+    """Top-k left singular vectors [D, k] of the symmetric Y = P^T P − N^T N (P: [R_P, D], N: [R_N, D]): the
+    eigenvectors of its k eigenvalues of largest magnitude (the singular values of a symmetric matrix are the
+    |eigenvalues|). A symmetric eigensolver costs about a third of an SVD; with k ≤ R = R_P + R_N < D, Y has rank
+    ≤ R and is computed in the row space of [P; N] (thin QR [P; N]^T = Q [R_P R_N], Y = Q (R_P R_P^T − R_N R_N^T)
+    Q^T, an R×R eigenproblem). Same subspace as the SVD of Y up to rounding."""
+    r, d = len(pos) + len(neg), pos.shape[1]
+    if k <= r < d:
+        q, rr = np.linalg.qr(np.concatenate([pos, neg]).T)
+        rp, rn = rr[:, :len(pos)], rr[:, len(pos):]
+        w, v = np.linalg.eigh(rp @ rp.T - rn @ rn.T)
+    else:
+        q = None
+        w, v = np.linalg.eigh(pos.T @ pos - neg.T @ neg)
+    top = v[:, np.argsort(-np.abs(w), kind="stable")[:k]]
+    return top if q is None else q @ top
 
 
 class FedMD(Algorithm):
@@ -125,6 +178,7 @@ class FedMD(Algorithm):
         self.dim = flatten(template).shape[1]
         self.theta_star = fed.extras.get("theta_star")
         self.fixed: np.ndarray | None = None
+        self._blas: ThreadpoolController | None = None
         self.anchors = np.array([], dtype=np.int64)
         self.phase1 = params.phase1_rounds if params.init == "fedmd" else 0
         if params.init == "fedmd":
@@ -216,10 +270,13 @@ class FedMD(Algorithm):
         return torch.cat(out).cpu().numpy() if out else np.zeros((0, self.dim))
 
     def subspace(self, e: np.ndarray, owner: np.ndarray, num_clients: int, round_: int) -> np.ndarray:
-        """Ũ ∈ R^{D×k}: top-k left singular space of Y_{i,t} (exact SVD or S2 Algorithm 3)."""
+        """Ũ ∈ R^{D×k}: top-k left singular space of Y_{i,t} (S2 Alg. 1 step 3c; exact — ``top_symmetric`` /
+        ``top_left_singular`` — or S2 Algorithm 3)."""
         k, p = self.params.num_clusters, self.params
         if p.pairs == "all":
-            sf, ef = pair_moment(e, owner, num_clients)
+            sf, ef = pair_moment(e, owner, num_clients)  # Y = sf^T sf − ef^T ef, symmetric
+            if p.subspace == "svd":
+                return top_symmetric(sf, ef, k)
             a_rows = b_rows = np.concatenate([sf, ef])
             sign = np.concatenate([np.ones(len(sf)), -np.ones(len(ef))])  # Y = Σ_r sign_r a_r b_r^T
         else:  # one random pair (j, j') of distinct points per client with ≥ 2 points, equal weights
@@ -234,6 +291,8 @@ class FedMD(Algorithm):
             scale = 1.0 / math.sqrt(max(len(ia), 1))
             a_rows, b_rows = e[ia] * scale, e[ib] * scale
             sign = np.ones(len(a_rows))
+            if p.subspace == "svd":
+                return top_left_singular(a_rows, b_rows, k)
 
         def matvec(q: np.ndarray) -> np.ndarray:  # Y Q = Σ_r sign_r a_r (b_r^T Q)
             return a_rows.T @ (sign[:, None] * (b_rows @ q))
@@ -241,11 +300,7 @@ class FedMD(Algorithm):
         def rmatvec(q: np.ndarray) -> np.ndarray:  # Y^T Q
             return b_rows.T @ (sign[:, None] * (a_rows @ q))
 
-        if p.subspace == "orthogonal":
-            return orthogonal_iteration(matvec, rmatvec, self.dim, k, p.orth_iters, self.rng)
-        y_mat = a_rows.T @ (sign[:, None] * b_rows)
-        u, _, _ = np.linalg.svd(y_mat)
-        return u[:, :k]
+        return orthogonal_iteration(matvec, rmatvec, self.dim, k, p.orth_iters, self.rng)
 
     def moment_step(self, theta: np.ndarray, u: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, bool]:
         """Anchor update (S2 Alg. 1 lines 9–14) from its residuals ``e`` [n_H, D]; returns (θ', moved)."""
@@ -268,17 +323,30 @@ class FedMD(Algorithm):
             return theta, False
         return theta + p.alpha * sigma / (2 * p.beta**2) * r, True
 
+    def blas_threads(self) -> contextlib.AbstractContextManager:
+        """NumPy's BLAS/LAPACK (Phase 1's QR, SVD and eigensolvers) limited to the run's ``threads`` as torch is.
+        OpenBLAS otherwise starts one thread per core, and its spinning threads on shared cores made a
+        1,200-dimensional QR + SVD ~10× slower in wall time; the results then also depended on the core count."""
+        threads = self.ctx.cfg.threads
+        if not threads:
+            return contextlib.nullcontext()
+        if self._blas is None:  # finding the loaded BLAS libraries takes ~10 ms: once per run
+            self._blas = ThreadpoolController()
+        return self._blas.limit(limits=threads, user_api="blas")
+
     def phase1_round(self, round_: int) -> None:
+        """One FedMD iteration (S2 Alg. 1 step 3) for every anchor that has not stopped, then the grouping."""
         fed = self.ctx.fed
         x, y, owner = fed.train.x, fed.train.y, fed.train.owner()
-        for a, client in enumerate(self.anchors):
-            if self.frozen[a]:
-                continue
-            e = self.residuals(self.anchor_theta[a], x, y)
-            u = self.subspace(e, owner, fed.num_clients, round_)
-            lo, hi = fed.train.ptr[client], fed.train.ptr[client + 1]
-            self.anchor_theta[a], moved = self.moment_step(self.anchor_theta[a], u, e[lo:hi])
-            self.frozen[a] = not moved
+        with self.blas_threads():
+            for a, client in enumerate(self.anchors):
+                if self.frozen[a]:
+                    continue
+                e = self.residuals(self.anchor_theta[a], x, y)
+                u = self.subspace(e, owner, fed.num_clients, round_)
+                lo, hi = fed.train.ptr[client], fed.train.ptr[client + 1]
+                self.anchor_theta[a], moved = self.moment_step(self.anchor_theta[a], u, e[lo:hi])
+                self.frozen[a] = not moved
         labels = group_anchors(self.anchor_theta, self.delta / 2, self.params.num_clusters, self.ctx.cfg.seed)
         groups = [self.anchor_theta[labels == g].mean(0) for g in np.unique(labels)]
         k = self.params.num_clusters
@@ -352,7 +420,10 @@ class FedMD(Algorithm):
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
 
     def state_dict(self) -> dict:
-        out = {**super().state_dict(), "fixed": self.fixed}
+        """Models, Ω, the one-shot labels, the anchors' Phase-1 state and the position of ``self.rng``, which
+        later rounds still draw from (Algorithm 3's Q_0, random models filling in for missing anchor groups):
+        a resumed run continues the straight run's random stream."""
+        out = {**super().state_dict(), "fixed": self.fixed, "rng": self.rng.bit_generator.state}
         if self.params.init == "fedmd":
             out.update(anchor_theta=self.anchor_theta, frozen=self.frozen, anchors=self.anchors)
         return out
@@ -360,6 +431,8 @@ class FedMD(Algorithm):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.fixed = state["fixed"]
+        if "rng" in state:  # checkpoints written before it was saved continue from the freshly seeded stream
+            self.rng.bit_generator.state = state["rng"]
         for key in ("anchor_theta", "frozen", "anchors"):
             if key in state:
                 setattr(self, key, state[key])
