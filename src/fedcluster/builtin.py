@@ -17,7 +17,12 @@ import fedcluster.algorithms.oracle  # noqa: F401
 import fedcluster.algorithms.pacfl  # noqa: F401
 import fedcluster.algorithms.stocfl  # noqa: F401
 import fedcluster.data.datasets  # noqa: F401
-import fedcluster.data.scenarios  # noqa: F401
+import fedcluster.data.scenarios.basic  # noqa: F401
+import fedcluster.data.scenarios.diverse  # noqa: F401
+import fedcluster.data.scenarios.mixture  # noqa: F401
+import fedcluster.data.scenarios.noisy  # noqa: F401
+import fedcluster.data.scenarios.rotation  # noqa: F401
+import fedcluster.data.scenarios.synthetic  # noqa: F401
 import fedcluster.models.mobilenet  # noqa: F401
 import fedcluster.models.resnet  # noqa: F401
 import fedcluster.models.zoo  # noqa: F401

@@ -43,7 +43,6 @@ def _split_args(items: list[str]) -> tuple[str | None, list[str]]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fedcluster.config import load_raw, resolve
-    from fedcluster.engine.runner import Run
 
     if not args.items:  # the README's first command
         return cmd_demo(argparse.Namespace(out=None))
@@ -53,7 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UserError(f"argument {extra!r} is not of the form key=value (only the first argument may be "
                             "a config file)")
     with starting_up():
-        cfg, typed = resolve(load_raw(path, overrides))
+        cfg, typed = resolve(load_raw(path, overrides))  # a bad config fails before the engine (torch) loads
+        from fedcluster.engine.runner import Run
+
         run = Run(cfg, typed)
     print(run.fed.summary(), file=sys.stderr)
     summary = run.execute()
@@ -62,7 +63,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from fedcluster.engine.runner import Run
     from fedcluster.tracking.resume import plan_resume
 
     plan = plan_resume(Path(args.run_dir), args.overrides)
@@ -71,6 +71,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print(f"fedcluster: {plan.run_dir.path} has finished all {plan.done} rounds; nothing to do "
               f"(pass rounds=N with N > {plan.done} to extend it)")
         return 0
+    from fedcluster.engine.runner import Run
+
     summary = Run(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
     _report(summary)
     return 0

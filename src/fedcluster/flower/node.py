@@ -48,7 +48,6 @@ def resolve_text(config_yaml: str):
 
 def node_data(context: Context, config_yaml: str) -> NodeData:
     """This node's partition of the run's federation and its trainer (cached per config)."""
-    import fedcluster.builtin  # noqa: F401  (registers datasets, scenarios, models)
     from fedcluster.data.build import build_federation
     from fedcluster.models.base import build_model
 

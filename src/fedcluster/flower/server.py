@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,27 @@ class FlowerOptions:
             raise ValueError(f"flower.timeout must be > 0 seconds, got {self.timeout}")
 
 
+def exchange(grid: Grid, messages: Iterable[Message], timeout: float, first_poll: float = 0.05,
+             max_poll: float = 1.0) -> list[Message]:
+    """``grid.send_and_receive`` with a shorter poll for the replies: ``first_poll`` seconds, x1.5 after each
+    poll that brought nothing, at most ``max_poll`` (Flower's polls every 3 s, which adds 1.5 s on average to
+    every exchange). The replies that came within ``timeout`` seconds."""
+    waiting = set(grid.push_messages(messages))
+    end = time.monotonic() + timeout
+    replies: list[Message] = []
+    pause = first_poll
+    while waiting:
+        got = list(grid.pull_messages(waiting))
+        replies += got
+        waiting -= {m.metadata.reply_to_message_id for m in got}
+        left = end - time.monotonic()
+        if not waiting or left <= 0:
+            break
+        time.sleep(min(pause, left))
+        pause = first_poll if got else min(pause * 1.5, max_poll)
+    return replies
+
+
 class NodeLink:
     """Which node holds which partition, and the request/reply traffic of a round."""
 
@@ -68,7 +91,7 @@ class NodeLink:
             content = RecordDict({RUN: ConfigRecord({"config": self.config_yaml})})
             msgs = [Message(content, n, "query.hello", group_id=f"hello-{round_}", ttl=self.options.timeout)
                     for n in new]
-            for reply in self.grid.send_and_receive(msgs, timeout=self.options.timeout):
+            for reply in exchange(self.grid, msgs, self.options.timeout):
                 if reply.has_error():
                     log.warning("node %s did not answer hello: %s", reply.metadata.src_node_id, reply.error.reason)
                     continue
@@ -95,7 +118,7 @@ class NodeLink:
             msgs.append(Message(content, node, kind, group_id=str(self.round), ttl=self.options.timeout))
             client_of[node] = r.client
         got: dict[int, Arrays] = {}
-        for reply in self.grid.send_and_receive(msgs, timeout=self.options.timeout):
+        for reply in exchange(self.grid, msgs, self.options.timeout):
             c = client_of.get(reply.metadata.src_node_id)
             if c is None:
                 continue

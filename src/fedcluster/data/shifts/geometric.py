@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import ndimage
 
 # S3 §5.2 / App. F.5 (CATALOG B.4, E.3-1): eight rotations in four pairs 15° apart.
 ROTATED_MNIST_ANGLES: tuple[int, ...] = (0, 15, 90, 105, 180, 195, 270, 285)
@@ -32,6 +31,8 @@ def rotate(images: np.ndarray, angle_deg: float, order: int = 1, cval: float = 0
     square_ok = k % 2 == 0 or images.shape[-1] == images.shape[-2]  # odd quarter turns swap H and W
     if np.isclose(quarter, round(quarter), atol=1e-9) and square_ok:
         return np.ascontiguousarray(np.rot90(images, k=k, axes=(-2, -1)))
+    from scipy import ndimage  # imported here: most runs never rotate by other angles (SciPy starts slowly)
+
     out = ndimage.rotate(images, a, axes=(-2, -1), reshape=False, order=order, mode="constant", cval=cval)
     return out.astype(images.dtype, copy=False)
 

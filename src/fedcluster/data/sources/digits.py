@@ -8,8 +8,6 @@ is made here. Used for fast smoke tests and tutorials in place of MNIST.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.datasets import load_digits as _sk_load_digits
-from sklearn.model_selection import train_test_split
 
 from fedcluster.data.sources.base import ArrayDataset, images_to_float
 
@@ -18,6 +16,10 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:
     """Digits as ``[n, 1, 8, 8]`` float32 in [0, 1]: 1,437 train / 360 test with the defaults."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    # imported here: a run whose federation is cached (a Flower node's per-message process) needs no sklearn
+    from sklearn.datasets import load_digits as _sk_load_digits
+    from sklearn.model_selection import train_test_split
+
     bunch = _sk_load_digits()
     images = np.asarray(bunch.images)
     labels = np.asarray(bunch.target, dtype=np.int64)
