@@ -88,10 +88,11 @@ _REGISTRY_OF: dict[str, Registry[Any]] = {"algorithm": ALGORITHMS, "scenario": S
 
 def parse_value(text: str) -> Any:
     """Parse a command-line value: YAML scalars and ``[a,b,c]`` lists; ``1e-3`` is a float."""
-    if _FLOAT_RE.match(text.strip()):
-        if any(c in text for c in ".eE") or len(text) > 4000:  # Python refuses int() of > 4300 digits
-            return float(text)
-        return int(text)
+    number = text.strip()  # str.strip knows more whitespace (e.g. \x1f) than int() and float() do
+    if _FLOAT_RE.match(number):
+        if any(c in number for c in ".eE") or len(number) > 4000:  # Python refuses int() of > 4300 digits
+            return float(number)
+        return int(number)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -188,7 +189,7 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     if path is not None:
         merge_mapping(raw, read_config_file(path))
-    from_file = {s: (raw.get(s), dict(raw.get(s + "_params", {}))) for s in SECTIONS}
+    from_file = {s: (raw.get(s), dict(p) if isinstance(p := raw.get(s + "_params"), dict) else {}) for s in SECTIONS}
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
