@@ -33,7 +33,8 @@ from fedcluster.cli import main
 from fedcluster.config import RunConfig
 
 CASES: Counter[str] = Counter()
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, derandomize=True,  # the same cases every run (MANY explores)
+                 suppress_health_check=[HealthCheck.too_slow])
 MANY = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RUN = ["run", "num_clients=4", "rounds=1", "progress=false"]
 TOP_KEYS = {f.name for f in RunConfig.__dataclass_fields__.values()}
