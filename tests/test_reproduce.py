@@ -193,3 +193,29 @@ def test_every_suite_configuration_resolves(budget: str) -> None:
                 over = [*exp.overrides, f"num_clients={b.clients}", f"rounds={b.rounds}", *b.overrides,
                         *setting.overrides, *(o.replace("=FULL", "=100") for o in m.overrides)]
                 resolve(load_raw(None, over))  # raises ConfigError naming the bad key
+
+
+@pytest.mark.parametrize("name", ["s3-lines-sweeps", "s2-mixreg-a", "s2-large-population"])
+def test_every_runner_records_a_diverged_run_and_goes_on(tmp_path: Path, name: str) -> None:
+    out = tmp_path / "reproduction"
+    assert main(["reproduce", name, "--budget", "tiny", "--seeds", "1", "--out", str(out),
+                 "--set", "threads=1", "--set", "lr=1e38"]) == 0
+    records = json.loads((out / f"{name}.json").read_text())["records"]
+    exp = EXPERIMENTS[name].trimmed("tiny")
+    assert {(r["setting"], r["method"]) for r in records} == {(s.name, m.label) for s in exp.settings
+                                                              for m in exp.methods}
+    assert all("training diverged at round" in r["diverged"] for r in records), [r.get("diverged") for r in records]
+    assert "Diverged runs" in (out / f"{name}.md").read_text()
+
+
+def test_results_moved_aside_twice_in_one_second_are_both_kept(tmp_path: Path) -> None:
+    from fedcluster.reproduce.results import Stored
+
+    path = tmp_path / "x.json"
+    kept = []
+    for budget in ("paper", "paper"):
+        stored = Stored("x", budget, 1, "cpu", [], records=[{"seed": len(kept)}])
+        stored.save(path)
+        kept.append(stored.move_aside(path, "20260101-000000"))
+    assert not path.exists() and kept[0] != kept[1]
+    assert [json.loads(k.read_text())["records"][0]["seed"] for k in kept] == [0, 1]

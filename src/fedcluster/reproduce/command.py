@@ -81,8 +81,7 @@ def run_command(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stored = Stored.load(path)
     if stored is not None and (args.fresh or not stored.matches(args.budget, device, list(args.set), repr(budget))):
-        kept = path.with_name(f"{exp.name}.previous-{stored.budget}-{time.strftime('%Y%m%d-%H%M%S')}.json")
-        path.rename(kept)  # never lose results: the earlier ones move aside
+        kept = stored.move_aside(path, time.strftime("%Y%m%d-%H%M%S"))  # never lose results
         print(f"{path}: earlier results (another budget/device/--set, or --fresh) moved to {kept}; starting afresh",
               file=sys.stderr)
         stored = None

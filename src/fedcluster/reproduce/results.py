@@ -50,6 +50,20 @@ class Stored:
         tmp.write_text(json.dumps(self.__dict__, separators=(",", ":"), allow_nan=True))
         os.replace(tmp, path)
 
+    def move_aside(self, path: Path, when: str) -> Path:
+        """Rename ``path`` to ``NAME.previous-BUDGET-WHEN.json`` (``-2``, ``-3``, ... when taken) and return it:
+        earlier results are never overwritten, even by two moves within one second."""
+        n = 1
+        while True:
+            kept = path.with_name(f"{self.name}.previous-{self.budget}-{when}{'' if n == 1 else f'-{n}'}.json")
+            try:
+                os.link(path, kept)  # fails if ``kept`` exists, unlike a rename
+            except FileExistsError:
+                n += 1
+                continue
+            path.unlink()
+            return kept
+
     @staticmethod
     def load(path: Path) -> Stored | None:
         if not path.is_file():

@@ -7,8 +7,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from fedcluster.errors import DivergedError
 from fedcluster.reproduce.federations import s2_rotation
-from fedcluster.reproduce.run_common import Emit, at_round, make_run
+from fedcluster.reproduce.run_common import Emit, at_round, diverged, make_run
 from fedcluster.reproduce.spec import Budget, Experiment
 
 K = 2
@@ -39,7 +40,11 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
             t0 = time.perf_counter()
             r = make_run([*base, f"rounds={budget.rounds + shift}", *method_overrides(m.label, phase1)],
                          Path(tmp) / "run", fed)
-            r.execute()
+            try:
+                r.execute()
+            except DivergedError as e:  # a result, not a crash: recorded, the page lists it
+                emit(diverged(seed, "", m.label, exp, e, time.perf_counter() - t0))
+                continue
             rows = r.dir.read_rounds()
         emit({"seed": seed, "setting": "", "method": m.label, "seconds": time.perf_counter() - t0,
               "metrics": {"err10": 100 * (1 - at_round(rows, "test_acc", 10 + shift)),

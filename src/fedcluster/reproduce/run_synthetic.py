@@ -14,8 +14,9 @@ import torch
 from fedcluster.data.federation import Federation
 from fedcluster.data.sources.synthetic import cflgp_lines, mixed_regression, mixed_regression_config
 from fedcluster.engine.runner import Run
+from fedcluster.errors import DivergedError
 from fedcluster.metrics_regression import param_error, regression_extras
-from fedcluster.reproduce.run_common import Emit, first_round, make_run
+from fedcluster.reproduce.run_common import Emit, diverged, first_round, make_run
 from fedcluster.reproduce.spec import Budget, Experiment
 
 # method -> FedMD's init (the baselines share FedMD's Phase 2); FedAvg is the registered fedavg
@@ -39,6 +40,8 @@ def mixreg_curve(fed: Federation, method: str, rounds: int, common: Sequence[str
             run.alg.run_round(t, run.stream[t])
             w = run.alg.models["head.weight"].detach().double().reshape(1, -1).cpu().numpy()
             errs.append(param_error(np.repeat(w, len(ts), 0), ts))
+            if not np.isfinite(errs[-1]):
+                raise DivergedError(f"training diverged at round {t + 1}: FedAvg's model is not finite")
     finally:
         run.ctx.trainer.close()
     return np.array(errs)
@@ -52,20 +55,25 @@ def run_mixreg(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str],
     config = next(o.split("=", 1)[1] for o in exp.overrides if o.startswith("scenario.config="))
     fed = mixed_regression(**mixed_regression_config(config), seed=seed)
     common = [*budget.overrides, f"seed={seed}", *extra]
-    curves, seconds = {}, {}
+    curves, seconds, failed = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for m in exp.methods:
             t0 = time.perf_counter()
-            curves[m.label] = mixreg_curve(fed, m.label, budget.rounds, common, Path(tmp) / m.label)
+            try:
+                curves[m.label] = mixreg_curve(fed, m.label, budget.rounds, common, Path(tmp) / m.label)
+            except DivergedError as e:  # a result, not a crash: its metrics are NaN, the page lists it
+                curves[m.label] = np.full(budget.rounds, math.nan)
+                failed[m.label] = str(e).split(";")[0]
             seconds[m.label] = time.perf_counter() - t0
     oracle = curves["oracle"][-1]
     for label, c in curves.items():
         hit = np.flatnonzero(c <= 1.1 * oracle)
         emit({"seed": seed, "setting": "", "method": label, "seconds": seconds[label],
+              **({"diverged": failed[label]} if label in failed else {}),
               "metrics": {"err5": float(c[min(4, len(c) - 1)]), "err105": float(c[min(104, len(c) - 1)]),
                           "final": float(c[-1]), "ratio": float(c[-1] / oracle),
                           "hit": float(hit[0] + 1) if len(hit) else math.nan},
-              "curve": [[t + 1, float(v)] for t, v in enumerate(c)]})
+              "curve": [[t + 1, float(v)] for t, v in enumerate(c) if not math.isnan(v)]})
 
 
 def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
@@ -94,7 +102,11 @@ def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], 
                                 f"rounds={budget.rounds}", f"num_clients={C}", f"clients_per_round={C}", f"seed={seed}",
                                 f"batch_size={batch}", *m.overrides, *extra], Path(tmp) / "run", fed)
                 init_models(run)
-                run.execute()
+                try:
+                    run.execute()
+                except DivergedError as e:  # a result, not a crash: recorded, the page lists it
+                    emit(diverged(seed, setting.name, m.label, exp, e, time.perf_counter() - t0))
+                    continue
                 rows = run.dir.read_rounds()
             mse = regression_extras(run.alg).get("mse", math.nan)
             emit({"seed": seed, "setting": setting.name, "method": m.label, "seconds": time.perf_counter() - t0,
