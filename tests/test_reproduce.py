@@ -219,3 +219,18 @@ def test_results_moved_aside_twice_in_one_second_are_both_kept(tmp_path: Path) -
         kept.append(stored.move_aside(path, "20260101-000000"))
     assert not path.exists() and kept[0] != kept[1]
     assert [json.loads(k.read_text())["records"][0]["seed"] for k in kept] == [0, 1]
+
+
+def test_a_hand_written_reading_reaches_the_page_and_the_summary(tmp_path: Path) -> None:
+    out = tmp_path / "reproduction"
+    out.mkdir()
+    stored = {"name": "s3-merge", "budget": "small", "seeds": 1, "device": "cpu", "extra": [], "finished": True,
+              "records": [{"seed": 0, "setting": "", "method": "cflgp", "metrics": {"ari": 1.0}, "curve": [[1, 1.0]]}]}
+    (out / "s3-merge.json").write_text(json.dumps(stored))
+    (out / "s3-merge.reading.md").write_text("CFL-GP separates the two datasets in round 2.\n")
+    assert main(["reproduce", "s3-merge", "--report-only", "--seeds", "1", "--out", str(out)]) == 0
+    page = (out / "s3-merge.md").read_text()
+    assert "## Reading" in page and "CFL-GP separates the two datasets in round 2." in page
+    summary = (tmp_path / "REPRODUCTION.md").read_text()
+    assert "### s3-merge\n\nCFL-GP separates the two datasets in round 2." in summary
+    assert "### s3-rotation-8" not in summary  # no reading, no section

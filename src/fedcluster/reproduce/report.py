@@ -97,6 +97,13 @@ def diverged_runs(stored: Stored) -> list[str]:
                for r in bad]) if bad else []
 
 
+def reading(out: Path, name: str) -> list[str]:
+    """The hand-written reading of the recorded results (``NAME.reading.md`` beside the page), if any: what the
+    numbers say and why, which no automatic check can write."""
+    path = out / f"{name}.reading.md"
+    return path.read_text().strip().splitlines() if path.is_file() else []
+
+
 def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     budget = exp.budget(stored.budget)
     paper = exp.budgets["paper"]
@@ -115,8 +122,11 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
              f"| device | {stored.device} | — |", f"| seeds | {stored.seeds} | — |",
              f"| wall time, all runs recorded | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
-             "## Results", "", *table(exp, stored), *diverged_runs(stored), "",
-             "## Differences from the paper", ""]
+             "## Results", "", *table(exp, stored), *diverged_runs(stored), ""]
+    notes = reading(out, exp.name)
+    if notes:
+        lines += ["## Reading", "", f"Written by hand after the run (`{exp.name}.reading.md`).", "", *notes, ""]
+    lines += ["## Differences from the paper", ""]
     lines += [f"- {d}" for d in (*exp.differences, budget.note) if d]
     if fig is not None:
         lines += ["", "## Figure", "", f"![{exp.curve} per round]({fig.name})"]
@@ -151,6 +161,12 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             "fewer rounds, and several experiments use Fashion-MNIST and light models where the papers use "
             "MNIST/CIFAR and MobileNetV2/ResNet18 (each page lists every difference).", "",
             f"Status: {counts}.", "", *rows, ""]
+    readings = [(exp.name, reading(out, exp.name)) for exp in EXPERIMENTS.values()]
+    if any(notes for _, notes in readings):
+        text += ["## What the results say", "",
+                 "Hand-written readings of the recorded results (`docs/reproduction/NAME.reading.md`).", ""]
+        for name, notes in readings:
+            text += [f"### {name}", "", *notes, ""] if notes else []
     path = out.parent / SUMMARY
     path.write_text("\n".join(text))
     return path
