@@ -147,6 +147,17 @@ def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path: Path, m
     assert sorted(Path("runs").iterdir()) == [first, second]
 
 
+def test_a_refused_first_run_leaves_no_empty_runs_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", *FAST, "rounds=1", "dataset=mnist"]) == 2  # refused after its folder was claimed
+    assert "data_dir" in _one_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+    Path("runs").mkdir()  # a runs/ folder the user made is kept
+    assert main(["run", *FAST, "rounds=1", "dataset=mnist"]) == 2
+    assert list(tmp_path.iterdir()) == [tmp_path / "runs"] and list(Path("runs").iterdir()) == []
+
+
 def test_claiming_a_folder_is_race_free(tmp_path: Path) -> None:
     base = tmp_path / "runs" / f"{SAME_SECOND}-demo"
     base.parent.mkdir()

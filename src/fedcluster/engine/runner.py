@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import platform
 import subprocess
@@ -74,6 +75,7 @@ class Run:
         self.cfg, self.typed, self.resume = cfg, typed, resume
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
+        made_runs = run_dir is None and not cfg.out and not Path("runs").exists()  # the default parent, made now
         self.dir = run_dir or RunDir(Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario))
         if self.dir.acquire(new=not resume):
             print(f"fedcluster: note: {self.dir.path} held a run that stopped before its first checkpoint; "
@@ -89,6 +91,9 @@ class Run:
                 self.dir.release()
             else:
                 self.dir.abandon()
+                if made_runs:  # a refused first run leaves no empty runs/ either
+                    with contextlib.suppress(OSError):
+                        Path("runs").rmdir()
             raise
 
     def _build(self, fed: Federation | None) -> None:
