@@ -103,9 +103,14 @@ class Cluster:
         return subprocess.run(self.serve_cmd(args), env=self.env, capture_output=True, text=True, timeout=timeout,
                               cwd=self.tmp)
 
-    def serve_async(self, args: list[str]) -> subprocess.Popen:
-        """``fedcluster flower serve`` in the background (ended by :meth:`close` if still running)."""
-        return self._start("serve", self.serve_cmd(args))
+    def serve_async(self, args: list[str], name: str = "serve") -> subprocess.Popen:
+        """``fedcluster flower serve`` in the background, its output in ``NAME.log`` (ended by :meth:`close` if
+        still running)."""
+        return self._start(name, self.serve_cmd(args))
+
+    def log_tail(self, name: str, chars: int = 6000) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_bytes()[-chars:].decode(errors="replace") if path.exists() else f"(no {path})"
 
     def run_cli(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "fedcluster.cli", *args], env=self.env, capture_output=True,

@@ -4,8 +4,10 @@ simulation (Ray) gives the in-process engine's run (slow)."""
 from __future__ import annotations
 
 import csv
+import time
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,7 +16,7 @@ from fedcluster.cli import main
 pytest.importorskip("flwr")
 
 from fedcluster.flower.commands import split_options, write_app, write_connection  # noqa: E402
-from fedcluster.flower.server import FlowerOptions  # noqa: E402
+from fedcluster.flower.server import FlowerOptions, exchange  # noqa: E402
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -53,6 +55,41 @@ def test_generated_app_and_connection(tmp_path: Path) -> None:
     conn = tomllib.loads((tmp_path / "home" / "config.toml").read_text())["superlink"]
     assert conn["default"] == "fedcluster"
     assert conn["fedcluster"] == {"address": "10.0.0.1:8000", "root-certificates": str(tmp_path / "ca.pem")}
+
+
+class FakeGrid:
+    """Replies to message i become available ``delays[i]`` seconds after the push; counts the pulls."""
+
+    def __init__(self, delays: list[float], pull_interval: float | None = None) -> None:
+        self.delays, self.pulls, self.t0 = delays, 0, 0.0
+        if pull_interval is not None:
+            self.pull_interval = pull_interval
+
+    def push_messages(self, messages: list[object]) -> list[str]:
+        self.t0 = time.monotonic()
+        return [str(i) for i, _ in enumerate(messages)]
+
+    def pull_messages(self, ids: set[str]) -> list[SimpleNamespace]:
+        self.pulls += 1
+        now = time.monotonic() - self.t0
+        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i)) for i in sorted(ids)
+                if self.delays[int(i)] <= now]
+
+
+def test_exchange_polls_soon_then_less_often_and_stops_at_the_timeout() -> None:
+    grid = FakeGrid([0.0, 0.3, 0.6])
+    t0 = time.monotonic()
+    replies = exchange(grid, ["a", "b", "c"], timeout=10)  # type: ignore[arg-type]
+    took = time.monotonic() - t0
+    assert sorted(r.metadata.reply_to_message_id for r in replies) == ["0", "1", "2"]
+    assert 0.6 <= took < 2.0 and grid.pulls <= 12  # not Flower's 3 s, and no busy loop
+    slow = FakeGrid([0.0, 30.0])
+    t0 = time.monotonic()
+    replies = exchange(slow, ["a", "b"], timeout=0.4)  # type: ignore[arg-type]
+    assert [r.metadata.reply_to_message_id for r in replies] == ["0"] and time.monotonic() - t0 < 1.5
+    capped = FakeGrid([0.5], pull_interval=0.02)  # the simulation's grid: never poll slower than it does
+    exchange(capped, ["a"], timeout=10)  # type: ignore[arg-type]
+    assert capped.pulls >= 12
 
 
 @pytest.mark.slow

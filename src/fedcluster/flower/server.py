@@ -51,14 +51,16 @@ class FlowerOptions:
 
 
 def exchange(grid: Grid, messages: Iterable[Message], timeout: float, first_poll: float = 0.05,
-             max_poll: float = 1.0) -> list[Message]:
+             max_poll: float = 0.5) -> list[Message]:
     """``grid.send_and_receive`` with a shorter poll for the replies: ``first_poll`` seconds, x1.5 after each
-    poll that brought nothing, at most ``max_poll`` (Flower's polls every 3 s, which adds 1.5 s on average to
-    every exchange). The replies that came within ``timeout`` seconds."""
+    poll that brought nothing, at most ``max_poll`` or the grid's own ``pull_interval`` if it has one (the
+    simulation's in-memory grid: 0.1 s); a SuperLink's grid polls every 3 s, which adds 1.5 s on average to
+    every exchange. The replies that came within ``timeout`` seconds."""
+    max_poll = min(max_poll, float(getattr(grid, "pull_interval", max_poll)))
     waiting = set(grid.push_messages(messages))
     end = time.monotonic() + timeout
     replies: list[Message] = []
-    pause = first_poll
+    pause = min(first_poll, max_poll)
     while waiting:
         got = list(grid.pull_messages(waiting))
         replies += got
@@ -67,7 +69,7 @@ def exchange(grid: Grid, messages: Iterable[Message], timeout: float, first_poll
         if not waiting or left <= 0:
             break
         time.sleep(min(pause, left))
-        pause = first_poll if got else min(pause * 1.5, max_poll)
+        pause = min(first_poll, max_poll) if got else min(pause * 1.5, max_poll)
     return replies
 
 
