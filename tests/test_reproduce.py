@@ -64,6 +64,22 @@ def test_registry_covers_every_headline_result() -> None:
     assert hcfl.paper["kt"] == "3"
 
 
+CATALOG = Path(__file__).resolve().parents[2] / "shared" / "CATALOG.md"
+
+
+@pytest.mark.skipif(not CATALOG.is_file(), reason="../shared/CATALOG.md is not beside the repository")
+@pytest.mark.parametrize("name", ["s4-ablation-k2", "s4-ablation-imbalance", "s4-ablation-single-shift",
+                                  "s4-ablation-participation"])
+def test_s4_ablation_paper_values_sit_beside_their_method_in_the_catalog(name: str) -> None:
+    """Each method's "local/global" pairs, over the settings in order, follow its name in CATALOG D.2's line of
+    the table (catches values given to the wrong method, e.g. by zipping two lists in different orders)."""
+    text = " ".join(CATALOG.read_text().split())
+    exp = EXPERIMENTS[name]
+    for m in exp.methods:
+        pairs = [f"{exp.paper_value(s, m, 'local')}/{exp.paper_value(s, m, 'global')}" for s in exp.settings]
+        assert f"{m.label} {', '.join(pairs)}" in text, (m.label, pairs)
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"),
                                                          os.environ.get("PYTHONPATH", "")])}
