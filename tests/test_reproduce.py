@@ -47,6 +47,22 @@ def test_judge_statuses() -> None:
     assert judge([("a", math.nan, 1.1, "<=")])[0] == "does not hold"  # unmeasured never holds
 
 
+def test_paired_lower_bound_needs_a_difference_beyond_the_seed_noise() -> None:
+    from fedcluster.reproduce.spec import paired_lower
+
+    noisy = {("", "a"): {"g": [60.0, 70.0, 50.0, 72.0]}, ("", "b"): {"g": [67.0, 55.0, 56.0, 62.0]}}
+    mean, lower = paired_lower(noisy, "", "a", "b", "g")
+    assert mean == pytest.approx(3.0) and lower < 0  # diffs -7, 15, -6, 10: sd 11.0, 2 SE = 11.0
+    clear = {("", "a"): {"g": [60.0, 70.0, 50.0, math.nan]}, ("", "b"): {"g": [55.0, 66.0, 45.0, 90.0]}}
+    mean, lower = paired_lower(clear, "", "a", "b", "g")  # the NaN seed drops out as a pair
+    assert mean == pytest.approx(14 / 3) and 0 < lower < mean
+    assert math.isnan(paired_lower({("", "a"): {"g": [1.0]}, ("", "b"): {"g": [0.0]}}, "", "a", "b", "g")[1])
+    q = EXPERIMENTS["q-ifca-vs-fedrc"].verdict
+    for case, status in ((noisy, "does not hold"), (clear, "holds")):
+        assert q({("", "FedRC"): {"global": case[("", "a")]["g"]},
+                  ("", "IFCA"): {"global": case[("", "b")]["g"]}})[0] == status
+
+
 def test_registry_covers_every_headline_result() -> None:
     assert set(EXPERIMENTS) == HEADLINES | OPEN_QUESTIONS
     for exp in EXPERIMENTS.values():

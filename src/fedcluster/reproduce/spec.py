@@ -6,6 +6,7 @@ Plain data (no PyTorch): ``fedcluster reproduce --list`` reads it instantly. A r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -108,3 +109,13 @@ class Experiment:
 def mean_of(results: Results, setting: str, method: str, key: str) -> float:
     """Mean over seeds of one cell (NaN if absent): the building block of verdicts."""
     return mean_sd(results.get((setting, method), {}).get(key, []))[0]
+
+
+def paired_lower(results: Results, setting: str, a: str, b: str, key: str, z: float = 2.0) -> tuple[float, float]:
+    """Mean over seeds of a − b (the same seed's federation for both) and that mean minus ``z`` standard errors:
+    a lower bound > 0 says a beats b beyond the seed-to-seed noise (NaN with fewer than 2 paired seeds)."""
+    xs = results.get((setting, a), {}).get(key, [])
+    ys = results.get((setting, b), {}).get(key, [])
+    diffs = [x - y for x, y in zip(xs, ys, strict=False) if not (math.isnan(x) or math.isnan(y))]
+    mean, sd, n = mean_sd(diffs)
+    return mean, (mean - z * sd / math.sqrt(n) if n > 1 else math.nan)
