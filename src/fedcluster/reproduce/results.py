@@ -57,11 +57,11 @@ class Stored:
         while True:
             kept = path.with_name(f"{self.name}.previous-{self.budget}-{when}{'' if n == 1 else f'-{n}'}.json")
             try:
-                os.link(path, kept)  # fails if ``kept`` exists, unlike a rename
+                os.close(os.open(kept, os.O_CREAT | os.O_EXCL))  # claims the name; fails if it exists
             except FileExistsError:
                 n += 1
                 continue
-            path.unlink()
+            os.replace(path, kept)
             return kept
 
     @staticmethod
