@@ -41,5 +41,7 @@ def kill_self_at(phase: str, n: int) -> None:
 
 
 if __name__ == "__main__":
+    # Ctrl-C as in a terminal, even when the tests were started in the background (where SIGINT is ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     kill_self_at(sys.argv[1], int(sys.argv[2]))
     sys.exit(main(sys.argv[3:]))

@@ -35,6 +35,7 @@ from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation, cache_key, cache_path
 from fedcluster.data.federation import Federation
 from fedcluster.storage.state_file import load_state
+from fedcluster.tracking.run_dir import RunDir
 
 FAST = ["num_clients=6", "progress=false", "model.hidden=[16]", "checkpoint_every=2"]
 
@@ -66,6 +67,7 @@ def _fork(target: Callable[[], int], log: Path) -> int:
         code = 1
         try:
             torch.set_num_threads(1)  # the parent's OpenMP thread pool does not survive fork()
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even under `&`
             os.setpgid(0, 0)
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             os.dup2(fd, 1)
@@ -191,6 +193,27 @@ def test_sigint_prints_the_real_run_directory_and_keeps_results(tmp_path: Path) 
     done = load_state(out / "checkpoint.pt", "checkpoint")["round"]
     assert 2 <= done <= len(rounds) and f"checkpoint of round {done}" in line
     assert _leftover_temporaries(out) == []
+
+
+@pytest.mark.parametrize("moment", ["after_the_row", "after_the_checkpoint"])
+def test_sigint_while_a_round_is_written_tells_the_truth(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch,
+                                                        moment: str, terminal_ctrl_c: None) -> None:
+    """Ctrl-C that lands between a round's row and its checkpoint (or just after the checkpoint): the message
+    names the rounds really in rounds.csv and the checkpoint really on disk (a CI run once said round 2 for 4)."""
+    write = {"after_the_row": RunDir.append_round, "after_the_checkpoint": RunDir.save_checkpoint}[moment]
+
+    def then_ctrl_c(self: RunDir, payload: dict) -> None:
+        write(self, payload)
+        if payload["round"] == 4:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(RunDir, write.__name__, then_ctrl_c)
+    out = tmp_path / "interrupted"
+    assert main(["run", *FAST, "rounds=10", f"out={out}"]) == 130
+    line = _one_line(capsys.readouterr().err)
+    assert [int(r["round"]) for r in _rows(out)] == [1, 2, 3, 4]
+    assert load_state(out / "checkpoint.pt", "checkpoint")["round"] == 4
+    assert "interrupted in round 5; rounds 1-4 are in" in line and "checkpoint of round 4" in line, line
 
 
 # -- two runs, one folder --------------------------------------------------------------------------

@@ -220,7 +220,8 @@ def test_ctrl_c_during_start_up_is_one_line_130(tmp_path: Path, monkeypatch: pyt
 
 def test_ctrl_c_during_start_up_real_process(tmp_path: Path) -> None:
     """SIGINT while the config is being resolved (held there by a sleep): one line, exit 130."""
-    code = ("import sys, time, fedcluster.config as c\n"
+    code = ("import signal, sys, time, fedcluster.config as c\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even under `&`\n"
             "real = c.resolve\n"
             "def slow(raw):\n"
             "    print('resolving', file=sys.stderr, flush=True); time.sleep(60); return real(raw)\n"

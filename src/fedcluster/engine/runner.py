@@ -26,6 +26,7 @@ from fedcluster.engine.device import check_engine, configure, default_device, de
 from fedcluster.engine.divergence import check_finite
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
+from fedcluster.engine.interrupts import sigint_held
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
@@ -162,7 +163,7 @@ class Run:
         val_acc = np.full(self.fed.num_clients, np.nan)
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
-        checkpointed, t = start, start
+        checkpointed, done = start, start
         try:
             for t in bar:
                 t0 = time.perf_counter()
@@ -182,23 +183,25 @@ class Run:
                        "bytes_down": res.bytes_down, "seconds": seconds,
                        "val_loss": metrics.get("val_loss", float("nan")),
                        "test_loss": metrics.get("test_loss", float("nan")), **res.extra}
-                self.dir.append_round(row)
-                if res.clusters is not None:
-                    self.dir.append_jsonl("clusters.jsonl", {"round": t + 1, **res.clusters})
-                rows.append(row)
-                self.tracking.log_round(row)
-                if metrics:
-                    bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
-                                    K=self.alg.num_clusters, refresh=False)
-                if (t + 1) % cfg.checkpoint_every == 0 or last:
-                    state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
-                    self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(),
-                                              "algorithm": state})
-                    checkpointed = t + 1
+                with sigint_held():  # the row, its clusters and its checkpoint: all written or none
+                    self.dir.append_round(row)
+                    if res.clusters is not None:
+                        self.dir.append_jsonl("clusters.jsonl", {"round": t + 1, **res.clusters})
+                    rows.append(row)
+                    self.tracking.log_round(row)
+                    if metrics:
+                        bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
+                                        K=self.alg.num_clusters, refresh=False)
+                    if (t + 1) % cfg.checkpoint_every == 0 or last:
+                        state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
+                        self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(),
+                                                  "algorithm": state})
+                        checkpointed = t + 1
+                    done = t + 1
         except DivergedError as e:
-            raise DivergedError(f"{e}; {self._diverged_note(t, checkpointed)}") from None
+            raise DivergedError(f"{e}; {self._diverged_note(done, checkpointed)}") from None
         except KeyboardInterrupt:
-            raise InterruptedRun(f"interrupted in round {t + 1}; {self._kept(t, checkpointed)}") from None
+            raise InterruptedRun(f"interrupted in round {done + 1}; {self._kept(done, checkpointed)}") from None
         finally:
             bar.close()
             self.ctx.trainer.close()
