@@ -77,3 +77,24 @@ def test_start_method_follows_the_build(monkeypatch) -> None:
     assert pool.start_method() == "forkserver"
     monkeypatch.setattr(pool, "accelerator_build", lambda: False)
     assert pool.start_method() == "fork"
+
+
+
+def test_stop_pool_kills_the_workers_when_terminate_gives_up() -> None:
+    """CPython's Pool.terminate raises AssertionError, before stopping any worker, when its result thread
+    has ended with jobs in flight (seen once in the Ctrl-C test): the workers must still be stopped."""
+    import multiprocessing.pool
+    import time
+
+    workers = pool.start_pool(2, time.sleep, (0,), method="fork")
+    procs = list(workers._pool)
+    jobs = [workers.apply_async(time.sleep, (60,)) for _ in procs]
+    time.sleep(0.5)  # both workers busy: neither holds the task queue's lock that terminate takes
+    handler = workers._result_handler
+    handler.is_alive = lambda: False  # what terminate sees after the race
+    try:
+        pool.stop_pool(workers)
+        assert all(p.exitcode is not None for p in procs) and not any(j.ready() for j in jobs)
+    finally:
+        handler._state = multiprocessing.pool.TERMINATE  # let the real result thread end
+        workers._outqueue.put(None)

@@ -37,3 +37,20 @@ def start_pool(workers: int, initializer: Callable[..., None], initargs: tuple[A
     if method == "forkserver":
         ctx.set_forkserver_preload(["torch", "fedcluster.engine.training"])  # imported once, in the server
     return ctx.Pool(workers, initializer=initializer, initargs=initargs)
+
+
+def stop_pool(pool: multiprocessing.pool.Pool, timeout: float = 10.0) -> None:
+    """``pool.terminate()``, with its workers killed even when CPython's terminate gives up half-way.
+
+    With jobs still in flight (a round cut by Ctrl-C), ``Pool.terminate`` races its own threads: the
+    task thread may hand the result thread its end marker before terminate checks on it, and terminate
+    then raises "Cannot have cache with result_hander not alive" before it has stopped any worker.
+    """
+    workers = list(pool._pool)  # the worker processes (Pool keeps them in a private list)
+    try:
+        pool.terminate()
+    except AssertionError:
+        for worker in workers:
+            worker.kill()
+        for worker in workers:
+            worker.join(timeout)

@@ -40,7 +40,7 @@ from fedcluster.engine.inference import StackForward
 from fedcluster.engine.memory import MAX_UNITS, UnitFootprint, budget_bytes, chunk_units, footprint
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
-from fedcluster.engine.pool import start_pool
+from fedcluster.engine.pool import start_pool, stop_pool
 from fedcluster.engine.solver import Solver
 
 LOSS_CHUNK = 4096  # training rows per forward pass of the E-step losses
@@ -275,8 +275,8 @@ class Trainer:
         for t in self._siblings:
             t.close()
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            stop_pool(pool)
 
 
 _WORKER: dict = {}
