@@ -8,6 +8,7 @@ N-th checkpoint (temporary file written, not yet renamed); ``none``: never.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
@@ -43,5 +44,6 @@ def kill_self_at(phase: str, n: int) -> None:
 if __name__ == "__main__":
     # Ctrl-C as in a terminal, even when the tests were started in the background (where SIGINT is ignored)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a test that waited too long asks for the stacks
     kill_self_at(sys.argv[1], int(sys.argv[2]))
     sys.exit(main(sys.argv[3:]))

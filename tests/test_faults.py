@@ -91,9 +91,15 @@ def _spawn(phase: str, n: int, args: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True, env=os.environ)
 
 
-def _reap(proc: subprocess.Popen, timeout: float = 300) -> int:
+def _reap(proc: subprocess.Popen, timeout: float = 300, log: Path | None = None) -> int:
     try:
         return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        if log is None:
+            raise
+        proc.send_signal(signal.SIGUSR1)  # fault_child dumps every thread's stack into the log
+        time.sleep(2)
+        raise AssertionError(f"still running {timeout:g} s later; its log:\n{log.read_text()}") from None
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # orphaned pool workers, if any
@@ -184,7 +190,7 @@ def test_sigint_prints_the_real_run_directory_and_keeps_results(tmp_path: Path) 
         _wait_for_rows(out, 3, lambda: proc.poll() is None)
         os.killpg(proc.pid, signal.SIGINT)  # like Ctrl-C in a terminal: the whole group, pool workers too
     finally:
-        status = _reap(proc, timeout=120)
+        status = _reap(proc, timeout=120, log=tmp_path / "log")
     assert status == 130, (tmp_path / "log").read_text()
     line = _one_line((tmp_path / "log").read_text())
     assert f"fedcluster resume {out}" in line and "RUN_DIR" not in line
