@@ -104,3 +104,16 @@ def test_fedrc_ft_global_accuracy_uses_the_averaged_fine_tuned_models(tmp_path: 
     w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32)
     mixed = (w[torch.as_tensor(test.owner())].T.unsqueeze(-1) * outputs.softmax(-1)).sum(0)
     torch.testing.assert_close(alg.predict(test, False), mixed)
+
+
+def test_a_fit_row_with_an_infinite_loss_does_not_turn_the_score_into_nan() -> None:
+    """A diverging regression model's outputs (~1e35) square to inf in float32. The fit rows are not scored:
+    they must be left out, not weighted by 0 (inf × 0 = NaN would hide the client's real score)."""
+    split = Split(torch.zeros(4, 1), torch.zeros(4), np.array([0, 4]), fit=np.array([True, True, False, False]))
+    pred = torch.tensor([[1e35], [1e35], [2.0], [4.0]])
+    _, loss = client_scores(pred, split, "regression")
+    assert loss.tolist() == [(4.0 + 16.0) / 2]
+    acc, loss = client_scores(torch.tensor([[float("nan"), 0.0], [float("nan"), 0.0], [0.0, 1.0], [1.0, 0.0]]),
+                              Split(torch.zeros(4, 1), torch.tensor([0, 0, 1, 1]), np.array([0, 4]),
+                                    fit=np.array([True, True, False, False])), "classification")
+    assert acc.tolist() == [0.5] and np.isfinite(loss).all()

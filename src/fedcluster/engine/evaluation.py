@@ -45,18 +45,19 @@ def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarr
     """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred`` over the scored
     rows of ``split`` (all rows, or those outside its ``fit`` mask: engine.holdout); the per-sample scores are
     the only thing copied back from the device."""
-    owner = split.owner()
-    scored = scored_rows(split).astype(np.float64)
-    sizes = np.maximum(np.bincount(owner, scored, split.num_clients), 1)
+    scored = scored_rows(split)  # rows outside the mask are left out, not weighted 0: inf × 0 would be NaN
+    owner = split.owner()[scored]
+    counts = np.bincount(owner, minlength=split.num_clients)
+    sizes = np.maximum(counts, 1)
     if task == "classification":
         correct = (pred.argmax(-1) == split.y).double().cpu().numpy()
         loss = -torch.log(pred.gather(1, split.y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double().cpu().numpy()
-        acc = np.bincount(owner, correct * scored, split.num_clients) / sizes
+        acc = np.bincount(owner, correct[scored], split.num_clients) / sizes
     else:
         loss = ((pred.squeeze(-1) - split.y) ** 2).double().cpu().numpy()
         acc = np.full(split.num_clients, np.nan)
-    mean_loss = np.bincount(owner, loss * scored, split.num_clients) / sizes
-    empty = np.bincount(owner, scored, split.num_clients) == 0
+    mean_loss = np.bincount(owner, loss[scored], split.num_clients) / sizes
+    empty = counts == 0
     if empty.any():  # no samples, no score: NaN, never a 0 that looks real
         acc, mean_loss = np.where(empty, np.nan, acc), np.where(empty, np.nan, mean_loss)
     return acc, mean_loss
