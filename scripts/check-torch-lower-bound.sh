@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the test suite on the oldest PyTorch that pyproject.toml declares (`torch>=X`), in a separate
-# virtual environment, so the lower bound stays one that was actually tested (issue 10).
+# virtual environment, so the lower bound stays one that was actually tested (the suite passed on it).
 #
 #   bash scripts/check-torch-lower-bound.sh                 # torch==X from pyproject, venv ./.venv-torch-min
 #   FEDCLUSTER_TORCH_VERSION=2.5.1 bash scripts/check-torch-lower-bound.sh   # another version

@@ -4,10 +4,9 @@
 # (with sudo when not root), PyTorch, then fedcluster itself (editable) with its test tools.
 # Re-running it reuses the environment and only installs what changed.
 #
-# PyTorch: `torch==$FEDCLUSTER_TORCH_VERSION` (default 2.13.0) from pip's configured indexes. On PyPI the
-# Linux x86-64 wheel of that version is the CUDA build (several GB of CUDA packages). For the CPU-only
-# build set FEDCLUSTER_TORCH_INDEX to PyTorch's CPU wheel index; for a given CUDA build, to that
-# build's index (see the README, "Set-up"). A torch already in .venv that satisfies the pin is kept.
+# PyTorch: `torch==$FEDCLUSTER_TORCH_VERSION` (default 2.13.0); the CUDA build when the machine has an
+# NVIDIA GPU, else the CPU-only build (scripts/torch-choice.sh: FEDCLUSTER_TORCH_BUILD=cpu|cuda overrides the
+# choice, FEDCLUSTER_TORCH_INDEX=URL installs from that index). A torch already in .venv at that version is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="${FEDCLUSTER_TORCH_VERSION:-2.13.0}"
@@ -39,13 +38,14 @@ fi
 PY="$VENV/bin/python"
 PIP=("$PY" -m pip install -q --disable-pip-version-check)
 
-if ! "$PY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" >/dev/null 2>&1; then
-  echo "install.sh: installing torch==$TORCH_VERSION"
-  if [ -n "${FEDCLUSTER_TORCH_INDEX:-}" ]; then
-    "${PIP[@]}" --index-url "$FEDCLUSTER_TORCH_INDEX" "torch==$TORCH_VERSION"
-  else
-    "${PIP[@]}" "torch==$TORCH_VERSION"
-  fi
+if "$PY" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" >/dev/null 2>&1; then
+  echo "install.sh: keeping the installed torch $("$PY" -c 'import torch; print(torch.__version__)')"
+else
+  # shellcheck source=scripts/torch-choice.sh
+  . scripts/torch-choice.sh
+  torch_args="$(torch_pip_args "$TORCH_VERSION" "$PY")"
+  read -r -a torch_args <<<"$torch_args"
+  "${PIP[@]}" "${torch_args[@]}"
 fi
 echo "install.sh: installing fedcluster[$EXTRAS]"
 "${PIP[@]}" -e ".[$EXTRAS]"
