@@ -11,19 +11,19 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'cfl': ('fedcluster.algorithms.cfl',
         'CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2'),
     'cflgp': ('fedcluster.algorithms.cflgp',
-        'CFL-GP: spectral clustering of accumulated gradient profiles (S3)'),
+        'CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)'),
     'fedavg': ('fedcluster.algorithms.fedavg',
         'FedAvg: one global model, N_i-weighted model averaging'),
     'fedem': ('fedcluster.algorithms.fedem',
         'FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction'),
     'fedmd': ('fedcluster.algorithms.fedmd',
-        'FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (S2)'),
+        'FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)'),
     'fedprox': ('fedcluster.algorithms.fedavg',
         'FedProx: FedAvg with the proximal term (μ/2)‖θ − θ^t‖²'),
     'fedrc': ('fedcluster.algorithms.fedrc',
         'FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)'),
     'fedrc-adaptive': ('fedcluster.algorithms.hcfl_presets',
-        'adaptive FedRC (S4 App. H.4): start with K0 models, remove those with mass below delta'),
+        'adaptive FedRC (FedRC paper App. H.4): start with K0 models, remove those with mass below delta'),
     'fedsoft': ('fedcluster.algorithms.fedsoft',
         'FedSoft: importance weights from per-cluster losses, proximal personal models'),
     'fesem': ('fedcluster.algorithms.fesem',
@@ -31,10 +31,10 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'hcfl': ('fedcluster.algorithms.hcfl',
         'HCFL composition: formulation × weights (tiers 1–2) × adaptive × distance (tiers 3–4)'),
     'hcfl-plus': ('fedcluster.algorithms.hcfl_presets',
-        'HCFL+ (S1): φ + K heads, sample-wise EM, split by eq. 8 on prototype distances, remove; '
+        'HCFL+ (HCFL paper): φ + K heads, sample-wise EM, split by eq. 8 on prototype distances, remove; '
         'backbone=fesem|fedem|fedrc|fedsoft'),
     'hcfl-prime': ('fedcluster.algorithms.hcfl_presets',
-        "HCFL' (S1 Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split"),
+        "HCFL' (HCFL paper Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split"),
     'icfl': ('fedcluster.algorithms.icfl',
         'ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)'),
     'ifca': ('fedcluster.algorithms.ifca',
@@ -50,7 +50,7 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
 }
 DATASETS: dict[str, tuple[str, str]] = {
     'cflgp-lines': ('fedcluster.data.datasets',
-        'S3 synthetic three-lines regression (scenario=cflgp-lines scenario.delta_phi=20)'),
+        'CFL-GP paper synthetic three-lines regression (scenario=cflgp-lines scenario.delta_phi=20)'),
     'cifar10': ('fedcluster.data.datasets',
         'CIFAR-10 32×32 RGB from the python pickle batches in data_dir='),
     'cifar100': ('fedcluster.data.datasets',
@@ -62,33 +62,36 @@ DATASETS: dict[str, tuple[str, str]] = {
     'fashion-mnist': ('fedcluster.data.datasets',
         'Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)'),
     'mixed-regression': ('fedcluster.data.datasets',
-        'S2 synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)'),
+        'FedMD paper synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)'),
     'mnist': ('fedcluster.data.datasets',
         'MNIST 28×28 from idx files in data_dir='),
 }
 SCENARIOS: dict[str, tuple[str, str]] = {
     'cflgp-lines': ('fedcluster.data.scenarios.synthetic',
-        'S3 §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally'),
+        'CFL-GP paper §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally'),
     'concept-swap': ('fedcluster.data.scenarios.basic',
         'label skew + label-map concepts (maps=fedrc|hcfl-beta|shift|permutation, ratios=[8,1,1]); one test '
         'client per concept'),
     'diverse-shift': ('fedcluster.data.scenarios.diverse',
-        'FedRC benchmark (S4 H.8): LDA + 30% clean / 20% corrupted / 25% per swapped concept (1/5 '
-        'corrupted); assignment=uniform for S4 §3'),
+        'FedRC benchmark (FedRC paper H.8): LDA + 30% clean / 20% corrupted / 25% per swapped concept (1/5 '
+        'corrupted); assignment=uniform for FedRC paper §3'),
     'hcfl-shift': ('fedcluster.data.scenarios.diverse',
-        'HCFL benchmark (S1 §5.1): LDA + one of 20 styles + one of 3 β-rule concepts per client (uniform draws)'),
+        'HCFL benchmark (HCFL paper §5.1): LDA + one of 20 styles + one of 3 β-rule concepts per client (uniform '
+        'draws)'),
     'iid': ('fedcluster.data.scenarios.basic',
         'uniform random split, one concept (sanity baseline)'),
     'label-noise': ('fedcluster.data.scenarios.noisy',
-        'label skew + symmetric/pair label flips at rate χ on training labels (S1 Table 4, S4 Table 13)'),
+        'label skew + symmetric/pair label flips at rate χ on training labels (HCFL paper Table 4, FedRC paper '
+        'Table 13)'),
     'label-skew': ('fedcluster.data.scenarios.basic',
         'label shift only: Dirichlet(α) (split=dirichlet|dirichlet-global) or C classes per client (split=classes)'),
     'mixed-regression': ('fedcluster.data.scenarios.synthetic',
-        'S2 mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)'),
+        'FedMD paper mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)'),
     'mixture': ('fedcluster.data.scenarios.mixture',
-        'S3 §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)'),
+        'CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)'),
     'rotation': ('fedcluster.data.scenarios.rotation',
-        'rotated images, one disjoint part per angle (angles=[0,15,90,105,...] S3, [0,90,180,270] S2); '
+        'rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, [0,90,180,270] FedMD '
+        'paper); '
         'nearby angles share a cluster'),
 }
 MODELS: dict[str, tuple[str, str]] = {
@@ -97,9 +100,9 @@ MODELS: dict[str, tuple[str, str]] = {
     'light-cnn': ('fedcluster.models.zoo',
         'lighter two-conv CNN (16/32 channels, FC 128)'),
     'linear': ('fedcluster.models.zoo',
-        "linear regression ŷ = <θ, x> + b (init_range=a: S3's θ_1 ~ U(−a, a), θ_2 = 0)"),
+        "linear regression ŷ = <θ, x> + b (init_range=a: CFL-GP paper's θ_1 ~ U(−a, a), θ_2 = 0)"),
     'linear-nobias': ('fedcluster.algorithms.fedmd',
-        "linear regression ŷ = <θ, x> without bias (S2's mixed-regression model)"),
+        "linear regression ŷ = <θ, x> without bias (FedMD paper's mixed-regression model)"),
     'logistic': ('fedcluster.models.zoo',
         'multinomial logistic regression (flatten → linear)'),
     'mobilenet-v2': ('fedcluster.models.mobilenet',

@@ -9,10 +9,10 @@ from __future__ import annotations
 PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], ...]] | None]] = {
     'algorithm': {
         'cfl': (None, (
-            ('tol1', 'float', '0.4', "ε1: split only when the cluster's mean update is this small (S1 Table 1: 0.4 / 0.2)"),
-            ('tol2', 'float', '1.6', "ε2: ... and some client's update is larger than this (S1: 1.6 / 0.8)"),
+            ('tol1', 'float', '0.4', "ε1: split only when the cluster's mean update is this small (HCFL paper Table 1: 0.4 / 0.2)"),
+            ('tol2', 'float', '1.6', "ε2: ... and some client's update is larger than this (HCFL paper: 1.6 / 0.8)"),
             ('warmup', 'int', '20', "no split before this (0-based) round (Sattler's code: c_round > 20)"),
-            ('max_clusters', 'int|null', 'null', 'cap on K ("CFL (3)"; the [ref-code] uses 100)'),
+            ('max_clusters', 'int|null', 'null', 'cap on K ("CFL (3)"; the reference code uses 100)'),
             ('min_size', 'int', '3', 'split only clusters with at least this many sampled members (> 2 in both codes)'),
         )),
         'cflgp': (None, (
@@ -24,7 +24,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('stable_stop', 'bool', 'true', 'stop cluster updates once the clustering is unchanged for T/10 rounds'),
             ('compression', 'none|random|last-layer|body', 'none', 'body: profiles without the output layer'),
             ('compression_ratio', 'float', '1.0', 'CR = d / d̂ for compression="random"'),
-            ('quantize_digits', 'int|null', 'null', 'keep this many decimals of every profile entry (S3 Table 7)'),
+            ('quantize_digits', 'int|null', 'null', 'keep this many decimals of every profile entry (CFL-GP paper Table 7)'),
         )),
         'fedavg': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
@@ -43,18 +43,18 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('phase1_rounds', 'int', '5', 'T (only for init="fedmd")'),
             ('num_anchors', 'int', '0', 'm_H; 0 = ⌈3k ln k⌉ (at least k)'),
             ('anchor_min_samples', 'int', '0', 'anchor candidates need n_i ≥ this; 0 = the largest client size'),
-            ('pairs', 'all|one', 'all', 'residual pairs: all (U-statistic) / one (S2)'),
+            ('pairs', 'all|one', 'all', 'residual pairs: all (U-statistic) / one (FedMD paper)'),
             ('subspace', 'svd|orthogonal', 'svd', "moments' subspace: SVD / Alg. 3 iterations"),
             ('orth_iters', 'int', '10', 'T_1 of Algorithm 3'),
             ('alpha', 'float', '1.0', 'α, β: feature covariance bounds (1 for N(0, I) features)'),
             ('beta', 'float', '1.0', 'β, the upper covariance bound'),
             ('eps', 'float', '0.05', 'ε of the stopping rule σ̂ ≤ ε α Δ / √2'),
             ('delta', 'float|null', 'null', 'Δ; None = the true min separation from extras["theta_star"]'),
-            ('init_scale', 'float', '2.0', "θ_0 ~ (init_scale/√D) N(0, I) (S2 §V); 0 = the model's own init"),
+            ('init_scale', 'float', '2.0', "θ_0 ~ (init_scale/√D) N(0, I) (FedMD paper §V); 0 = the model's own init"),
             ('local_steps', 'int', '5', 's'),
             ('local_batch', 'int', '0', '0 = full-batch local GD'),
             ('prox_mu', 'float', '0.0', '> 0: FedProx-based Phase 2'),
-            ('aggregation', 'auto|all|cluster', 'auto', 'auto: cluster for init=oneshot, else all (S2)'),
+            ('aggregation', 'auto|all|cluster', 'auto', 'auto: cluster for init=oneshot, else all (FedMD paper)'),
         )),
         'fedprox': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
@@ -65,7 +65,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('formulation', 'conditional|fedrc-ratio|joint', 'fedrc-ratio', 'tier 1'),
             ('weights_scope', 'client|sample', 'client', "tier 2: FedEM's ω_{i;k} or HCFL+'s ω_{i,j;k}"),
-            ('mu_tilde', 'float', '0.4', "with weights_scope=sample: HCFL+(FedRC)'s μ̃ (S1 E.2, CATALOG E.1-12)"),
+            ('mu_tilde', 'float', '0.4', "with weights_scope=sample: HCFL+(FedRC)'s μ̃ (HCFL paper E.2)"),
             ('test_em_iters', 'int', '10', 'E-steps a non-participating client runs on its labelled data'),
             ('ft', 'bool', 'false', 'FedRC-FT: local accuracy after one local fine-tuning epoch'),
             ('hard', 'none|test|train', 'none', 'TeHC (predict hard) / TrHC (train and predict hard)'),
@@ -76,10 +76,10 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('eps', 'float', '1e-08', 'FedRC-Adam ε'),
         )),
         'fedrc-adaptive': (None, (
-            ('num_clusters', 'int', '6', 'K^0 (S4 Fig. 7)'),
-            ('delta', 'float', '0.05', 'S4: 0.05 (ablation 0.025)'),
+            ('num_clusters', 'int', '6', 'K^0 (FedRC paper Fig. 7)'),
+            ('delta', 'float', '0.05', 'FedRC paper: 0.05 (ablation 0.025)'),
             ('warmup', 'int', '0', 'no removal before this round'),
-            ('split', 'bool', 'false', 'S4 trains K full models (true: the Table 11 shared extractor)'),
+            ('split', 'bool', 'false', 'FedRC paper trains K full models (true: the Table 11 shared extractor)'),
             ('test_em_iters', 'int', '10', 'E-steps a non-participating client runs on its labelled data'),
         )),
         'fedsoft': (None, (
@@ -94,7 +94,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         )),
         'hcfl': (None, (
             ('num_clusters', 'int', '1', 'K^0'),
-            ('split', 'bool', 'true', 'φ shared by all clusters + K heads (S1 Sec. 4.1)'),
+            ('split', 'bool', 'true', 'φ shared by all clusters + K heads (HCFL paper Sec. 4.1)'),
             ('formulation', 'conditional|fedrc-ratio|joint', 'conditional', 'tier 1'),
             ('weights_scope', 'client|sample', 'sample', "soft-em only: HCFL+'s ω_{i,j;k} (eq. 4–5)"),
             ('mu_tilde', 'float', '0.0', 'HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃'),
@@ -107,30 +107,30 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('reduce', 'max|mean', 'max', 'eq. 9 max over prototype rows, or the Table 2 ablation "mean"'),
             ('confidence', 'bool', 'true', 'D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)'),
             ('rho', 'float', '0.1', 'eq. 8 threshold'),
-            ('include_diagonal', 'bool', 'true', 'mean(D_k) over the whole matrix ([ref-code]) or off-diagonal only'),
-            ('strict', 'bool', 'false', '">" ρ ([ref-code]) instead of eq. 8\'s "≥"'),
-            ('scwu', 'bool', 'true', 'soft-clustering weight update on split (S1 Alg. 4); False: hard re-assignment'),
+            ('include_diagonal', 'bool', 'true', 'mean(D_k) over the whole matrix (reference code) or off-diagonal only'),
+            ('strict', 'bool', 'false', '">" ρ (reference code) instead of eq. 8\'s "≥"'),
+            ('scwu', 'bool', 'true', 'soft-clustering weight update on split (HCFL paper Alg. 4); False: hard re-assignment'),
             ('tol1', 'float', '0.4', 'adaptive=cfl: ‖mean Δθ‖ < tol1 ...'),
             ('tol2', 'float', '1.6', '... and max ‖Δθ_i‖ > tol2'),
             ('min_size', 'int', '3', 'adaptive=cfl: sampled members needed to split'),
             ('warmup', 'int', '0', 'no split / removal before this (0-based) round'),
             ('max_clusters', 'int|null', 'null', 'never split beyond this many clusters'),
-            ('delta', 'float', '0.05', 'adaptive=low-mass: remove clusters with mass below δ (S4: 0.05)'),
+            ('delta', 'float', '0.05', 'adaptive=low-mass: remove clusters with mass below δ (FedRC paper: 0.05)'),
         )),
         'hcfl-plus': (None, (
             ('backbone', 'fesem|fedem|fedrc|fedsoft', 'fedrc', 'tiers 1–2 of fesem, fedem, fedrc or fedsoft'),
-            ('num_clusters', 'int', '1', 'K^0 (E.1-13)'),
-            ('rho', 'float', '0.3', 'eq. 8 (S1: 0.05, 0.1, 0.3)'),
-            ('principle', 'auto|ascp|cscp', 'auto', 'auto: CSCP for FedRC, ASCP otherwise (E.1-24)'),
+            ('num_clusters', 'int', '1', 'K^0, the clusters at the start'),
+            ('rho', 'float', '0.3', 'eq. 8 (HCFL paper: 0.05, 0.1, 0.3)'),
+            ('principle', 'auto|ascp|cscp', 'auto', 'auto: CSCP for FedRC, ASCP otherwise (our reading)'),
             ('distance', 'prototype|update-cosine', 'prototype', 'update-cosine: Table 2 ablation ①'),
             ('confidence', 'bool', 'true', 'Table 2 ablation ②: false drops the ω̃ factors of eq. 9'),
             ('reduce', 'max|mean', 'max', 'Table 2 ablation ③: mean'),
             ('scwu', 'bool', 'true', 'Table 7 ablation: false = hard re-assignment after a split'),
             ('adaptive', 'split-remove|split', 'split-remove', 'split-remove (HCFL+) or split only'),
-            ('mu_tilde', 'float|null', 'null', 'default per backbone: 0.4 FedRC, 0 otherwise (E.1-12)'),
+            ('mu_tilde', 'float|null', 'null', 'default per backbone: 0.4 FedRC, 0 otherwise (our reading of the paper)'),
             ('prox', 'float', '0.1', 'backbone=fedsoft: the proximal weight'),
-            ('include_diagonal', 'bool', 'true', 'mean(D_k) over the whole matrix ([ref-code]) or off-diagonal only'),
-            ('strict', 'bool', 'false', '">" ρ ([ref-code]) instead of eq. 8\'s "≥"'),
+            ('include_diagonal', 'bool', 'true', 'mean(D_k) over the whole matrix (reference code) or off-diagonal only'),
+            ('strict', 'bool', 'false', '">" ρ (reference code) instead of eq. 8\'s "≥"'),
             ('warmup', 'int', '0', 'no split before this round'),
             ('max_clusters', 'int|null', 'null', 'never split beyond this many clusters (null = no cap)'),
             ('test_em_iters', 'int', '10', 'E-steps a non-participating client runs on its labelled data'),
@@ -138,7 +138,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'hcfl-prime': (None, (
             ('backbone', 'fesem|fedem|fedrc|fedsoft', 'fedrc', 'tiers 1–2 of fesem, fedem, fedrc or fedsoft'),
             ('num_clusters', 'int', '1', 'K^0'),
-            ('tol1', 'float', '0.4', 'S1 Table 1 CFL settings: (0.4, 1.6), (0.4, 0.8), (0.2, 0.8)'),
+            ('tol1', 'float', '0.4', 'HCFL paper Table 1 CFL settings: (0.4, 1.6), (0.4, 0.8), (0.2, 0.8)'),
             ('tol2', 'float', '1.6', "ε2 of CFL's split test"),
             ('warmup', 'int', '20', "Sattler's code splits from round 20 on"),
             ('min_size', 'int', '3', 'split only clusters with at least this many sampled members'),
@@ -148,8 +148,8 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('test_em_iters', 'int', '10', 'E-steps a non-participating client runs on its labelled data'),
         )),
         'icfl': (None, (
-            ('alpha0', 'float', '0.85', 'α*(0) (S1: 0.85 or 0.98; larger → fewer splits)'),
-            ('eps1', 'float', '4.0', 'ε1 (S1: 4.0)'),
+            ('alpha0', 'float', '0.85', 'α*(0) (HCFL paper: 0.85 or 0.98; larger → fewer splits)'),
+            ('eps1', 'float', '4.0', 'ε1 (HCFL paper: 4.0)'),
         )),
         'ifca': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
@@ -187,7 +187,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'mnist': None,
     },
     'scenario': {
-        'cflgp-lines': ("S3 §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples\nper client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat\nacross rounds (see :func:`cflgp_lines`). S3's init: ``model=linear model.init_range=0.8``.", (
+        'cflgp-lines': ("CFL-GP paper §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples\nper client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat\nacross rounds (see :func:`cflgp_lines`). CFL-GP paper's init: ``model=linear model.init_range=0.8``.", (
             ('delta_phi', 'float', '20.0', 'Δφ, degrees between the lines'),
             ('batch', 'int', '10', 'b, the minibatch drawn per round'),
             ('noise_std', 'float', '0.2', 'label noise standard deviation'),
@@ -195,7 +195,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('val_size', 'int', '200', 'validation samples per client'),
             ('test_size', 'int', '1000', 'samples per test client'),
         )),
-        'concept-swap': ("Label skew + concept shift by label maps (S4 §5.1 / App. H.8, S1 §5.1, S3 App. F.7).\n\n``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (S1's β rule, CATALOG E.1-14 reading),\nshift (concept c: y → (y + c·shift) mod C; S3 uses 2 concepts, shift 5), permutation (``perms``,\none permutation per concept; ``concepts`` is then set to ``len(perms)``). ``ratios``: clients per\nconcept in this ratio (S4 Fig. 6b / Table 12: [8,1,1]); default equal groups.", (
+        'concept-swap': ("Label skew + concept shift by label maps (FedRC paper §5.1 / App. H.8, HCFL paper §5.1, CFL-GP paper App. F.7).\n\n``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (HCFL paper's β rule),\nshift (concept c: y → (y + c·shift) mod C; CFL-GP paper uses 2 concepts, shift 5), permutation (``perms``,\none permutation per concept; ``concepts`` is then set to ``len(perms)``). ``ratios``: clients per\nconcept in this ratio (FedRC paper Fig. 6b / Table 12: [8,1,1]); default equal groups.", (
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
             ('concepts', 'int', '3', 'number of concepts (label maps)'),
             ('maps', 'fedrc|hcfl-beta|shift|permutation', 'fedrc', 'label maps: fedrc, hcfl-beta, shift or permutation'),
@@ -208,7 +208,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
         )),
-        'diverse-shift': ('S4 App. H.8 (``assignment=proportions``) or S4 §3 (``assignment=uniform``; ``ratios`` then fixes the\nclients per concept, e.g. [8,1,1] for S4 Fig. 6b). ``styles``: the corruptions to draw from (default the\n19 for corrupted clients, all 20 incl. "original" under ``uniform``). ``replicate``: copies of the\ntraining set before splitting (S4: 3 for CIFAR with 300 clients). ``corrupt_test``: mix the 20 styles\nevenly into the test clients (CATALOG E.4-12; default: clean official test set). ``noise``: label noise\non training labels at ``noise_rate`` (S4 Table 13). ``split``/``alpha``/``classes_per_client``: the label\nshift as in ``label-skew``; the default is the FedRC code\'s LDA (Dir(α·p_global), equal client sizes).', (
+        'diverse-shift': ('FedRC paper App. H.8 (``assignment=proportions``) or FedRC paper §3 (``assignment=uniform``; ``ratios`` then\nfixes the\nclients per concept, e.g. [8,1,1] for FedRC paper Fig. 6b). ``styles``: the corruptions to draw from (default the\n19 for corrupted clients, all 20 incl. "original" under ``uniform``). ``replicate``: copies of the\ntraining set before splitting (FedRC paper: 3 for CIFAR with 300 clients). ``corrupt_test``: mix the 20 styles\nevenly into the test clients. ``noise``: label noise\non training labels at ``noise_rate`` (FedRC paper Table 13). ``split``/``alpha``/``classes_per_client``: the label\nshift as in ``label-skew``; the default is the FedRC code\'s LDA (Dir(α·p_global), equal client sizes).', (
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
             ('concepts', 'int', '3', 'number of concepts (label maps)'),
             ('ratios', 'list[float]|null', 'null', 'clients per concept in this ratio (assignment=uniform; null = equal)'),
@@ -221,9 +221,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('noise', 'none|symmetric|pair', 'none', 'label noise on training labels: none, symmetric or pair'),
             ('noise_rate', 'float', '0.2', 'χ, the share of flipped training labels'),
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
-            ('assignment', 'proportions|uniform', 'proportions', 'S4 H.8 mix / S4 §3 draws'),
+            ('assignment', 'proportions|uniform', 'proportions', 'FedRC paper H.8 mix / FedRC paper §3 draws'),
         )),
-        'hcfl-shift': ('S1 §5.1 / App. E.1: LDA α, one of 20 styles (incl. "original", severity 1..5) and one of ``concepts``\nβ-rule concepts per client, drawn uniformly (S1 defers to S4 §3; ``ratios`` fixes the concept counts).\nβ: S1 Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: S1 Table 4 (χ ∈ {0.1, 0.2} pair,\n{0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives S1 Tables 11–13 ("C = 2 / 4").', (
+        'hcfl-shift': ('HCFL paper §5.1 / App. E.1: LDA α, one of 20 styles (incl. "original", severity 1..5) and one of ``concepts``\nβ-rule concepts per client, drawn uniformly (HCFL paper defers to FedRC paper §3; ``ratios`` fixes the concept\ncounts).\nβ: HCFL paper Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: HCFL paper Table 4 (χ ∈ {0.1, 0.2} pair,\n{0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives HCFL paper Tables 11–13 ("C = 2 / 4").', (
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
             ('concepts', 'int', '3', 'number of concepts (label maps)'),
             ('ratios', 'list[float]|null', 'null', 'clients per concept in this ratio (assignment=uniform; null = equal)'),
@@ -236,13 +236,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('noise', 'none|symmetric|pair', 'none', 'label noise on training labels: none, symmetric or pair'),
             ('noise_rate', 'float', '0.2', 'χ, the share of flipped training labels'),
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
-            ('beta', 'float', '0.2', "β of S1's label-map rule (Table 1: 0.2, Table 5: 0.4)"),
+            ('beta', 'float', '0.2', "β of HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)"),
         )),
         'iid': (None, (
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
-            ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (S2 uses 14)'),
+            ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (FedMD paper uses 14)'),
         )),
-        'label-noise': ('``noise``: symmetric or pair flip; ``noise_rate``: χ (S1: pair 0.1/0.2, symmetric 0.2/0.4; S4: 0.2).', (
+        'label-noise': ('``noise``: symmetric or pair flip; ``noise_rate``: χ (HCFL paper: pair 0.1/0.2, symmetric 0.2/0.4; FedRC\npaper: 0.2).', (
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
             ('split', 'iid|dirichlet|dirichlet-global|classes', 'dirichlet', 'label split: dirichlet, dirichlet-global (FedRC code), classes or iid'),
             ('classes_per_client', 'int', '2', 'classes each client holds with split=classes'),
@@ -251,15 +251,15 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('noise', 'symmetric|pair', 'symmetric', 'symmetric or pair flips'),
             ('noise_rate', 'float', '0.2', 'χ, the share of flipped training labels'),
         )),
-        'label-skew': ('Label shift only. ``split``: dirichlet (per-class Dir(α), S1/S3/S4), dirichlet-global (FedRC code,\nDir(α·p_global) per client, equal sizes), classes (``classes_per_client`` classes each, S1 Tables 11–13)\nor iid.', (
+        'label-skew': ('Label shift only. ``split``: dirichlet (per-class Dir(α), HCFL paper/CFL-GP paper/FedRC paper),\ndirichlet-global (FedRC code,\nDir(α·p_global) per client, equal sizes), classes (``classes_per_client`` classes each, HCFL paper Tables 11–13)\nor iid.', (
             ('alpha', 'float', '0.5', 'Dirichlet concentration α (smaller = more skew)'),
             ('split', 'iid|dirichlet|dirichlet-global|classes', 'dirichlet', 'label split: dirichlet, dirichlet-global (FedRC code), classes or iid'),
             ('classes_per_client', 'int', '2', 'classes each client holds with split=classes'),
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
         )),
-        'mixed-regression': ('S2 configurations A (200 × 50, p uniform), B (900 × 10 + 20 × 50, p uniform), C (as B, p = 0.2/0.3/0.5);\nk = 3, d = 100, noise 0.2 in all. ``sizes``: list or "10x900+50x20".', (
-            ('config', 'str', 'A', 'S2 configuration A, B or C (or custom with the keys below)'),
+        'mixed-regression': ('FedMD paper configurations A (200 × 50, p uniform), B (900 × 10 + 20 × 50, p uniform), C (as B, p = 0.2/0.3/0.5);\nk = 3, d = 100, noise 0.2 in all. ``sizes``: list or "10x900+50x20".', (
+            ('config', 'str', 'A', 'FedMD paper configuration A, B or C (or custom with the keys below)'),
             ('k', 'int|null', 'null', "clusters (null = the configuration's)"),
             ('d', 'int|null', 'null', "feature dimension (null = config's)"),
             ('sizes', 'list[int]|str|null', 'null', 'samples per client, a list or "10x900+50x20" (null = config\'s)'),
@@ -269,7 +269,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('min_val', 'int', '10', 'at least this many validation samples per client'),
             ('test_size', 'int', '1000', 'samples per test client'),
         )),
-        'mixture': ('``kappa``: share of the mixture clients\' samples from ``angles[0]`` (S3 sweeps 0.1..0.9). ``exact``:\nexactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as S3 words it ("each sample\n... with probabilities κ and 1 − κ").', (
+        'mixture': ('``kappa``: share of the mixture clients\' samples from ``angles[0]`` (CFL-GP paper sweeps 0.1..0.9). ``exact``:\nexactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as CFL-GP paper words it ("each sample\n... with probabilities κ and 1 − κ").', (
             ('kappa', 'float', '0.5', "κ: share of the mixture clients' samples from angles[0]"),
             ('angles', 'list[float]', '[0.0,180.0]', 'rotation of source A and source B (degrees)'),
             ('exact', 'bool', 'true', 'exactly round(κ·n) samples from A per client (false: Binomial(n, κ))'),
@@ -279,7 +279,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('val_fraction', 'float', '0.3', "share of each client's samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
         )),
-        'rotation': ("``angles``: one rotation per part (default S3's eight, CATALOG E.3-1; S2/IFCA: [0,90,180,270]; S3 EMNIST:\n[0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (S3 App. F.8: dirichlet,\nα = 1). ``samples``: random subset of the training set (S3 App. F.8: 200,000). ``image_size``: 14 for\nS2's 14×14 MNIST.", (
+        'rotation': ("``angles``: one rotation per part (default CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP paper\nEMNIST:\n[0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:\ndirichlet,\nα = 1). ``samples``: random subset of the training set (CFL-GP paper App. F.8: 200,000). ``image_size``: 14 for\nFedMD paper's 14×14 MNIST.", (
             ('angles', 'list[float]', '[0.0,15.0,90.0,105.0,180.0,195.0,270.0,285.0]', 'degrees'),
             ('group_by', 'quadrant|angle', 'quadrant', 'true clusters: nearby angles / each angle'),
             ('groups', 'list[list[float]]|null', 'null', 'explicit grouping of the angles, e.g. [[0,15],[90,105]]'),
@@ -288,7 +288,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('classes_per_client', 'int', '2', 'classes each client holds with split=classes'),
             ('samples', 'int|null', 'null', 'random subset of the training set (null = all)'),
             ('val_fraction', 'float', '0.3', "share of each client's samples held out for local validation"),
-            ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep; S2: 14)'),
+            ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep; FedMD paper: 14)'),
         )),
     },
     'model': {
@@ -300,8 +300,8 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('channels', 'list[int]', '[16,32]', "the two conv layers' channels"),
             ('fc', 'int', '128', 'width of the dense layer'),
         )),
-        'linear': ("``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (S3 §5.1's initialisation of the\nthree-lines task, a ∈ {0.8, 1.6}); 0 keeps PyTorch's default init.", (
-            ('init_range', 'float', '0.0', "a > 0: weights ~ U(−a, a), θ_2 = 0 (S3 §5.1); 0 keeps PyTorch's init"),
+        'linear': ("``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (CFL-GP paper §5.1's initialisation of the\nthree-lines task, a ∈ {0.8, 1.6}); 0 keeps PyTorch's default init.", (
+            ('init_range', 'float', '0.0', "a > 0: weights ~ U(−a, a), θ_2 = 0 (CFL-GP paper §5.1); 0 keeps PyTorch's init"),
         )),
         'linear-nobias': None,
         'logistic': None,

@@ -193,6 +193,7 @@ def describe_name(name: str) -> str:
     from its live dataclass."""
     from fedcluster.catalog_params import PARAMS
     from fedcluster.errors import UserError
+    from fedcluster.papers import references
     from fedcluster.registry import REGISTRIES
 
     parts = []
@@ -209,7 +210,9 @@ def describe_name(name: str) -> str:
         kinds = ", ".join(REGISTRIES)
         raise UserError(f"nothing is registered as {name!r}; `fedcluster list` shows every name "
                         f"(or list one kind: {kinds})")
-    return "\n\n".join(parts)
+    text = "\n\n".join(parts)
+    cited = references(text, name if name in REGISTRIES["algorithms"] else None)
+    return text + ("\n\n" + cited if cited else "")
 
 
 def live_params() -> dict[str, dict[str, ParamsInfo]]:

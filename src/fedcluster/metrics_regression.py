@@ -1,16 +1,17 @@
-"""Regression metrics of the seed papers: S2's estimation error and S3's rounds-to-ARI (CATALOG C).
+"""Regression metrics of the seed papers: FedMD paper's estimation error and CFL-GP paper's rounds-to-ARI.
 
-* :func:`param_error` — S2's d(θ̂, θ*) = min over permutations π of max_ℓ ‖θ̂_π(ℓ) − θ*_ℓ‖₂ (a
+* :func:`param_error` — FedMD paper's d(θ̂, θ*) = min over permutations π of max_ℓ ‖θ̂_π(ℓ) − θ*_ℓ‖₂ (a
   bottleneck assignment; exact enumeration for k ≤ 7, threshold search with Hungarian feasibility checks
   beyond).
 * :func:`regression_extras` — the extra ``rounds.csv`` columns of a regression run whose federation holds
-  ``extras["theta_star"]``: ``param_error``, ``client_error`` (S2's per-client ‖θ̂_{z_{i,t}} − θ*_{z_i}‖,
+  ``extras["theta_star"]``: ``param_error``, ``client_error`` (FedMD paper's per-client ‖θ̂_{z_{i,t}} − θ*_{z_i}‖,
   averaged) and ``mse`` (mean over clients of the validation MSE of the client's assigned model).
-* :func:`rounds_to_ari` — S3 App. D Tables 3–4: first round at which a run's peak ARI and ARI = 1 are reached.
+* :func:`rounds_to_ari` — CFL-GP paper App. D Tables 3–4: first round at which a run's peak ARI and ARI = 1 are reached.
 
 Linear models: θ̂ is the flattened ``head.weight`` of the ``linear`` / ``linear-nobias`` models, followed by
-``head.bias`` when θ* has one more coordinate than the weight (S3's line ŷ = θ_1 x + θ_2); S2's θ* has no
-bias, so only the weight part is compared there (train S2 runs with ``linear-nobias`` to match its model).
+``head.bias`` when θ* has one more coordinate than the weight (CFL-GP paper's line ŷ = θ_1 x + θ_2); FedMD paper's θ*
+has no
+bias, so only the weight part is compared there (train FedMD paper runs with ``linear-nobias`` to match its model).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def bottleneck_permutation(cost: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def param_error(theta_hat: np.ndarray, theta_star: np.ndarray) -> float:
-    """S2's estimation error min_π max_ℓ ‖θ̂_π(ℓ) − θ*_ℓ‖₂ (CATALOG C).
+    """FedMD paper's estimation error min_π max_ℓ ‖θ̂_π(ℓ) − θ*_ℓ‖₂.
 
     With fewer estimates than true models the missing ones count as infinitely far (error ∞); extra
     estimates are allowed (the best k of them are matched).
@@ -83,7 +84,7 @@ def linear_params(models: Params, dim: int | None = None) -> np.ndarray:
 
 
 def rounds_to_ari(rows: list[dict[str, Any]]) -> tuple[float, float]:
-    """(first round reaching the run's maximal ARI, first round with ARI = 1; NaN if never), S3 Tables 3–4."""
+    """(first round reaching the run's maximal ARI, first round with ARI = 1; NaN if never), CFL-GP paper Tables 3–4."""
     rounds = np.array([r["round"] for r in rows if not np.isnan(r["ari"])], dtype=float)
     ari = np.array([r["ari"] for r in rows if not np.isnan(r["ari"])], dtype=float)
     if not len(ari):

@@ -88,7 +88,7 @@ class Algorithm(ABC):
 
     def test_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor:
         """Ω rows of non-participating test clients: the cluster with the lowest loss on their
-        labelled data (how S4's reference code assigns test clients for hard methods)."""
+        labelled data (how FedRC paper's reference code assigns test clients for hard methods)."""
         losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double().cpu().numpy()
         owner = split.owner()
         mean = np.stack([np.bincount(owner, lk, split.num_clients) for lk in losses], 1)

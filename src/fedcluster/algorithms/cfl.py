@@ -1,19 +1,19 @@
 """CFL (Sattler, Müller & Samek 2020, "Clustered Federated Learning: Model-Agnostic Distributed Multi-Task
-Optimization under Privacy Constraints"; MADMO in S3): recursive bi-partitioning of clusters by the cosine
-similarity of client updates (CATALOG A.6/A.7; S1 Sec. 3.1: conditional likelihood + hard weights + splitting
-+ update-cosine distance).
+Optimization under Privacy Constraints"; MADMO in CFL-GP paper): recursive bi-partitioning of clusters by the cosine
+similarity of client updates.
 
 One round, starting from one cluster:
 
 1. every sampled client trains its cluster's model θ_k → Δθ_i = θ_i − θ_k (one trainer call for all);
 2. for every cluster c with > 2 sampled members, from round ``warmup`` on (Sattler's code: c_round > 20):
    if ‖(1/|c|) Σ_{i∈c} Δθ_i‖ < tol1 and max_{i∈c} ‖Δθ_i‖ > tol2, bi-partition c by complete-linkage
-   agglomerative clustering on 1 − cos(Δθ_i, Δθ_j) ([ref-code] of S4/S1 and Sattler's ``cluster_clients``);
-   the larger part keeps the id, the other becomes a new cluster (``max_clusters`` caps K, "CFL (3)" of S4);
+   agglomerative clustering on 1 − cos(Δθ_i, Δθ_j) (reference code of FedRC paper/HCFL paper and Sattler's
+   ``cluster_clients``);
+   the larger part keeps the id, the other becomes a new cluster (``max_clusters`` caps K, "CFL (3)" of FedRC paper);
 3. each (new) cluster aggregates its members' models from the common pre-split model (A.0 step 5).
 
 [added] Sattler's CFL assumes full participation; with partial participation only the sampled members are
-tested and partitioned, and the members not sampled stay in the part that keeps the id. The [ref-code] and
+tested and partitioned, and the members not sampled stay in the part that keeps the id. The reference code and
 Sattler's notebook append the sub-cluster's local row indices as if they were client ids (correct only for
 the first split); here they are mapped back to client ids. Updates are compared unweighted, as in both codes.
 
@@ -35,10 +35,10 @@ from fedcluster.tiers.adaptive import CFLRule
 
 @dataclass
 class CFLParams:
-    tol1: float = 0.4  # ε1: split only when the cluster's mean update is this small (S1 Table 1: 0.4 / 0.2)
-    tol2: float = 1.6  # ε2: ... and some client's update is larger than this (S1: 1.6 / 0.8)
+    tol1: float = 0.4  # ε1: split only when the cluster's mean update is this small (HCFL paper Table 1: 0.4 / 0.2)
+    tol2: float = 1.6  # ε2: ... and some client's update is larger than this (HCFL paper: 1.6 / 0.8)
     warmup: int = 20  # no split before this (0-based) round (Sattler's code: c_round > 20)
-    max_clusters: int | None = None  # cap on K ("CFL (3)"; the [ref-code] uses 100)
+    max_clusters: int | None = None  # cap on K ("CFL (3)"; the reference code uses 100)
     min_size: int = 3  # split only clusters with at least this many sampled members (> 2 in both codes)
 
     def __post_init__(self) -> None:

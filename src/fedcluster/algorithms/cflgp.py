@@ -1,6 +1,6 @@
-"""CFL-GP (S3, Kim, Kim & de Veciana): clustered FL by spectral clustering of gradient profiles (CATALOG A.5).
+"""CFL-GP (CFL-GP paper, Kim, Kim & de Veciana): clustered FL by spectral clustering of gradient profiles.
 
-Round t (S3 Algorithm 1, gradient averaging; Algorithm 4/5, model averaging, with ``variant="model"``):
+Round t (CFL-GP paper Algorithm 1, gradient averaging; Algorithm 4/5, model averaging, with ``variant="model"``):
 
 1. model update — every client c of S_k gets θ_k and returns ∇f(X_c, θ_k) on a fresh minibatch of size b
    (``batch_size``, one step); θ_k ← θ_k − γ·mean_c ∇f (lr applied to the cluster-average gradient, E.3.5).
@@ -9,12 +9,12 @@ Round t (S3 Algorithm 1, gradient averaging; Algorithm 4/5, model averaging, wit
    stable for T/10 rounds: k̄ ← (k̄ + 1) mod K (round robin, model 0 first, E.3.3); θ_k̄ goes to ALL clients;
    block k̄ of each profile g_c ∈ R^{K d̂} becomes (1 − β) g_{c,k̄} + β ∇f(X_c, θ_k̄) (Δθ for the model
    variant) with β = 1/(n_{c,k̄} + 1), n_{c,k̄} = updates of client c's block k̄ so far (cumulative average,
-   E.3.4; S3's β_t = 1/(⌊t/(KP)⌋ + 1) counts the same thing when every client takes part every round, and
+   E.3.4; CFL-GP paper's β_t = 1/(⌊t/(KP)⌋ + 1) counts the same thing when every client takes part every round, and
    with partial participation a per-client count keeps each block the mean of the gradients c actually sent,
    where one global count would mix a late client's first gradient with its zero start); the profiles are
-   spectrally clustered (S3 Alg. 3: top-K singular vectors, k-means, Hungarian cluster-to-model matching).
+   spectrally clustered (CFL-GP paper Alg. 3: top-K singular vectors, k-means, Hungarian cluster-to-model matching).
 
-Profile compression (S3 App. E): ``compression="random"`` keeps a random index set of d̂ = d/CR coordinates
+Profile compression (CFL-GP paper App. E): ``compression="random"`` keeps a random index set of d̂ = d/CR coordinates
 fixed for the whole run (E.3.10); ``"last-layer"`` keeps the ``head.`` parameters (E.2); ``"body"`` keeps all
 but the head (E.2's "gradients of a parameter subset" with the other subset: the output layer's gradient is
 the client's predicted-minus-observed label frequencies, so on clients with a few dozen samples it clusters
@@ -22,7 +22,7 @@ them by label mix instead of by concept, docs/fidelity.md); ``quantize_digits``
 truncates every entry to n_d decimals (Table 7).
 
 Initial clusters: a random balanced assignment; initial models: K independent inits (E.3.6).
-Communication (S3's measure, Table 5): ``models_down``/``models_up`` count model transmissions this round
+Communication (CFL-GP paper's measure, Table 5): ``models_down``/``models_up`` count model transmissions this round
 (a client of S_k̄ receives no extra model on a cluster round); ``transmissions`` is the running total.
 """
 
@@ -53,7 +53,7 @@ class CFLGPParams:
     stable_stop: bool = True  # stop cluster updates once the clustering is unchanged for T/10 rounds
     compression: Literal["none", "random", "last-layer", "body"] = "none"  # body: profiles without the output layer
     compression_ratio: float = 1.0  # CR = d / d̂ for compression="random"
-    quantize_digits: int | None = None  # keep this many decimals of every profile entry (S3 Table 7)
+    quantize_digits: int | None = None  # keep this many decimals of every profile entry (CFL-GP paper Table 7)
 
     def __post_init__(self) -> None:
         if self.num_clusters < 1 or self.period < 1:
@@ -64,7 +64,8 @@ class CFLGPParams:
             raise ValueError("quantize_digits must be >= 0")
 
 
-@ALGORITHMS.register("cflgp", "CFL-GP: spectral clustering of accumulated gradient profiles (S3)", CFLGPParams)
+@ALGORITHMS.register("cflgp", "CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)",
+                     CFLGPParams)
 class CFLGP(Algorithm):
     def __init__(self, ctx: Context, params: CFLGPParams) -> None:
         super().__init__(ctx, params)
@@ -132,7 +133,7 @@ class CFLGP(Algorithm):
             unit_clients += list(extra_clients)
             unit_models += [self.pointer] * len(extra_clients)
         init = select(self.models, unit_models)
-        # The same minibatch X_c^{(t)} serves both of a client's units (stream 0), as in S3 Alg. 1.
+        # The same minibatch X_c^{(t)} serves both of a client's units (stream 0), as in CFL-GP paper Alg. 1.
         trained = self.ctx.trainer.train(init, np.asarray(unit_clients), self.local_solver(), round_)
         # 1. model update: unweighted mean over the members of each cluster (lr on the mean gradient).
         n = len(clients)
@@ -166,7 +167,7 @@ class CFLGP(Algorithm):
             self.omega = np.eye(K)[self.cluster]
         else:
             changed = False
-        if p.stable_stop and not self.stopped:  # S3 App. F: stop clustering after T/10 unchanged rounds
+        if p.stable_stop and not self.stopped:  # CFL-GP paper App. F: stop clustering after T/10 unchanged rounds
             self.stable_rounds = 0 if changed else self.stable_rounds + 1
             if self.block_count.min() > 0 and self.stable_rounds >= max(1, self.ctx.cfg.rounds // 10):
                 self.stopped = True
@@ -184,7 +185,7 @@ class CFLGP(Algorithm):
         return RoundResult(bytes_up=payload, bytes_down=payload, extra=extra)
 
     def choose_k(self, k_max: int = 10) -> dict[str, object]:
-        """S3 Appendix G on the accumulated profiles (run with an arbitrary K first)."""
+        """CFL-GP paper Appendix G on the accumulated profiles (run with an arbitrary K first)."""
         return choose_k(self.profiles.reshape(len(self.profiles), -1), k_max, self.ctx.cfg.seed)
 
     def state_dict(self) -> dict:

@@ -4,14 +4,14 @@ per-round cluster makeup.
 
 Two model layouts (``algorithm.split``):
 
-* full models — K independent models; a soft method trains every (client, k) pair as one unit
-  (CATALOG A.7 FedEM step 3), a hard one trains one unit per client, starting from its cluster's model;
-* shared feature extractor φ + K heads (HCFL+ S1 Sec. 4.1, FedRC Table 11) — ``self.models`` still holds K
+* full models — K independent models; a soft method trains every (client, k) pair as one unit, a hard one trains one
+unit per client, starting from its cluster's model;
+* shared feature extractor φ + K heads (HCFL+ HCFL paper Sec. 4.1, FedRC Table 11) — ``self.models`` still holds K
   stacked SplitModels whose ``body.*`` entries are identical. A soft method trains one unit per client
-  with the body and all K heads (engine.multihead, S1 eq. 6–7); a hard one trains body + its head.
+  with the body and all K heads (engine.multihead, HCFL paper eq. 6–7); a hard one trains body + its head.
   The server averages φ over every client that trained and head k over the clients that trained it.
 
-Aggregation (S4 Alg. 1 step 4 / CATALOG A.0 step 5): θ_k ← θ_k + η_g Σ_i A_{ik} (θ_{i,k} − θ_k) / Σ_i A_{ik}
+Aggregation (FedRC paper Alg. 1 step 4 / step 5): θ_k ← θ_k + η_g Σ_i A_{ik} (θ_{i,k} − θ_k) / Σ_i A_{ik}
 with A_{ik} = N_i for the pairs a client trained (N_i u_{i;k} for FedSoft); a cluster nobody trained is
 left unchanged.
 """
@@ -185,7 +185,7 @@ class ClusteredAlgorithm(Algorithm):
 
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard
-        method, cluster 0 for ARI); as S4 App. H.2 does for any client that did not train, it runs the
+        method, cluster 0 for ARI); as FedRC paper App. H.2 does for any client that did not train, it runs the
         method's test rule (E-steps for soft methods, the lowest-loss cluster for hard ones) on its labelled
         training data with the current models. Ω itself (the training state) is left unchanged."""
         missing = ~self.estimated
@@ -210,7 +210,8 @@ class ClusteredAlgorithm(Algorithm):
 
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
         """Non-participating clients. Soft methods: E-steps (models fixed) on their labelled data, as
-        S4 App. H.2 does for FedRC/FedEM; hard methods: the cluster with the lowest mean loss (S4 H.8)."""
+        FedRC paper App. H.2 does for FedRC/FedEM; hard methods: the cluster with the lowest mean loss (FedRC paper
+        H.8)."""
         losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
         ll = self.loglik(losses, split.x, split.y)
         owner = split.owner()

@@ -1,6 +1,6 @@
 """FedAvg (McMahan et al. 2017) and FedProx (Li et al. 2020): one global model.
 
-Round (CATALOG A.0 / A.7): sample S^t; every i ∈ S^t runs E epochs of minibatch SGD from θ^t
+Round: sample S^t; every i ∈ S^t runs E epochs of minibatch SGD from θ^t
 (FedProx adds (μ/2)‖θ − θ^t‖² to the local objective, Li et al. eq. 2); the server applies
 θ^{t+1} = θ^t + η_g Σ_i N_i (θ_i − θ^t) / Σ_i N_i.
 """

@@ -1,17 +1,18 @@
 """FedEM (Marfoq et al. 2021): soft EM over K models with client-wise mixture weights.
 
-Composition (HCFL tiers, S1 Sec. 3): tier 1 ``formulation`` (default ``conditional``, L_k = P(y|x; θ_k)),
-tier 2 ``soft-em`` (client scope, or HCFL+'s sample scope with μ̃), fixed K. One round (CATALOG A.7):
+Composition (HCFL tiers, HCFL paper Sec. 3): tier 1 ``formulation`` (default ``conditional``, L_k = P(y|x; θ_k)),
+tier 2 ``soft-em`` (client scope, or HCFL+'s sample scope with μ̃), fixed K. One round:
 
 1. send the K models to the cohort (all K forward passes of the whole cohort run as one batched pass);
 2. E-step: γ_{i,j;k} = softmax_k(log ω_{i;k} + log L_k(x_ij, y_ij)), ω_{i;k} = mean_j γ_{i,j;k}
-   (S4 eq. 3; S1 eq. 4–5 with ``weights_scope=sample``);
+   (FedRC paper eq. 3; HCFL paper eq. 4–5 with ``weights_scope=sample``);
 3. every (client, k) pair runs one local epoch on Σ_j γ_{i,j;k} f(x_ij, y_ij; θ_k) / |batch|
-   (S4 eq. 5), all pairs as units of one trainer call (with ``split``: one unit per client, S1 eq. 6–7);
-4. server: θ_k ← θ_k + η_g Σ_i N_i Δθ_{i,k} / Σ_i N_i (S4 Alg. 1 step 4).
+   (FedRC paper eq. 5), all pairs as units of one trainer call (with ``split``: one unit per client, HCFL paper eq.
+   6–7);
+4. server: θ_k ← θ_k + η_g Σ_i N_i Δθ_{i,k} / Σ_i N_i (FedRC paper Alg. 1 step 4).
 
-Prediction: Σ_k ω_{i;k} softmax(m_k(x)) (S4 App. H.2). Test clients that never train run the E-step on
-their labelled data with the models fixed (``test_em_iters`` iterations from ω = 1/K), as S4 does.
+Prediction: Σ_k ω_{i;k} softmax(m_k(x)) (FedRC paper App. H.2). Test clients that never train run the E-step on
+their labelled data with the models fixed (``test_em_iters`` iterations from ω = 1/K), as FedRC paper does.
 ``fedrc`` is this class with ``formulation=fedrc-ratio``; the tier-1 statistics the server keeps
 (soft label counts for C_{y,k}, Gaussian input statistics for ``joint``) live here so any formulation
 composes with any scope.
@@ -64,8 +65,8 @@ class FedEM(ClusteredAlgorithm):
         fed, k = ctx.fed, params.num_clusters
         self.sample_prior = (np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
                              if params.weights_scope == "sample" else None)
-        # Server-side tier-1 statistics: each client's latest soft label counts F_i [K, C] (S1 Alg. 2
-        # step 3; for partial participation S4 is silent, CATALOG A.3 keeps the latest) and for
+        # Server-side tier-1 statistics: each client's latest soft label counts F_i [K, C] (HCFL paper Alg. 2
+        # step 3; for partial participation FedRC paper is silent keeps the latest) and for
         # ``joint`` its latest γ-weighted input statistics.
         self.counts = np.zeros((fed.num_clients, k, max(fed.num_classes, 1)))
         self.marginal = np.full((k, max(fed.num_classes, 1)), 1.0 / max(fed.num_classes, 1))
@@ -79,7 +80,7 @@ class FedEM(ClusteredAlgorithm):
         return log_likelihood(losses, p.formulation, y.cpu().numpy(), self.marginal, log_px)
 
     def update_statistics(self, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray, gamma: np.ndarray) -> None:
-        """Upload of the round's statistics and the server's new C_{y,k} (S4 Alg. 1 step 4) / ν_k."""
+        """Upload of the round's statistics and the server's new C_{y,k} (FedRC paper Alg. 1 step 4) / ν_k."""
         fed, p = self.ctx.fed, self.params
         if p.formulation == "fedrc-ratio":
             y = fed.train.y.cpu().numpy()[rows]
@@ -122,7 +123,8 @@ class FedEM(ClusteredAlgorithm):
         self.update_statistics(clients, rows, owner, est.gamma)
         m, k = len(clients), self.num_clusters
         table = 4 * k * max(fed.num_classes, 1) if self.params.formulation == "fedrc-ratio" else 0  # C / F_i
-        # The cohort's objective (S4 eq. 1 / S1 eq. 1) at the E-step: mean_j log Σ_k ω_{i;k} L_k(x_j, y_j).
+        # The cohort's objective (FedRC paper eq. 1 / HCFL paper eq. 1) at the E-step: mean_j log Σ_k ω_{i;k} L_k(x_j,
+        # y_j).
         objective = float(np.mean(_logsumexp(np.log(np.maximum(est.omega[owner], 1e-30)) + ll))) if len(ll) else 0.0
         return RoundResult(bytes_up=m * (self.nbytes(uploaded) + table), bytes_down=m * (self.nbytes(k) + table),
                            extra={"objective": objective})

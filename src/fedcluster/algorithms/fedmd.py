@@ -1,14 +1,15 @@
-"""FedMD + FedX+clustering (S2, Su, Xu & Yang): two-phase clustered FL with global convergence (CATALOG A.4).
+"""FedMD + FedX+clustering (FedMD paper, Su, Xu & Yang): two-phase clustered FL with global convergence.
 
-Phase 1 (FedMD, S2 Algorithm 1), ``phase1_rounds`` = T rounds, with S2 §V's simulation simplifications
+Phase 1 (FedMD, FedMD paper Algorithm 1), ``phase1_rounds`` = T rounds, with FedMD paper §V's simulation simplifications
 (data reused, every client takes part in the subspace estimation, orthogonal iteration by exact SVD):
   * anchors H: ⌈3k ln k⌉ clients (E.2.6: natural log) drawn among the clients with the most samples (n_i =
     Ω̃(k); in configs B/C the 20 clients with 50 points), all starting from one θ_0 ~ (init_scale/√D)·N(0, I);
   * for each anchor i: Y_{i,t} = mean over clients of the client's moment of residual pairs ε(x, y, θ_{i,t})
     ε(x̃, ỹ, θ_{i,t})^T; ``pairs="all"`` (default) averages over all pairs of distinct points of the client
-    (a U-statistic, CATALOG E.2 "which pairs"), ``pairs="one"`` uses one random pair per client (S2 literally).
+    (a U-statistic "which pairs"), ``pairs="one"`` uses one random pair per client (FedMD paper literally).
     Ũ = top-k left singular vectors of Y (``subspace="svd"``; computed exactly, by a symmetric eigensolver for the
-    all-pairs Y and in the span of the residuals when there are fewer of them than parameters) or S2 Algorithm 3
+    all-pairs Y and in the span of the residuals when there are fewer of them than parameters) or FedMD paper
+    Algorithm 3
     (``"orthogonal"``, T_1 iterations);
   * anchor i forms A_{i,t} = Ũ^T Y_anchor Ũ from its own data (eq. 2), β̂ = top singular vector of A (= T_2 → ∞
     power iterations on A A^T), σ̂² = max(β̂^T A β̂, 0) (E.2.3), sign of β̂ fixed so that r = Ũβ̂ points along
@@ -16,21 +17,22 @@ Phase 1 (FedMD, S2 Algorithm 1), ``phase1_rounds`` = T rounds, with S2 §V's sim
   * grouping: anchors closer than Δ/2 are linked; connected groups are the clusters, θ̂_ℓ = group means; if that
     gives other than k groups, k-means on the anchor estimates (E.2.4).
   ε(x, y, θ) = (y − ⟨φ(x), θ⟩) φ(x) = −½∇(ŷ − y)² for regression; −∇ℓ for classification (Remark 3).
-Phase 2 (FedX+clustering, S2 Algorithm 2), the remaining rounds: client i picks z_i = argmin_ℓ of its training
+Phase 2 (FedX+clustering, FedMD paper Algorithm 2), the remaining rounds: client i picks z_i = argmin_ℓ of its training
 loss (eq. 7), runs ``local_steps`` = s full-batch GD steps (``local_batch`` = 0) on θ_{z_i} (FedProx-based with
 ``prox_mu`` > 0), and the server averages ``aggregation="all"``: θ_ℓ ← Σ_i w_i θ_{i,ℓ}, w_i = n_i/Σ n (blocks a
-client did not pick count unchanged, S2 Alg. 2 step 4) or ``"cluster"`` (n_i-weighted mean over the clients that
+client did not pick count unchanged, FedMD paper Alg. 2 step 4) or ``"cluster"`` (n_i-weighted mean over the clients
+that
 picked ℓ, IFCA's rule). ``"auto"`` (default) is ``"cluster"`` for ``init="oneshot"`` — one-shot clustering
 (Ghosh et al. 2019) runs FedAvg inside each fixed cluster; averaging over all clients would move block ℓ by
 only N_ℓ/N of its members' mean update (it reached the oracle ~3× later in review) — and ``"all"`` otherwise.
 
-The same class gives S2's baselines through ``init`` (Phase 2 unchanged, all with FedAvg s local steps):
+The same class gives FedMD paper's baselines through ``init`` (Phase 2 unchanged, all with FedAvg s local steps):
 ``"random"`` = IFCA from a random start (k models ~ (init_scale/√D)·N(0, I)), ``"oracle"`` = iterative
 clustering from θ* (regression federations with ``extras["theta_star"]``), ``"oneshot"`` = one-shot clustering
 (k-means on local min-norm least-squares estimates, E.2.9; the assignment then stays fixed).
 
-Learning rate: the engine's regression loss is (ŷ − y)² without S2's ½, so ``lr`` = η_S2 / 2.
-``linear-nobias`` (registered here) is S2's model y = ⟨x, θ⟩ without a bias term.
+Learning rate: the engine's regression loss is (ŷ − y)² without FedMD paper's ½, so ``lr`` = η_S2 / 2.
+``linear-nobias`` (registered here) is FedMD paper's model y = ⟨x, θ⟩ without a bias term.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from fedcluster.models.base import SplitModel, flat_dim
 from fedcluster.registry import ALGORITHMS, MODELS
 
 
-@MODELS.register("linear-nobias", "linear regression ŷ = <θ, x> without bias (S2's mixed-regression model)")
+@MODELS.register("linear-nobias", "linear regression ŷ = <θ, x> without bias (FedMD paper's mixed-regression model)")
 def linear_nobias(input_shape: tuple[int, ...], output_dim: int, params: None) -> SplitModel:
     return SplitModel(nn.Flatten(), nn.Linear(flat_dim(input_shape), output_dim, bias=False))
 
@@ -71,18 +73,18 @@ class FedMDParams:
     phase1_rounds: int = 5  # T (only for init="fedmd")
     num_anchors: int = 0  # m_H; 0 = ⌈3k ln k⌉ (at least k)
     anchor_min_samples: int = 0  # anchor candidates need n_i ≥ this; 0 = the largest client size
-    pairs: Literal["all", "one"] = "all"  # residual pairs: all (U-statistic) / one (S2)
+    pairs: Literal["all", "one"] = "all"  # residual pairs: all (U-statistic) / one (FedMD paper)
     subspace: Literal["svd", "orthogonal"] = "svd"  # moments' subspace: SVD / Alg. 3 iterations
     orth_iters: int = 10  # T_1 of Algorithm 3
     alpha: float = 1.0  # α, β: feature covariance bounds (1 for N(0, I) features)
     beta: float = 1.0  # β, the upper covariance bound
     eps: float = 0.05  # ε of the stopping rule σ̂ ≤ ε α Δ / √2
     delta: float | None = None  # Δ; None = the true min separation from extras["theta_star"]
-    init_scale: float = 2.0  # θ_0 ~ (init_scale/√D) N(0, I) (S2 §V); 0 = the model's own init
+    init_scale: float = 2.0  # θ_0 ~ (init_scale/√D) N(0, I) (FedMD paper §V); 0 = the model's own init
     local_steps: int = 5  # s
     local_batch: int = 0  # 0 = full-batch local GD
     prox_mu: float = 0.0  # > 0: FedProx-based Phase 2
-    aggregation: Literal["auto", "all", "cluster"] = "auto"  # auto: cluster for init=oneshot, else all (S2)
+    aggregation: Literal["auto", "all", "cluster"] = "auto"  # auto: cluster for init=oneshot, else all (FedMD paper)
 
     def __post_init__(self) -> None:
         if self.num_clusters < 1 or self.local_steps < 1 or self.phase1_rounds < 0:
@@ -92,7 +94,7 @@ class FedMDParams:
 
 
 def default_num_anchors(k: int) -> int:
-    """⌈3k ln k⌉ (S2 §V; natural log, E.2.6), at least k."""
+    """⌈3k ln k⌉ (FedMD paper §V; natural log, E.2.6), at least k."""
     return max(k, math.ceil(3 * k * math.log(k))) if k > 1 else 1
 
 
@@ -108,7 +110,7 @@ def group_anchors(estimates: np.ndarray, radius: float, k: int, seed: int = 0) -
 
 def pair_moment(e: np.ndarray, owner: np.ndarray, num_clients: int) -> tuple[np.ndarray, np.ndarray]:
     """Factors of Y = mean_c [s_c s_c^T − Σ_j e_j e_j^T] / (n_c(n_c − 1)) (all distinct pairs of each client,
-    clients with ≥ 2 points, equal client weights; the Y_{i,t} of S2 Alg. 1 step 3c with every pair of a
+    clients with ≥ 2 points, equal client weights; the Y_{i,t} of FedMD paper Alg. 1 step 3c with every pair of a
     client's points): returns (S·√a, E·√b) so that Y = S'^T S' − E'^T E'."""
     n = np.bincount(owner, minlength=num_clients).astype(np.float64)
     ok = n >= 2
@@ -135,7 +137,8 @@ def client_sums(e: np.ndarray, owner: np.ndarray, num_clients: int) -> np.ndarra
 def top_left_singular(a_rows: np.ndarray, b_rows: np.ndarray, k: int) -> np.ndarray:
     """Top-k left singular vectors [D, k] of Y = Σ_r a_r b_r^T = A^T B (A, B: [R, D]).
 
-    With R ≥ D (or R < k): the SVD of the D×D matrix Y. With k ≤ R < D (few samples, a large model: S2 §V-D's logistic
+    With R ≥ D (or R < k): the SVD of the D×D matrix Y. With k ≤ R < D (few samples, a large model: FedMD paper §V-D's
+    logistic
     regression on tiny clients) Y has rank ≤ R and its column space lies in that of A^T: with the thin QR
     A^T = Q R_a, Y = Q (R_a B), so the left singular vectors of Y are Q times those of the R×D matrix R_a B —
     O(D R²) instead of O(D³), the same subspace up to rounding."""
@@ -167,7 +170,7 @@ def top_symmetric(pos: np.ndarray, neg: np.ndarray, k: int) -> np.ndarray:
 
 
 class FedMD(Algorithm):
-    """S2's two-phase method (and its baselines via ``init``)."""
+    """FedMD paper's two-phase method (and its baselines via ``init``)."""
 
     def __init__(self, ctx: Context, params: FedMDParams) -> None:
         super().__init__(ctx, params)
@@ -270,8 +273,8 @@ class FedMD(Algorithm):
         return torch.cat(out).cpu().numpy() if out else np.zeros((0, self.dim))
 
     def subspace(self, e: np.ndarray, owner: np.ndarray, num_clients: int, round_: int) -> np.ndarray:
-        """Ũ ∈ R^{D×k}: top-k left singular space of Y_{i,t} (S2 Alg. 1 step 3c; exact — ``top_symmetric`` /
-        ``top_left_singular`` — or S2 Algorithm 3)."""
+        """Ũ ∈ R^{D×k}: top-k left singular space of Y_{i,t} (FedMD paper Alg. 1 step 3c; exact — ``top_symmetric`` /
+        ``top_left_singular`` — or FedMD paper Algorithm 3)."""
         k, p = self.params.num_clusters, self.params
         if p.pairs == "all":
             sf, ef = pair_moment(e, owner, num_clients)  # Y = sf^T sf − ef^T ef, symmetric
@@ -303,7 +306,7 @@ class FedMD(Algorithm):
         return orthogonal_iteration(matvec, rmatvec, self.dim, k, p.orth_iters, self.rng)
 
     def moment_step(self, theta: np.ndarray, u: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, bool]:
-        """Anchor update (S2 Alg. 1 lines 9–14) from its residuals ``e`` [n_H, D]; returns (θ', moved)."""
+        """Anchor update (FedMD paper Alg. 1 lines 9–14) from its residuals ``e`` [n_H, D]; returns (θ', moved)."""
         p = self.params
         z = e @ u  # Ũ^T ε_j
         n = len(z)
@@ -335,7 +338,7 @@ class FedMD(Algorithm):
         return self._blas.limit(limits=threads, user_api="blas")
 
     def phase1_round(self, round_: int) -> None:
-        """One FedMD iteration (S2 Alg. 1 step 3) for every anchor that has not stopped, then the grouping."""
+        """One FedMD iteration (FedMD paper Alg. 1 step 3) for every anchor that has not stopped, then the grouping."""
         fed = self.ctx.fed
         x, y, owner = fed.train.x, fed.train.y, fed.train.owner()
         with self.blas_threads():
@@ -394,7 +397,7 @@ class FedMD(Algorithm):
         self.models = new
 
     def aggregation(self) -> str:
-        """The Phase-2 averaging rule ("auto": within cluster for the one-shot baseline, S2's otherwise)."""
+        """The Phase-2 averaging rule ("auto": within cluster for the one-shot baseline, FedMD paper's otherwise)."""
         if self.params.aggregation != "auto":
             return self.params.aggregation
         return "cluster" if self.params.init == "oneshot" else "all"
@@ -438,5 +441,5 @@ class FedMD(Algorithm):
                 setattr(self, key, state[key])
 
 
-ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (S2)",
+ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)",
                FedMDParams)

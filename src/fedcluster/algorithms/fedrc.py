@@ -1,27 +1,28 @@
-"""FedRC (Guo, Tang, Lin; S4): RobustCluster — FedEM with Ĩ = exp(−ℓ) / C_{y,k}.
+"""FedRC (Guo, Tang, Lin; FedRC paper): RobustCluster — FedEM with Ĩ = exp(−ℓ) / C_{y,k}.
 
-Composition: tier 1 ``fedrc-ratio`` (S4 eq. 2, log Ĩ = −ℓ − log C_{y,k}), tier 2 ``soft-em``, fixed K. S4
+Composition: tier 1 ``fedrc-ratio`` (FedRC paper eq. 2, log Ĩ = −ℓ − log C_{y,k}), tier 2 ``soft-em``, fixed K. FedRC
+paper
 Alg. 1 (= App. H.1 Alg. 2) lines 3–4: the E-step (eq. 3) runs *before* local training with the C_{y,k}
 received from the server; each (client, k) pair trains with weights γ (eq. 5); the client uploads Δθ_{i,k}
 and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the models by N_i and recomputes
-C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts (CATALOG A.3 [added], E.4-3).
+C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.
 The E-step, the label counts and the server state are the inherited FedEM ones.
 
-Variants (paper readings where the authors' code differs, CATALOG A.3 / E.4):
+Variants (paper readings where the authors' code differs / E.4):
 
 * ``ft`` — FedRC-FT: for the local (validation) accuracy every client fine-tunes a copy of the K models
   for one local epoch with its γ weights and predicts with the fine-tuned models mixed by ω (the
-  reference code's ``update_tuned_learners``). Global accuracy: S4 H.5 evaluates a method without one
+  reference code's ``update_tuned_learners``). Global accuracy: FedRC paper H.5 evaluates a method without one
   global model by "averaging the local models to create a global model", so the test clients use
-  θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i (the fine-tuned models averaged as in S4 Alg. 1 step 4) with their
-  usual E-step; this is why S4 Table 1 reports a global FedRC-FT accuracy different from FedRC's. The
+  θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i (the fine-tuned models averaged as in FedRC paper Alg. 1 step 4) with their
+  usual E-step; this is why FedRC paper Table 1 reports a global FedRC-FT accuracy different from FedRC's. The
   fine-tuning is evaluation only: training continues from the un-tuned models.
 * ``hard=test`` — FedRC-TeHC (Table 15): train soft, predict with argmax_k ω_{i;k} only.
 * ``hard=train`` — FedRC-TrHC: each client trains and predicts only with its highest-weight model; the
   E-step, ω and the label counts stay soft.
 * ``adam`` — FedRC-Adam (App. H.3): γ^t = γ^{t−1} − α ν̂ / (sqrt(â) + ε) on g = γ^{t−1} − γ̂^t with the
-  paper's β1 = 0.9, β2 = 0.99 and its constant bias correction (the reference code uses 0.5 / 0.5; CATALOG
-  E.4-7), clipped at 0 and renormalised; ω = mean_j γ. Client scope only.
+  paper's β1 = 0.9, β2 = 0.99 and its constant bias correction (the reference code uses 0.5 /
+  0.5), clipped at 0 and renormalised; ω = mean_j γ. Client scope only.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from fedcluster.tiers.weights import EStep, adam_em, one_hot, segment_mean, soft
 @dataclass
 class FedRCParams(FedEMParams):
     formulation: Formulation = "fedrc-ratio"
-    mu_tilde: float = 0.4  # with weights_scope=sample: HCFL+(FedRC)'s μ̃ (S1 E.2, CATALOG E.1-12)
+    mu_tilde: float = 0.4  # with weights_scope=sample: HCFL+(FedRC)'s μ̃ (HCFL paper E.2)
     ft: bool = False  # FedRC-FT: local accuracy after one local fine-tuning epoch
     hard: Literal["none", "test", "train"] = "none"  # TeHC (predict hard) / TrHC (train and predict hard)
     adam: bool = False  # FedRC-Adam update of γ
@@ -110,7 +111,7 @@ class FedRC(FedEM):
         return self._tuned[1]
 
     def fine_tuned_average(self) -> Any:
-        """S4 H.5's global model of FedRC-FT: θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i over all clients."""
+        """FedRC paper H.5's global model of FedRC-FT: θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i over all clients."""
         sizes = self.sizes(np.arange(self.ctx.fed.num_clients))
         w = torch.as_tensor(sizes / sizes.sum())
         return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()

@@ -1,7 +1,7 @@
 """FedSoft (Ruan & Joe-Wong 2022): soft clustering by importance weights, proximal local updates.
 
 Composition: tier 1 ``conditional``, tier 2 ``fedsoft``, fixed K. The seeds describe FedSoft only loosely
-(S1 Sec. 3.1 vs App. C disagree, CATALOG E.1-19); this follows the original paper as CATALOG A.7 does:
+(HCFL paper Sec. 3.1 vs App. C disagree); this follows the original paper as does:
 
 1. send the K cluster centres c_k; client i computes u_{i;k} = share of its samples whose loss is lowest
    under c_k, floored at σ (renormalised onto the simplex here);
@@ -11,7 +11,7 @@ Composition: tier 1 ``conditional``, tier 2 ``fedsoft``, fixed K. The seeds desc
 3. c_k ← c_k + η_g Σ_i u_{i;k} N_i (w_i − c_k) / Σ_i u_{i;k} N_i.
 
 FedSoft's per-cluster client selection and estimating u only every τ rounds are left out (u every round,
-the cohort the runner samples). Participating clients predict with their personal models (S4's local
+the cohort the runner samples). Participating clients predict with their personal models (FedRC paper's local
 accuracy of FedSoft); a non-participating client mixes the centres with its own u computed on its labelled
 data. σ and λ are not in the seeds. Communication: K centres down; w_i and the K weights up.
 """

@@ -1,17 +1,16 @@
 """FeSEM (Long et al. 2023, multi-center FL): hard clustering by parameter distance.
 
-Composition: tier 1 ``conditional`` (first assignment only), tier 2 ``hard-distance``, fixed K. One round
-(CATALOG A.7, with the reference code's readings marked there):
+Composition: tier 1 ``conditional`` (first assignment only), tier 2 ``hard-distance``, fixed K. One round:
 
 1. a client seen for the first time is assigned by the lowest loss (ref-code) — it receives all K
    models; any other client receives only the model of its current cluster;
 2. client i trains its cluster's model for E local epochs → θ_i;
-3. re-assignment k_i = argmin_k ‖θ_k − θ_i‖₂ against the models sent this round (S1 footnote 6);
-   with ``split`` the distance is over the heads only (CATALOG E.1-25's reading for HCFL+(FeSEM));
+3. re-assignment k_i = argmin_k ‖θ_k − θ_i‖₂ against the models sent this round (HCFL paper footnote 6);
+   with ``split`` the distance is over the heads only (our reading for HCFL+(FeSEM), docs/fidelity.md);
 4. θ_k ← θ_k + η_g Σ_{i: k_i = k} N_i (θ_i − θ_k) / Σ_{i: k_i = k} N_i (unchanged if empty).
 
 The original's distance regulariser pulling local models to their centre is not in the seeds and is
-left out. Test clients take the cluster with the lowest loss (S4 H.8).
+left out. Test clients take the cluster with the lowest loss (FedRC paper H.8).
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ round; ``num_clusters`` is K^t), and a ``clusters.jsonl`` record with each clust
 fixed-K methods, one row per position), the stable ``ids`` of the positions and this round's ``events``.
 The whole event log is in the checkpoint (``state_dict()["book"]``).
 
-Aggregation (CATALOG A.0 step 5): θ_k ← θ_k + η_g Σ_{i∈S^t∩k} N_i (θ_i − θ_k) / Σ N_i; a cluster without
-sampled members is unchanged. Test clients take the cluster with the lowest loss on their labelled data (S4
-H.8, as the [ref-code] does for CFL/ICFL/StoCFL); a participating client predicts with its own cluster's model.
+Aggregation: θ_k ← θ_k + η_g Σ_{i∈S^t∩k} N_i (θ_i − θ_k) / Σ N_i; a cluster without
+sampled members is unchanged. Test clients take the cluster with the lowest loss on their labelled data (FedRC paper
+H.8, as the reference code does for CFL/ICFL/StoCFL); a participating client predicts with its own cluster's model.
 """
 
 from __future__ import annotations

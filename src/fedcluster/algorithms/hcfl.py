@@ -1,4 +1,4 @@
-"""HCFL (S1 Sec. 3, Algorithm 1): any tier-1/2 choice composed with any tier-3/4 choice, from the config.
+"""HCFL (HCFL paper Sec. 3, Algorithm 1): any tier-1/2 choice composed with any tier-3/4 choice, from the config.
 
 ``algorithm=hcfl`` with
 
@@ -6,16 +6,16 @@
 * tier 2 ``weights`` — ``soft-em`` (FedEM/FedRC E-step; ``weights_scope=sample`` is HCFL+'s eq. 4–5 with μ̃),
   ``hard-loss`` (IFCA), ``hard-distance`` (FeSEM), ``fedsoft`` (FedSoft's shares); ``prox`` adds FedSoft's
   proximal local term (:mod:`fedcluster.tiers.weights`). Sample scope is soft-em's: other rules use client scope;
-* tier 3 ``adaptive`` — ``fixed``; ``cfl`` (Sattler's tol1/tol2 test, every cluster); ``split`` (S1 eq. 8 with
-  ρ); ``split-remove`` (eq. 8 + removal of clusters nobody weights highest, S1 Alg. 2); ``low-mass`` (adaptive
-  FedRC, S4 App. H.4 Alg. 3: remove k when (1/N) Σ_{i,j} γ_{i,j;k} < δ) (:mod:`fedcluster.tiers.adaptive`);
-* tier 4 ``distance`` — ``prototype-ascp`` | ``prototype-cscp`` (S1 eq. 9–12, ``reduce``, ``confidence``),
-  ``update-cosine`` (CFL; S1 Table 2 ablation ①), ``parameter-l2`` (:mod:`fedcluster.tiers.distance`);
+* tier 3 ``adaptive`` — ``fixed``; ``cfl`` (Sattler's tol1/tol2 test, every cluster); ``split`` (HCFL paper eq. 8 with
+  ρ); ``split-remove`` (eq. 8 + removal of clusters nobody weights highest, HCFL paper Alg. 2); ``low-mass`` (adaptive
+  FedRC, FedRC paper App. H.4 Alg. 3: remove k when (1/N) Σ_{i,j} γ_{i,j;k} < δ) (:mod:`fedcluster.tiers.adaptive`);
+* tier 4 ``distance`` — ``prototype-ascp`` | ``prototype-cscp`` (HCFL paper eq. 9–12, ``reduce``, ``confidence``),
+  ``update-cosine`` (CFL; HCFL paper Table 2 ablation ①), ``parameter-l2`` (:mod:`fedcluster.tiers.distance`);
 
-and ``split`` (shared feature extractor φ + K heads, S1 Sec. 4.1). ``num_clusters`` is K^0 (E.1-13: default 1).
+and ``split`` (shared feature extractor φ + K heads, HCFL paper Sec. 4.1). ``num_clusters`` is K^0 (E.1-13: default 1).
 The named methods ``hcfl-plus``, ``hcfl-prime`` and ``fedrc-adaptive`` are presets (``hcfl_presets``).
 
-One round t (S1 Alg. 2 / Alg. 3; Alg. 1 steps 1–7):
+One round t (HCFL paper Alg. 2 / Alg. 3; Alg. 1 steps 1–7):
 
 1. E-step of the cohort with the received θ^t (tier 1 log-likelihoods, tier 2 weights; Alg. 3 line 1);
 2. local training (Alg. 3 lines 2–4: one unit per client with φ and all K heads when split, eq. 6–7);
@@ -25,7 +25,7 @@ One round t (S1 Alg. 2 / Alg. 3; Alg. 1 steps 1–7):
    eq. 8 test (lines 21–22, E.1-6), bi-partition by complete linkage on D_{k*} (E.1-9);
 4. aggregation (lines 8–9, N_i-weighted, E.1-8) and the soft label counts F_i^{latest} (lines 7, 10);
 5. split: θ_{k*}, θ_{K^t+1} from the two parts (line 23, Alg. 4), weights by SCWU (``scwu``) or hard
-   re-assignment; removal of R^t (lines 29–31, Alg. 5); for ``low-mass`` S4 Alg. 3.
+   re-assignment; removal of R^t (lines 29–31, Alg. 5); for ``low-mass`` FedRC paper Alg. 3.
 
 Hard weights (``hard-loss``, ``hard-distance``) keep Ω one-hot: their splits move C_{k*,2} to the new cluster as
 CFL does. Every change is logged in the :class:`~fedcluster.tiers.adaptive.ClusterBook` (stable ids, the round,
@@ -71,7 +71,7 @@ Distance = Literal["prototype-ascp", "prototype-cscp", "update-cosine", "paramet
 @dataclass
 class HCFLParams(FedEMParams):
     num_clusters: int = 1  # K^0
-    split: bool = True  # φ shared by all clusters + K heads (S1 Sec. 4.1)
+    split: bool = True  # φ shared by all clusters + K heads (HCFL paper Sec. 4.1)
     weights: WeightRule = "soft-em"  # tier 2
     weights_scope: Literal["client", "sample"] = "sample"  # soft-em only: HCFL+'s ω_{i,j;k} (eq. 4–5)
     prox: float = 0.0  # FedSoft's proximal weight λ towards the received models
@@ -81,15 +81,15 @@ class HCFLParams(FedEMParams):
     reduce: Reduce = "max"  # eq. 9 max over prototype rows, or the Table 2 ablation "mean"
     confidence: bool = True  # D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)
     rho: float = 0.1  # eq. 8 threshold
-    include_diagonal: bool = True  # mean(D_k) over the whole matrix ([ref-code]) or off-diagonal only
-    strict: bool = False  # ">" ρ ([ref-code]) instead of eq. 8's "≥"
-    scwu: bool = True  # soft-clustering weight update on split (S1 Alg. 4); False: hard re-assignment
+    include_diagonal: bool = True  # mean(D_k) over the whole matrix (reference code) or off-diagonal only
+    strict: bool = False  # ">" ρ (reference code) instead of eq. 8's "≥"
+    scwu: bool = True  # soft-clustering weight update on split (HCFL paper Alg. 4); False: hard re-assignment
     tol1: float = 0.4  # adaptive=cfl: ‖mean Δθ‖ < tol1 ...
     tol2: float = 1.6  # ... and max ‖Δθ_i‖ > tol2
     min_size: int = 3  # adaptive=cfl: sampled members needed to split
     warmup: int = 0  # no split / removal before this (0-based) round
     max_clusters: int | None = None  # never split beyond this many clusters
-    delta: float = 0.05  # adaptive=low-mass: remove clusters with mass below δ (S4: 0.05)
+    delta: float = 0.05  # adaptive=low-mass: remove clusters with mass below δ (FedRC paper: 0.05)
 
     def __post_init__(self) -> None:
         if self.weights != "soft-em":
@@ -137,7 +137,7 @@ class HCFL(ClusterChanges):
         if p.weights in ("soft-em", "fedsoft"):
             ll = self._loglik(rows)
             if p.weights == "soft-em":
-                est = self.e_step(ll, clients, rows, owner)  # S4 eq. 3 / S1 eq. 4–5 (sample prior updated)
+                est = self.e_step(ll, clients, rows, owner)  # FedRC eq. 3 / HCFL eq. 4–5 (sample prior updated)
                 gamma, omega = est.gamma, est.omega
                 a = np.repeat(sizes[:, None], k, 1)
             else:
@@ -191,7 +191,8 @@ class HCFL(ClusterChanges):
     def split_decisions(self, round_: int, rows: np.ndarray, owner: np.ndarray, omega: np.ndarray,
                         local: Params, start: np.ndarray, extra: dict[str, float]
                         ) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """[(k*, cohort rows of C_{k*,1}, cohort rows of C_{k*,2})] — CFL's rule on every cluster, or S1 eq. 8."""
+        """[(k*, cohort rows of C_{k*,1}, cohort rows of C_{k*,2})] — CFL's rule on every cluster, or HCFL paper eq.
+        8."""
         p, k = self.params, self.num_clusters
         members = omega.argmax(1)
         if p.adaptive == "cfl":
@@ -256,7 +257,7 @@ class HCFL(ClusterChanges):
 
     def payload(self, m: int, k: int, new_clients: int) -> tuple[int, int]:
         """(bytes up, bytes down) of the round with K^t = ``k``: models, the C_{y,k} table (fedrc-ratio), ω̃ (K
-        numbers, when tier 3 uses it) and the prototypes P_i ((C+1) × dim z) up (S1 A.2 "communicated")."""
+        numbers, when tier 3 uses it) and the prototypes P_i ((C+1) × dim z) up (HCFL paper A.2 "communicated")."""
         p, fed = self.params, self.ctx.fed
         table = 4 * k * max(fed.num_classes, 1) if p.formulation == "fedrc-ratio" else 0
         extra_up = self._proto_bytes + (4 * k if p.adaptive in ("cfl", "split", "split-remove") else 0)
@@ -268,7 +269,8 @@ class HCFL(ClusterChanges):
 
     # -- evaluation, records, state ---------------------------------------------------------------
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
-        """Test clients use the round's tier-2 rule on their labelled data: E-steps (soft-em, S4 H.2 / S1
+        """Test clients use the round's tier-2 rule on their labelled data: E-steps (soft-em, FedRC paper H.2 / HCFL
+        paper
         E.1-21), FedSoft's shares, or the best cluster (hard rules)."""
         losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
         ll = self.loglik(losses, split.x, split.y)

@@ -1,12 +1,12 @@
-"""Split and removal of clusters on the whole server state of a soft or hard K-model method (S1 Alg. 2 lines
-21–31 with Alg. 4 and 5; S4 App. H.4 Alg. 3), keeping models, weights, statistics and stable ids consistent.
+"""Split and removal of clusters on the whole server state of a soft or hard K-model method (HCFL paper Alg. 2 lines
+21–31 with Alg. 4 and 5; FedRC paper App. H.4 Alg. 3), keeping models, weights, statistics and stable ids consistent.
 
 The state (held by :class:`~fedcluster.algorithms.hcfl.HCFL`): the model stack (position k = cluster
 ``book.ids[k]``), client-wise weights Ω / ω̃ [M, K], the latest per-sample responsibilities γ [N, K], the
 sample-wise prior ω_{i,j;k} [N, K] (sample scope), the clients' latest soft label counts F_i [M, K, C] with
 the label marginal C_{y,k}, the per-client Gaussian statistics of the ``joint`` formulation and, for
 ``hard-distance``, each client's assigned position. The server holds every client's weights, so the client
-sides of Alg. 4/5 are applied to all clients at once (the replay of missed events of CATALOG A.2 [added]).
+sides of Alg. 4/5 are applied to all clients at once (the replay of missed events of [added]).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from fedcluster.tiers.weights import segment_mean
 
 
 def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, global_lr: float) -> torch.Tensor:
-    """θ ← θ + η_g (Σ_i w_i θ_i / Σ_i w_i − θ) over the rows of ``local`` [m, ...] (S1 Alg. 2 line 23 / Alg. 4
+    """θ ← θ + η_g (Σ_i w_i θ_i / Σ_i w_i − θ) over the rows of ``local`` [m, ...] (HCFL paper Alg. 2 line 23 / Alg. 4
     line 2: the N_i-weighted mean of one part's local models); unchanged when the part has no weight."""
     w = torch.as_tensor(weights, dtype=torch.float64)
     if float(w.sum()) <= 0:
@@ -52,7 +52,7 @@ class ClusterChanges(FedEM):
         """Split ``position`` (k*) into the cohort rows ``first`` (C_{k*,1}, keeps the id) and ``second``
         (C_{k*,2}, the new cluster at position K^t). ``local`` holds the cohort's local models [m, K, ...] (or
         [m, ...] for hard methods), ``aggregation`` their aggregation weights A [m, K] and ``old`` the models
-        θ^t. S1 Alg. 2 line 23 and Alg. 4 line 2: θ_{k*} and θ_{K^t+1} are the A-weighted means of θ_{k*,i}
+        θ^t. HCFL paper Alg. 2 line 23 and Alg. 4 line 2: θ_{k*} and θ_{K^t+1} are the A-weighted means of θ_{k*,i}
         over each part (only the heads when the feature extractor is shared; φ is already averaged).
         Weights: ``soft_update`` = SCWU (Alg. 4 lines 6–9, halving for every client and sample), otherwise the
         hard re-assignment of C_{k*,1} / C_{k*,2} (the "w/o SCWU" reading, and any hard method). Server
@@ -95,8 +95,9 @@ class ClusterChanges(FedEM):
         return new
 
     def remove_clusters(self, positions: np.ndarray, rule: str = "alg5") -> None:
-        """Delete ``positions``. ``rule="alg5"`` (S1 Alg. 5 lines 5–7): ω̃, ω_{i,j;k} and γ rows renormalised over
-        the survivors. ``rule="s4"`` (S4 Alg. 3 step 2): γ renormalised, then ω_{i;k} = mean_j γ_{i,j;k}.
+        """Delete ``positions``. ``rule="alg5"`` (HCFL paper Alg. 5 lines 5–7): ω̃, ω_{i,j;k} and γ rows renormalised
+        over
+        the survivors. ``rule="s4"`` (FedRC paper Alg. 3 step 2): γ renormalised, then ω_{i;k} = mean_j γ_{i,j;k}.
         Server statistics F_{·,k_r} are dropped (Alg. 5 lines 2–3)."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == 0:

@@ -1,16 +1,16 @@
 """Named methods as presets of the HCFL composition (``algorithm=hcfl``): each maps its few parameters onto
 :class:`~fedcluster.algorithms.hcfl.HCFLParams` and runs the same :class:`~fedcluster.algorithms.hcfl.HCFL`.
 
-* ``hcfl-plus`` — HCFL+ (S1 Sec. 4, Alg. 2–5; CATALOG A.2) with ``backbone`` for tiers 1–2:
+* ``hcfl-plus`` — HCFL+ (HCFL paper Sec. 4, Alg. 2–5) with ``backbone`` for tiers 1–2:
   ``fesem`` = conditional + hard-distance (E.1-25: argmin over the heads), ``fedem`` = conditional + sample-wise
   soft EM with μ̃ = 0 (E.1-12), ``fedrc`` = fedrc-ratio + sample-wise soft EM with μ̃ = 0.4, ``fedsoft`` = HCFL+(FedEM)
   with FedSoft's proximal local updates (A.2 "Variants"); shared extractor + heads; split-remove with eq. 8 on
-  prototype distances, CSCP for FedRC and ASCP otherwise (E.1-24), K^0 = 1 (E.1-13). S1's ablations are
+  prototype distances, CSCP for FedRC and ASCP otherwise (E.1-24), K^0 = 1 (E.1-13). HCFL paper's ablations are
   parameters: ``scwu=false`` (Table 7), ``distance=update-cosine`` (Table 2 ①: gradient similarity),
   ``confidence=false`` (②), ``reduce=mean`` (③).
-* ``hcfl-prime`` — HCFL' (S1 Table 10): the backbone for tiers 1–2, CFL for tiers 3–4 (tol1/tol2 split test on
+* ``hcfl-prime`` — HCFL' (HCFL paper Table 10): the backbone for tiers 1–2, CFL for tiers 3–4 (tol1/tol2 split test on
   update cosine, hard re-assignment of the parts, no removal), plus the extractor/head split and eq. 4–7.
-* ``fedrc-adaptive`` — adaptive FedRC (S4 App. F / H.4 Alg. 3): FedRC with K^0 = 6 full models, models whose
+* ``fedrc-adaptive`` — adaptive FedRC (FedRC paper App. F / H.4 Alg. 3): FedRC with K^0 = 6 full models, models whose
   mass (1/N) Σ γ_{i,j;k} falls below δ = 0.05 are removed.
 """
 
@@ -29,7 +29,7 @@ Backbone = Literal["fesem", "fedem", "fedrc", "fedsoft"]
 
 
 def backbone_tiers(backbone: str, mu_tilde: float | None, prox: float) -> dict[str, object]:
-    """Tier-1/2 choices of a backbone (S1 Sec. 5 / CATALOG A.2 "Variants", E.1-12, E.1-25)."""
+    """Tier-1/2 choices of a backbone (HCFL paper Sec. 5 / "Variants", E.1-12, E.1-25)."""
     if backbone == "fesem":
         return {"formulation": "conditional", "weights": "hard-distance", "weights_scope": "client", "mu_tilde": 0.0}
     default_mu = 0.4 if backbone == "fedrc" else 0.0
@@ -49,18 +49,18 @@ def _check_k0(k0: int) -> None:
 @dataclass
 class HCFLPlusParams:
     backbone: Backbone = "fedrc"  # tiers 1–2 of fesem, fedem, fedrc or fedsoft
-    num_clusters: int = 1  # K^0 (E.1-13)
-    rho: float = 0.3  # eq. 8 (S1: 0.05, 0.1, 0.3)
-    principle: Literal["auto", "ascp", "cscp"] = "auto"  # auto: CSCP for FedRC, ASCP otherwise (E.1-24)
+    num_clusters: int = 1  # K^0, the clusters at the start
+    rho: float = 0.3  # eq. 8 (HCFL paper: 0.05, 0.1, 0.3)
+    principle: Literal["auto", "ascp", "cscp"] = "auto"  # auto: CSCP for FedRC, ASCP otherwise (our reading)
     distance: Literal["prototype", "update-cosine"] = "prototype"  # update-cosine: Table 2 ablation ①
     confidence: bool = True  # Table 2 ablation ②: false drops the ω̃ factors of eq. 9
     reduce: Reduce = "max"  # Table 2 ablation ③: mean
     scwu: bool = True  # Table 7 ablation: false = hard re-assignment after a split
     adaptive: Literal["split-remove", "split"] = "split-remove"  # split-remove (HCFL+) or split only
-    mu_tilde: float | None = None  # default per backbone: 0.4 FedRC, 0 otherwise (E.1-12)
+    mu_tilde: float | None = None  # default per backbone: 0.4 FedRC, 0 otherwise (our reading of the paper)
     prox: float = 0.1  # backbone=fedsoft: the proximal weight
-    include_diagonal: bool = True  # mean(D_k) over the whole matrix ([ref-code]) or off-diagonal only
-    strict: bool = False  # ">" ρ ([ref-code]) instead of eq. 8's "≥"
+    include_diagonal: bool = True  # mean(D_k) over the whole matrix (reference code) or off-diagonal only
+    strict: bool = False  # ">" ρ (reference code) instead of eq. 8's "≥"
     warmup: int = 0  # no split before this round
     max_clusters: int | None = None  # never split beyond this many clusters (null = no cap)
     test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
@@ -74,7 +74,7 @@ class HCFLPlusParams:
 class HCFLPrimeParams:
     backbone: Backbone = "fedrc"  # tiers 1–2 of fesem, fedem, fedrc or fedsoft
     num_clusters: int = 1  # K^0
-    tol1: float = 0.4  # S1 Table 1 CFL settings: (0.4, 1.6), (0.4, 0.8), (0.2, 0.8)
+    tol1: float = 0.4  # HCFL paper Table 1 CFL settings: (0.4, 1.6), (0.4, 0.8), (0.2, 0.8)
     tol2: float = 1.6  # ε2 of CFL's split test
     warmup: int = 20  # Sattler's code splits from round 20 on
     min_size: int = 3  # split only clusters with at least this many sampled members
@@ -90,10 +90,10 @@ class HCFLPrimeParams:
 
 @dataclass
 class FedRCAdaptiveParams:
-    num_clusters: int = 6  # K^0 (S4 Fig. 7)
-    delta: float = 0.05  # S4: 0.05 (ablation 0.025)
+    num_clusters: int = 6  # K^0 (FedRC paper Fig. 7)
+    delta: float = 0.05  # FedRC paper: 0.05 (ablation 0.025)
     warmup: int = 0  # no removal before this round
-    split: bool = False  # S4 trains K full models (true: the Table 11 shared extractor)
+    split: bool = False  # FedRC paper trains K full models (true: the Table 11 shared extractor)
     test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
@@ -134,10 +134,11 @@ def build_preset(ctx: Context, params: HCFLPlusParams | HCFLPrimeParams | FedRCA
 
 
 ALGORITHMS.add("hcfl-plus", build_preset,
-               "HCFL+ (S1): φ + K heads, sample-wise EM, split by eq. 8 on prototype distances, remove; "
+               "HCFL+ (HCFL paper): φ + K heads, sample-wise EM, split by eq. 8 on prototype distances, remove; "
                "backbone=fesem|fedem|fedrc|fedsoft", HCFLPlusParams)
 ALGORITHMS.add("hcfl-prime", build_preset,
-               "HCFL' (S1 Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split", HCFLPrimeParams)
+               "HCFL' (HCFL paper Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split",
+               HCFLPrimeParams)
 ALGORITHMS.add("fedrc-adaptive", build_preset,
-               "adaptive FedRC (S4 App. H.4): start with K0 models, remove those with mass below delta",
+               "adaptive FedRC (FedRC paper App. H.4): start with K0 models, remove those with mass below delta",
                FedRCAdaptiveParams)

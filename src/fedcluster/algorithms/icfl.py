@@ -1,8 +1,8 @@
-"""ICFL (Yan et al. 2023, incremental clustered FL; CATALOG A.6/A.7): clusters split when the average
+"""ICFL (Yan et al. 2023, incremental clustered FL/A.7): clusters split when the average
 connectivity of their clients' update-similarity graph falls below a threshold that rises over the rounds.
 
-Implements the original's incremental clustering (not in the seeds; S1 only gives α*(0) and ε1, App. E.2) as
-CATALOG A.7 "ICFL" steps 1–5, with the formulas of S1's [ref-code] ``ICFLAggregator.mix`` (LINs-lab/FedRC
+Implements the original's incremental clustering (not in the seeds; HCFL paper only gives α*(0) and ε1, App. E.2) as
+the ICFL paper's steps 1–5, with the formulas of the HCFL authors' reference code ``ICFLAggregator.mix`` (LINs-lab/FedRC
 ``aggregator.py``): α_G, ε2 and α_t below (:func:`~fedcluster.tiers.adaptive.icfl_connectivity`,
 :func:`~fedcluster.tiers.adaptive.icfl_threshold`, :func:`~fedcluster.tiers.adaptive.icfl_bipartition`).
 
@@ -10,16 +10,15 @@ State: a pool (cluster id 0 at the start, holding every client) and the clusters
 
 1. every sampled client trains its cluster's (or the pool's) model → Δθ_i (one trainer call);
 2. when clusters besides the pool exist, sampled pool clients join the cluster whose sampled members' mean
-   update is most cosine-similar to theirs (CATALOG A.7 step 4; the [ref-code] compares an update with
-   cluster *parameters* and never updates its running max, so it always picks the last cluster);
+   update is most cosine-similar to theirs;
 3. for every cluster (the pool only while it is alone) with ≥ 2 sampled members: A_ij = cos(Δθ_i, Δθ_j),
    α_G = λ_1(A)/n; with ε2 = log(1 − α*(0))/(1 − log ε1) and α_t = 1 − (e/ε1)^{t/ε2}, split if α_G < α_t by
-   2-means on the top-2 eigenvectors of A ([ref-code] formulas; S1 E.2: α*(0) ∈ {0.85, 0.98}, ε1 = 4).
+   2-means on the top-2 eigenvectors of A (reference code formulas; HCFL paper E.2: α*(0) ∈ {0.85, 0.98}, ε1 = 4).
    A split of the lone pool turns both halves into new clusters (the pool keeps its unsampled clients,
-   [ref-code]); any other split moves one half to a new cluster;
+   reference code); any other split moves one half to a new cluster;
 4. per-cluster FedAvg (A.0); the pool is removed once it has no clients left.
 
-[added] The [ref-code] builds A over all members' latest stored updates and averages the pool model from the
+[added] The reference code builds A over all members' latest stored updates and averages the pool model from the
 other clusters' models; here A uses the sampled members' updates of the round (identical with full
 participation) and the pool is averaged like any cluster. Extras: ``icfl_threshold`` (α_t) and
 ``min_connectivity`` (smallest α_G tested this round).
@@ -28,7 +27,7 @@ Behaviour (``tests/test_cfl_baselines_behaviour.py``): α_t rises from 0 to 1, s
 α_t passes its connectivity — first the pool of a multi-concept federation along the concepts (8 digits
 clients, two label maps: α_G ≈ 0.33–0.40, split at t = 6 with α*(0) = 0.85), later every cluster whose
 clients' updates are not all parallel: one concept (α_G 0.60–0.87) ends with one client per cluster at
-t = 20–22, in line with S1 Tables 1/8 (98–100 clusters of 100 at α*(0) = 0.85).
+t = 20–22, in line with HCFL paper Tables 1/8 (98–100 clusters of 100 at α*(0) = 0.85).
 """
 
 from __future__ import annotations
@@ -49,8 +48,8 @@ from fedcluster.tiers.distance import cosine_similarity
 
 @dataclass
 class ICFLParams:
-    alpha0: float = 0.85  # α*(0) (S1: 0.85 or 0.98; larger → fewer splits)
-    eps1: float = 4.0  # ε1 (S1: 4.0)
+    alpha0: float = 0.85  # α*(0) (HCFL paper: 0.85 or 0.98; larger → fewer splits)
+    eps1: float = 4.0  # ε1 (HCFL paper: 4.0)
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha0 < 1:

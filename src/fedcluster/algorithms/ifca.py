@@ -1,18 +1,18 @@
 """IFCA (Ghosh et al. 2020): hard clustering by the lowest local loss.
 
-Composition: tier 1 ``conditional``, tier 2 ``hard-loss`` (client scope), fixed K. One round (CATALOG A.6/A.7):
+Composition: tier 1 ``conditional``, tier 2 ``hard-loss`` (client scope), fixed K. One round:
 
 1. send all K models to the cohort; client i picks k_i = argmin_k (1/N_i) Σ_j f(x_ij, y_ij; θ_k) on its
-   training data (S1 footnote 6; the K loss passes of the cohort run as one batched forward);
-2. ``variant=model`` (option II, used by S1/S4): E local epochs of θ_{k_i} → θ_i;
-   ``variant=gradient`` (option I, S3): one full-batch gradient step θ_i = θ_{k_i} − η ∇F_i(θ_{k_i}),
+   training data (HCFL paper footnote 6; the K loss passes of the cohort run as one batched forward);
+2. ``variant=model`` (option II, used by HCFL paper/FedRC paper): E local epochs of θ_{k_i} → θ_i;
+   ``variant=gradient`` (option I, CFL-GP paper): one full-batch gradient step θ_i = θ_{k_i} − η ∇F_i(θ_{k_i}),
    so that averaging the θ_i applies the N_i-weighted mean gradient;
 3. θ_k ← θ_k + η_g Σ_{i: k_i = k} N_i (θ_i − θ_k) / Σ_{i: k_i = k} N_i; a model nobody picked is unchanged
-   (the per-cluster average, CATALOG E.2 note on Phase-2 averaging rules).
+   (the per-cluster average note on Phase-2 averaging rules).
 
 With ``split`` all layers but the head are shared and trained by every client — IFCA's weight-sharing
-variant (CATALOG A.7) and HCFL+'s layout. Communication: K models down, one up. Test clients take the
-cluster with the lowest loss (S4 H.8).
+variant and HCFL+'s layout. Communication: K models down, one up. Test clients take the
+cluster with the lowest loss (FedRC paper H.8).
 """
 
 from __future__ import annotations

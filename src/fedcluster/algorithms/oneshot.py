@@ -1,4 +1,4 @@
-"""One-shot clustering (Ghosh, Hong, Yin, Ramchandran 2019; S2 ref. [29], CATALOG A.6/A.7).
+"""One-shot clustering (Ghosh, Hong, Yin, Ramchandran 2019; FedMD paper ref. [29]/A.7).
 
 1. First round: every client of the cohort fits its own model on its local data (``local_epochs``
    epochs of local SGD from the common initial model θ^0);

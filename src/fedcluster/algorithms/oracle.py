@@ -1,7 +1,7 @@
-"""Oracle clustering (S2's upper reference, CATALOG A.6/A.7): every client knows its true cluster.
+"""Oracle clustering (FedMD paper's upper reference/A.7): every client knows its true cluster.
 
 Client i always trains the model of its ground-truth concept (``true_cluster``) and the server runs FedAvg
-inside each cluster: θ_k ← θ_k + η_g Σ_{i ∈ k} N_i (θ_i − θ_k) / Σ_{i ∈ k} N_i (S2 on MNIST: "each client is
+inside each cluster: θ_k ← θ_k + η_g Σ_{i ∈ k} N_i (θ_i − θ_k) / Σ_{i ∈ k} N_i (FedMD paper on MNIST: "each client is
 told its true cluster and updates only that model with FedAvg"). Test clients use their true concept too.
 Needs ``num_clusters`` ≥ the number of true concepts.
 """

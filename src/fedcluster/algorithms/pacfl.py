@@ -1,15 +1,15 @@
 """PACFL (Vahidian et al. 2023, "Efficient Distribution Similarity Identification in Clustered Federated
-Learning via Principal Angles Between Client Data Subspaces"; CATALOG A.6/A.7, S3 App. F.3).
+Learning via Principal Angles Between Client Data Subspaces"/A.7, CFL-GP paper App. F.3).
 
-Implements the one-shot clustering of the original's algorithm (not in the seeds; its steps as CATALOG A.7
-"PACFL" gives them) with the formulas of the authors' code ([ref-code] MMorafah/PACFL ``main_pacfl.py``:
+Implements the one-shot clustering of the original's algorithm (not in the seeds; its steps as
+"PACFL" gives them) with the formulas of the authors' code (reference code MMorafah/PACFL ``main_pacfl.py``:
 signatures; ``src/clustering/hierarchical_clustering.py``: ``calculating_adjacency`` and
 ``hierarchical_clustering``):
 
 1. in the first round every client (all M, not only the cohort) sends its signature U_i: for each class it
    holds, the top ``n_basis`` left singular vectors of its training-data matrix [d, N_{i,c}] (truncated SVD;
    :func:`~fedcluster.tiers.distance.data_signature`), taken on the inputs as stored — the run's input
-   standardisation (``normalize``) is undone first, as the [ref-code] takes the SVD of the raw pixels and a
+   standardisation (``normalize``) is undone first, as the reference code takes the SVD of the raw pixels and a
    shift by mean_c moves the subspaces (measured in docs/fidelity.md: the angles grow by ≈ 1.5× and ν = 4.9
    no longer separates rotated Fashion-MNIST);
 2. the server forms the proximity matrix A of angles between client subspaces in degrees
@@ -19,7 +19,7 @@ signatures; ``src/clustering/hierarchical_clustering.py``: ``calculating_adjacen
 3. every cluster starts from θ^0 and runs FedAvg among its members for all rounds (the first included).
 
 Defaults follow the authors' code (``scripts/pacfl.sh``): n_basis = 3, average linkage as the code computes
-it, ν = 4.9, and the ``entry-min`` angle of ``calculating_adjacency`` (S3 F.3 tunes ν ∈ {…, 4, 5, …} with it).
+it, ν = 4.9, and the ``entry-min`` angle of ``calculating_adjacency`` (CFL-GP paper F.3 tunes ν ∈ {…, 4, 5, …} with it).
 The authors' per-label basis budget for Dirichlet label skew is not used.
 
 What the angle sees (docs/fidelity.md, ``benchmarks/cfl_baselines_probe.py``): on raw, non-negative images

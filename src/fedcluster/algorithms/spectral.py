@@ -1,9 +1,10 @@
-"""Linear-algebra building blocks of CFL-GP (S3) and FedMD (S2), kept free of any run state.
+"""Linear-algebra building blocks of CFL-GP (CFL-GP paper) and FedMD (FedMD paper), kept free of any run state.
 
-* :func:`spectral_features`, :func:`match_clusters`, :func:`spectral_clustering` — S3 Algorithm 3.
-* :func:`cumulative_beta` — S3's β_t as a per-block counter (CATALOG E.3.4).
-* :func:`choose_k` — S3 Appendix G: largest singular-value gap, then the largest relative drop of k-means inertia.
-* :func:`orthogonal_iteration` — S2 Algorithm 3 (federated orthogonal iteration) on matrix-vector callbacks.
+* :func:`spectral_features`, :func:`match_clusters`, :func:`spectral_clustering` — CFL-GP paper Algorithm 3.
+* :func:`cumulative_beta` — CFL-GP paper's β_t as a per-block counter.
+* :func:`choose_k` — CFL-GP paper Appendix G: largest singular-value gap, then the largest relative drop of k-means
+inertia.
+* :func:`orthogonal_iteration` — FedMD paper Algorithm 3 (federated orthogonal iteration) on matrix-vector callbacks.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from sklearn.cluster import KMeans
 
 def cumulative_beta(count: int) -> float:
     """β for a profile block already updated ``count`` times: 1/(count + 1) keeps the block equal to the
-    cumulative average of every gradient collected for it (S3 Alg. 1 line 10, β_t = 1/(⌊t/(KP)⌋ + 1))."""
+    cumulative average of every gradient collected for it (CFL-GP paper Alg. 1 line 10, β_t = 1/(⌊t/(KP)⌋ + 1))."""
     return 1.0 / (count + 1)
 
 
 def spectral_features(profiles: np.ndarray, k: int) -> np.ndarray:
-    """S3 Alg. 3 step 1: g'_c = Û^T g_c with Û the top-k left singular vectors of G = [g_1 … g_C] ∈ R^{Kd×C}.
+    """CFL-GP paper Alg. 3 step 1: g'_c = Û^T g_c with Û the top-k left singular vectors of G = [g_1 … g_C] ∈ R^{Kd×C}.
 
     ``profiles`` is [C, Kd] (one row per client). Computed from the C×C Gram matrix G^T G = V S² V^T
     (Kd ≫ C): Û^T G = S V^T, so the features are the rows of V_k S_k.
@@ -35,8 +36,8 @@ def spectral_features(profiles: np.ndarray, k: int) -> np.ndarray:
 
 
 def match_clusters(labels: np.ndarray, current: np.ndarray, k: int) -> np.ndarray:
-    """S3 Alg. 3 step 3: permutation ψ of cluster labels maximising #{c : ψ(ẑ_c) = k_c}, solved as a linear
-    assignment on the k×k overlap table (Hungarian; S3 states the argmax over permutations). Returns ψ(ẑ)."""
+    """CFL-GP paper Alg. 3 step 3: permutation ψ of cluster labels maximising #{c : ψ(ẑ_c) = k_c}, solved as a linear
+    assignment on the k×k overlap table (Hungarian; CFL-GP paper states the argmax over permutations). Returns ψ(ẑ)."""
     overlap = np.zeros((k, k))
     np.add.at(overlap, (labels, current), 1.0)
     rows, cols = linear_sum_assignment(-overlap)
@@ -46,7 +47,7 @@ def match_clusters(labels: np.ndarray, current: np.ndarray, k: int) -> np.ndarra
 
 
 def spectral_clustering(profiles: np.ndarray, current: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """S3 Algorithm 3: spectral features, k-means (k-means++ init), cluster-to-model matching."""
+    """CFL-GP paper Algorithm 3: spectral features, k-means (k-means++ init), cluster-to-model matching."""
     feats = spectral_features(profiles, k)
     n_clusters = min(k, len(np.unique(feats.round(12), axis=0)))
     if n_clusters < 2:
@@ -56,14 +57,15 @@ def spectral_clustering(profiles: np.ndarray, current: np.ndarray, k: int, seed:
 
 
 def choose_k(profiles: np.ndarray, k_max: int = 10, seed: int = 0) -> dict[str, object]:
-    """S3 Appendix G: s = position of the largest gap between consecutive singular values of G; reduce the
+    """CFL-GP paper Appendix G: s = position of the largest gap between consecutive singular values of G; reduce the
     profiles to s dimensions (g'_{c,s} = Û_s^T g_c); pick K with the elbow of the k-means inertia W_k read on
     the log scale (App. G step 4 leaves the heuristic open: "elbow method or gap statistic"):
     K = argmax_{k ≥ 2} W_{k−1} / W_k, the largest relative drop.
 
     The largest second difference of the raw W_k (the usual elbow) fails when the centres lie on a line, as
     the three lines' do: equally spaced centres make W_1 − W_2 > W_2 − W_3, so it says K = 2 (measured on
-    S3's three lines with S3's init, 100 rounds: K = 2 in 12/12 seeds, inertia like [10.8, 2.75, 0.12, 0.08]);
+    CFL-GP paper's three lines with CFL-GP paper's init, 100 rounds: K = 2 in 12/12 seeds, inertia like [10.8, 2.75,
+    0.12, 0.08]);
     the relative drop says 3 in 12/12. k ≤ C − 1 so that W_k > 0."""
     g = np.asarray(profiles, dtype=np.float64)
     sv = np.linalg.svd(g, compute_uv=False)
@@ -85,7 +87,7 @@ def orthogonal_iteration(
     matvec: Callable[[np.ndarray], np.ndarray], rmatvec: Callable[[np.ndarray], np.ndarray], dim: int, k: int,
     iters: int, rng: np.random.Generator,
 ) -> np.ndarray:
-    """S2 Algorithm 3 (federated orthogonal iteration) on Y = Σ_i w_i Y_i given as callbacks.
+    """FedMD paper Algorithm 3 (federated orthogonal iteration) on Y = Σ_i w_i Y_i given as callbacks.
 
     ``rmatvec(Q) = Y^T Q`` and ``matvec(Q) = Y Q`` are the server's weighted sums of the clients' replies
     (even steps: Q_{t+1} = Σ_i w_i Y_i^T Q_t; odd steps: QR of Σ_i w_i Y_i Q_t), i.e. orthogonal iteration on

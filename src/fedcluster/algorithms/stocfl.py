@@ -1,30 +1,30 @@
-"""StoCFL (Zeng et al. 2023, stochastic clustered FL; CATALOG A.6/A.7): start with one cluster per client
+"""StoCFL (Zeng et al. 2023, stochastic clustered FL/A.7): start with one cluster per client
 and merge clusters whose representations point the same way; local training is pulled toward a global model.
 
-Implements the original's merge-only clustering (not in the seeds; S1 gives τ and λ, App. E.2) as CATALOG A.7
-"StoCFL" steps 1–4, with the formulas of S1's [ref-code] ``STOCFLAggregator.mix`` (LINs-lab/FedRC
+Implements the original's merge-only clustering (not in the seeds; HCFL paper gives τ and λ, App. E.2) as
+"StoCFL" steps 1–4, with the formulas of the HCFL authors' reference code ``STOCFLAggregator.mix`` (LINs-lab/FedRC
 ``aggregator.py``; its representation is the members' sum, the same cosine as the mean used here).
 
 One round:
 
 1. every sampled client trains its cluster's model θ_k with the proximal term (λ/2)‖θ − θ_g‖² toward the
-   global model θ_g (the trainer's anchor; [ref-code]: the optimiser's initial parameters are θ_g) → θ_i;
-2. a client's representation is its first recorded update Δθ_i = θ_i − θ_k ([ref-code]); a cluster's is the
+   global model θ_g (the trainer's anchor; reference code: the optimiser's initial parameters are θ_g) → θ_i;
+2. a client's representation is its first recorded update Δθ_i = θ_i − θ_k (reference code); a cluster's is the
    mean over its members that have one;
 3. with A_ab = cos(r_a, r_b) computed once, scan a = 0, 1, … and merge every later b with A_ab > τ into a
-   (:func:`~fedcluster.tiers.adaptive.stocfl_merges`; larger τ → fewer merges → more clusters, S1 E.1-17);
-4. cluster models ([ref-code]): θ_c = Σ_{i∈c} N_i θ̂_i / Σ_{i∈c} N_i over ALL members of the merged cluster,
+   (:func:`~fedcluster.tiers.adaptive.stocfl_merges`; larger τ → fewer merges → more clusters, HCFL paper E.1-17);
+4. cluster models (reference code): θ_c = Σ_{i∈c} N_i θ̂_i / Σ_{i∈c} N_i over ALL members of the merged cluster,
    θ̂_i = θ_i for sampled clients and the model of the cluster i was in for the others (applied with η_g
    from the member average of the old models); θ_g ← N_i-weighted mean of the sampled θ_i (A.0).
 
-S1 E.2: τ ∈ {0, 0.05, 0.1, 0.15}, λ = 0.5. The authors' own StoCFL code (dunzeng/StoCFL) also splits clients
-off clusters (intra re-clustering); S1 follows the merge-only [ref-code], as here.
+HCFL paper E.2: τ ∈ {0, 0.05, 0.1, 0.15}, λ = 0.5. The authors' own StoCFL code (dunzeng/StoCFL) also splits clients
+off clusters (intra re-clustering); HCFL paper follows the merge-only reference code, as here.
 Communication: down θ_k and θ_g, up θ_i. Extras: ``max_cosine`` (largest cos between cluster representations).
 
 Behaviour (``tests/test_cfl_baselines_behaviour.py``): representations are first updates, so the merges
 settle once every client has been sampled. On 8 digits clients with two label maps the first updates have
 cos 0.16–0.79 within a concept and −0.35–0.29 across (seeds 0–4): τ = 0.3 merges each concept into one
-cluster by round 2 and iid clients into one; S1's τ = 0.1 merges across concepts on 3 of 5 seeds, τ = 0.5
+cluster by round 2 and iid clients into one; HCFL paper's τ = 0.1 merges across concepts on 3 of 5 seeds, τ = 0.5
 leaves 2–4 clusters.
 """
 

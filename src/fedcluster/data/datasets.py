@@ -49,6 +49,6 @@ DATASETS.add("cifar10", DatasetSpec(_needs_dir("cifar10", load_cifar10), standar
 DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100), standardize=True),
              "CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir=")
 DATASETS.add("mixed-regression", DatasetSpec(None, synthetic_scenario="mixed-regression"),
-             "S2 synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)")
+             "FedMD paper synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)")
 DATASETS.add("cflgp-lines", DatasetSpec(None, synthetic_scenario="cflgp-lines"),
-             "S3 synthetic three-lines regression (scenario=cflgp-lines scenario.delta_phi=20)")
+             "CFL-GP paper synthetic three-lines regression (scenario=cflgp-lines scenario.delta_phi=20)")

@@ -1,4 +1,4 @@
-"""Features z = g(x; φ) of a stacked model's feature extractor (HCFL+ prototypes, S1 eq. 11–12).
+"""Features z = g(x; φ) of a stacked model's feature extractor (HCFL+ prototypes, HCFL paper eq. 11–12).
 
 The bodies of a model stack (``body.*`` entries) run through :class:`~fedcluster.engine.inference.StackForward`,
 so convolutional extractors get the same traced, inference-optimised forward as the E-step. A model whose

@@ -1,12 +1,12 @@
 """How a non-participating (test) client's cluster weights are chosen and scored.
 
-S4 H.2/H.5 let a test client pick its cluster (hard methods: the lowest loss) or run E-steps (soft methods) on
+FedRC paper H.2/H.5 let a test client pick its cluster (hard methods: the lowest loss) or run E-steps (soft methods) on
 its labelled data and then score the resulting prediction on the same data. For a best-of-K pick this
 selects on the labels it is scored on and inflates the accuracy of hard methods. ``test_fit``:
 
 * ``half`` (default): a seeded random half of each test client's samples fits the weights, the other half
   is scored (a client with one sample uses it for both);
-* ``all``: S4's reading, every sample fits and is scored.
+* ``all``: FedRC paper's reading, every sample fits and is scored.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A shared feature extractor with K heads, trained as one unit (HCFL+ / FedRC Table 11, ``split=true``).
 
 A unit is one client: its loss is Σ_k Σ_j γ_{j;k} ℓ(head_k(body(x_j)), y_j) / |batch|, so head k gets
-the γ_{·;k}-weighted gradient (S1 eq. 6) and the body the sum over k (S1 eq. 7) in one vectorised pass.
+the γ_{·;k}-weighted gradient (HCFL paper eq. 6) and the body the sum over k (HCFL paper eq. 7) in one vectorised pass.
 The trainer weights such units with [n_i, K] arrays; the loss below returns [batch, K].
 """
 

@@ -43,7 +43,7 @@ def weighted_mean(stacked: Params, weights: torch.Tensor) -> Params:
 
 
 def server_update(current: Params, local: Params, weights: torch.Tensor, global_lr: float) -> Params:
-    """θ ← θ + η_g Σ_u w_u (θ_u − θ) / Σ_u w_u  (CATALOG A.0 step 5)."""
+    """θ ← θ + η_g Σ_u w_u (θ_u − θ) / Σ_u w_u."""
     mean = weighted_mean(local, weights)
     return {k: v + global_lr * (mean[k] - v) for k, v in current.items()}
 

@@ -19,4 +19,4 @@ class Solver:
     momentum: float = 0.0
     weight_decay: float = 0.0
     prox_mu: float = 0.0
-    max_steps: int | None = None  # cap on local steps per unit (e.g. S2's s local steps)
+    max_steps: int | None = None  # cap on local steps per unit (e.g. FedMD paper's s local steps)

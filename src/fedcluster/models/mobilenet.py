@@ -1,4 +1,4 @@
-"""MobileNet-V2 for CIFAR-size images (S1/S4), with GroupNorm instead of BatchNorm.
+"""MobileNet-V2 for CIFAR-size images (HCFL paper/FedRC paper), with GroupNorm instead of BatchNorm.
 
 Sandler et al. 2018's inverted-residual network with the CIFAR stem used by FL code bases (3×3 stem
 convolution with stride 1 and the first stride-2 stage at stride 1, so 32×32 inputs keep a 4×4 map at the

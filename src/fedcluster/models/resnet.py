@@ -1,4 +1,4 @@
-"""ResNet-18 for CIFAR-size images (S1/S3), with GroupNorm instead of BatchNorm.
+"""ResNet-18 for CIFAR-size images (HCFL paper/CFL-GP paper), with GroupNorm instead of BatchNorm.
 
 He et al. 2016's ResNet-18 with the usual CIFAR stem (one 3×3 convolution, stride 1, no max-pool) and
 GroupNorm (Wu & He 2018), which keeps no running statistics: a model is its parameters alone, so K

@@ -18,17 +18,17 @@ def logistic(input_shape: tuple[int, ...], output_dim: int, params: None) -> Spl
 
 @dataclass
 class LinearParams:
-    """``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (S3 §5.1's initialisation of the
+    """``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (CFL-GP paper §5.1's initialisation of the
     three-lines task, a ∈ {0.8, 1.6}); 0 keeps PyTorch's default init."""
 
-    init_range: float = 0.0  # a > 0: weights ~ U(−a, a), θ_2 = 0 (S3 §5.1); 0 keeps PyTorch's init
+    init_range: float = 0.0  # a > 0: weights ~ U(−a, a), θ_2 = 0 (CFL-GP paper §5.1); 0 keeps PyTorch's init
 
     def __post_init__(self) -> None:
         if not self.init_range >= 0 or self.init_range == float("inf"):
             raise ValueError(f"model.init_range must be a finite number >= 0, got {self.init_range}")
 
 
-@MODELS.register("linear", "linear regression ŷ = <θ, x> + b (init_range=a: S3's θ_1 ~ U(−a, a), θ_2 = 0)",
+@MODELS.register("linear", "linear regression ŷ = <θ, x> + b (init_range=a: CFL-GP paper's θ_1 ~ U(−a, a), θ_2 = 0)",
                  LinearParams)
 def linear(input_shape: tuple[int, ...], output_dim: int, params: LinearParams) -> SplitModel:
     head = nn.Linear(flat_dim(input_shape), output_dim)

@@ -1,4 +1,5 @@
-"""Federation helpers of the reproductions: shrink a federation, merge two datasets, S2's tiny-client population."""
+"""Federation helpers of the reproductions: shrink a federation, merge two datasets, FedMD paper's tiny-client
+population."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def _cat(a: Split, b: Split) -> Split:
 
 
 def merge(first: Federation, second: Federation) -> Federation:
-    """One federation whose clients come from ``first`` (cluster 0) and ``second`` (cluster 1), S3 Table 11 style.
+    """One federation whose clients come from ``first`` (cluster 0) and ``second`` (cluster 1), CFL-GP paper Table 11
+    style.
 
     ``second``'s images are resized to ``first``'s shape (e.g. 8×8 digits to 28×28); both need the same classes.
     """
@@ -69,7 +71,7 @@ def merge(first: Federation, second: Federation) -> Federation:
 
 
 def s2_rotation(k: int, clients: int, seed: int, anchor_size: int = 20, client_size: int = 2) -> Federation:
-    """S2 §V-D (CATALOG B.2) on Fashion-MNIST: k anchors (one per rotation, ``anchor_size`` images) first, then
+    """FedMD paper §V-D on Fashion-MNIST: k anchors (one per rotation, ``anchor_size`` images) first, then
     ``clients`` tiny clients of ``client_size`` images, rotations {0, 90[, 180, 270]}°, images downsampled to 14×14."""
     data = DATASETS.get("fashion-mnist").obj.load(None)
     angles = [0.0, 90.0] if k == 2 else [0.0, 90.0, 180.0, 270.0][:k]

@@ -69,7 +69,7 @@ def at_round(rows: Sequence[dict[str, float]], key: str, round_: int) -> float:
 
 
 def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """One run's numbers in the paper's reading: best-val (S4), best (S1) or final (S3)."""
+    """One run's numbers in the paper's reading: best-val (FedRC paper), best (HCFL paper) or final (CFL-GP paper)."""
     if read == "best-val":
         at = summary["at_best_val"]
         return {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"]}

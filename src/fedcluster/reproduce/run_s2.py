@@ -1,4 +1,5 @@
-"""S2 §V-D runner: FedMD two-phase vs random-start IFCA, FedAvg and the oracle on tiny rotated-image clients."""
+"""FedMD paper §V-D runner: FedMD two-phase vs random-start IFCA, FedAvg and the oracle on tiny rotated-image
+clients."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from fedcluster.reproduce.run_common import Emit, at_round, diverged, make_run
 from fedcluster.reproduce.spec import Budget, Experiment
 
 K = 2
-PHASE1 = 5  # S2: 5 moment-descent rounds for k = 2 (10 for k = 4)
+PHASE1 = 5  # FedMD paper: 5 moment-descent rounds for k = 2 (10 for k = 4)
 
 
 def method_overrides(label: str, phase1: int, delta: float = 1.0) -> list[str]:

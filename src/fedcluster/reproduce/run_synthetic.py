@@ -1,4 +1,5 @@
-"""Runners of the synthetic regressions: S2's mixed linear regression (A/B/C) and S3's three lines."""
+"""Runners of the synthetic regressions: FedMD paper's mixed linear regression (A/B/C) and CFL-GP paper's three
+lines."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ MIXREG_INIT = {"two-phase": "fedmd", "one-shot": "oneshot", "ifca-random": "rand
 
 
 def mixreg_curve(fed: Federation, method: str, rounds: int, common: Sequence[str], out: Path) -> np.ndarray:
-    """Estimation error d(θ̂, θ*) per round (S2's measure); FedAvg's single model stands for every cluster."""
+    """Estimation error d(θ̂, θ*) per round (FedMD paper's measure); FedAvg's single model stands for every cluster."""
     base = [*common, "scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
             f"rounds={rounds}", f"num_clients={fed.num_clients}", f"clients_per_round={fed.num_clients}"]
     if method != "fedavg":
@@ -78,7 +79,7 @@ def run_mixreg(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str],
 
 def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
               emit: Emit) -> None:
-    """S3 Fig. 1: every method with the same K starting lines θ_1 ~ U(−a, a), θ_2 = 0 (CFL: the first one)."""
+    """CFL-GP paper Fig. 1: every method with the same K starting lines θ_1 ~ U(−a, a), θ_2 = 0 (CFL: the first one)."""
     for setting in exp.settings:
         p = setting.params
         C, b, init = int(p["C"]), int(p["b"]), float(p["init"])

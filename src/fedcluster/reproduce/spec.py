@@ -69,13 +69,13 @@ class Experiment:
 
     name: str
     title: str
-    source: str  # paper, table/figure and CATALOG section
+    source: str  # paper and table/figure
     claim: str  # the statement being checked, in words
     kind: str  # runner: suite | mixreg | lines | s2-rotation
     budgets: Mapping[str, Budget]
     methods: tuple[Method, ...]
     metrics: tuple[Metric, ...]
-    read: str = "best-val"  # how a run is read: best-val (S4) | best (S1) | final (S3) | error (S2)
+    read: str = "best-val"  # how a run is read: best-val (FedRC) | best (HCFL) | final (CFL-GP) | error (FedMD)
     settings: tuple[Setting, ...] = (Setting(""),)
     overrides: tuple[str, ...] = ()  # run-config overrides of every budget (dataset, scenario, ...)
     differences: tuple[str, ...] = ()  # every budget-independent way this differs from the paper

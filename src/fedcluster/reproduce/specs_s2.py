@@ -1,4 +1,5 @@
-"""S2 (FedMD + FedX+clustering): mixed linear regression configurations A/B/C and the large MNIST-style population."""
+"""FedMD paper (FedMD + FedX+clustering): mixed linear regression configurations A/B/C and the large MNIST-style
+population."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Result
 from fedcluster.reproduce.verdicts import judge
 
 # Phase-2 step sizes in the engine's scale (loss (ŷ − y)², lr = η_S2/2): γ = η‖X_i‖²/n_i ≈ 0.5 for the smallest
-# clients (CATALOG E.2.7; S2 does not report η).
+# clients.
 MIXREG_LR = {"A": 0.04, "B": 0.0125, "C": 0.0125}
-MIXREG_PAPER = {  # CATALOG D.4, qualitative (S2 has no tables)
+MIXREG_PAPER = {  #, qualitative (FedMD paper has no tables)
     "A": {"two-phase": "≈ oracle", "fedavg": "plateaus high", "one-shot": "performs well",
           "ifca-random": "stuck on an error floor", "oracle": "reference"},
     "B": {"two-phase": "≈ oracle", "fedavg": "plateaus high", "one-shot": "degrades (small clients mis-clustered)",
@@ -38,21 +39,23 @@ def _mixreg_verdict(config: str):
 def _mixreg(config: str) -> Experiment:
     budget = Budget(MIXREG_CLIENTS[config], 405, "linear regression without bias, d = 100",
                     (f"lr={MIXREG_LR[config]}",),
-                    note="S2's own population (it is small): the small and paper budgets are the same")
+                    note="FedMD paper's own population (it is small): the small and paper budgets are the same")
     return Experiment(
         name=f"s2-mixreg-{config.lower()}",
-        title=f"S2 Fig. {'ABC'.index(config) + 1}: mixed linear regression, configuration {config}",
-        source=f"S2 §V-A..C, Fig. {'ABC'.index(config) + 1} (CATALOG B.1, D.4)",
+        title=f"FedMD paper Fig. {'ABC'.index(config) + 1}: mixed linear regression, configuration {config}",
+        source=f"FedMD paper §V-A..C, Fig. {'ABC'.index(config) + 1}",
         claim=("two-phase (moment-descent init + FedX clustering) reaches the oracle's estimation error; FedAvg "
                "plateaus high; " + MIXREG_PAPER[config]["one-shot"].join(["one-shot clustering ", ""])),
         kind="mixreg", budgets={"small": budget, "paper": budget},
         methods=tuple(Method(m, (), {"final": MIXREG_PAPER[config][m]})
                       for m in ("two-phase", "fedavg", "one-shot", "ifca-random", "oracle")),
         metrics=MIXREG_METRICS, read="error", curve="param_error", overrides=(f"scenario.config={config}",),
-        differences=("S2 does not report the Phase-2 step size: lr is chosen so that γ = η‖X_i‖²/n_i ≈ 0.5 for the "
-                     "smallest clients (CATALOG E.2.7)",
-                     "S2 writes N = 1000 samples, contradicting its own (M, n_i); we follow (M, n_i), N = 10,000 "
-                     "(CATALOG E.2.1)",
+        differences=("FedMD paper does not report the Phase-2 step size: lr is chosen so that γ = η‖X_i‖²/n_i ≈ 0.5 "
+                     "for the "
+                     "smallest clients",
+                     "FedMD paper writes N = 1000 samples, contradicting its own (M, n_i); we follow (M, n_i), N = "
+                     "10,000 "
+                     "",
                      "the baselines run 405 Phase-2 rounds, two-phase 5 Phase-1 + 400 Phase-2 rounds"),
         verdict=_mixreg_verdict(config), tiny_rounds=8)
 
@@ -65,8 +68,8 @@ def _large_population_verdict(r: Results) -> tuple[str, str]:
 
 S2_LARGE = Experiment(
     name="s2-large-population",
-    title="S2 Figs. 4–5: FedMD on a large population of tiny rotated-image clients (k = 2)",
-    source="S2 §V-D, Figs. 4–5 (CATALOG B.2, D.4)",
+    title="FedMD paper Figs. 4–5: FedMD on a large population of tiny rotated-image clients (k = 2)",
+    source="FedMD paper §V-D, Figs. 4–5",
     claim="two-phase reaches the oracle's test error; random-start IFCA can stall; FedAvg is clearly worse",
     kind="s2-rotation",
     budgets={"small": Budget(10000, 100, "multinomial logistic regression on 14×14 images",
@@ -80,8 +83,8 @@ S2_LARGE = Experiment(
              Metric("ari", "final ARI", ".3f")),
     read="error", curve="test_acc",
     differences=("Fashion-MNIST instead of MNIST (no MNIST files on this machine)",
-                 "Δ (S2's separation) is set to 1 and only enters the stopping rule",
-                 "k = 2 rotations {0°, 90°} only (S2 also runs k = 4)"),
+                 "Δ (FedMD paper's separation) is set to 1 and only enters the stopping rule",
+                 "k = 2 rotations {0°, 90°} only (FedMD paper also runs k = 4)"),
     verdict=_large_population_verdict, tiny_rounds=3)
 
 EXPERIMENTS = (_mixreg("A"), _mixreg("B"), _mixreg("C"), S2_LARGE)

@@ -1,4 +1,5 @@
-"""S3 (CFL-GP): the three-lines sweeps (Fig. 1), rotations (8 angles, K = 4), mixtures (κ), a two-dataset merge
+"""CFL-GP paper (CFL-GP): the three-lines sweeps (Fig. 1), rotations (8 angles, K = 4), mixtures (κ), a two-dataset
+merge
 and 5-concept label maps."""
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def _lines_verdict(r: Results) -> tuple[str, str]:
 
 S3_LINES = Experiment(
     name="s3-lines-sweeps",
-    title="S3 Fig. 1: CFL-GP on three noisy lines, sweeps over clients C, gap Δφ and batch b, two initialisations",
-    source="S3 §5.1, App. F.4, Fig. 1 (CATALOG B.3, D.3 figure-only claims)",
+    title="CFL-GP paper Fig. 1: CFL-GP on three noisy lines, sweeps over clients C, gap Δφ and batch b, two "
+          "initialisations",
+    source="CFL-GP paper §5.1, App. F.4, Fig. 1",
     claim="CFL-GP's ARI ≈ 1 across C, b and both initialisations; ≥ 0.8 at Δφ = 5° where IFCA and MADMO are ≈ 0",
     kind="lines",
     budgets={"small": Budget(12, 100, "linear regression ŷ = θ₁x + θ₂", note="T = 100 instead of 200"),
@@ -49,16 +51,16 @@ S3_LINES = Experiment(
     metrics=(Metric("ari", "final ARI", ".3f"), Metric("mse", "final MSE", ".4f"),
              Metric("to_ari1", "first round ARI = 1", ".1f")),
     read="final", curve="ari", settings=_lines_settings(),
-    differences=("S3 Fig. 1 is a figure: the paper values are read off it (≈)",
+    differences=("CFL-GP paper Fig. 1 is a figure: the paper values are read off it (≈)",
                  "MADMO is approximated by CFL (Sattler's tolerances) with one full-batch gradient step per round",
-                 "S3 runs 5 seeds; the seed count here is --seeds"),
+                 "CFL-GP paper runs 5 seeds; the seed count here is --seeds"),
     verdict=_lines_verdict, tiny_rounds=3)
 
 ROTATION_PAPER = {"cflgp": {"ari": "1.00", "to_ari1": "1.00", "acc": "87.2 ± 0.18"},
                   "ifca": {"to_ari1": "73.67 ± 90.06", "acc": "85.2 ± 2.85"},
                   "cfl (MADMO)": {"to_ari1": "never", "acc": "72.5 ± 2.17"},
                   "fedavg": {"ari": "0.00", "acc": "58.3 ± 0.37"}}
-_ONE_STEP = {  # every method: one gradient step per round (S3's gradient averaging); FULL = largest client set
+_ONE_STEP = {  # every method: one gradient step per round (CFL-GP's gradient averaging); FULL = largest client set
     "cflgp": ("algorithm=cflgp", "algorithm.period=2"),
     "ifca": ("algorithm=ifca", "algorithm.variant=gradient"),
     "cfl (MADMO)": ("algorithm=cfl", "batch_size=FULL"),
@@ -84,8 +86,8 @@ def _clusters_verdict(r: Results) -> tuple[str, str]:
 _IMAGE = ("model=mlp", "model.hidden=[200]", "lr=0.1", "local_epochs=1", "batch_size=64", "clients_per_round=1.0")
 S3_ROTATION = Experiment(
     name="s3-rotation-8",
-    title="S3 App. F.5: rotated images, 8 angles in 4 groups, K = 4 (C = 32, b = 64)",
-    source="S3 §5.2, App. F.5, Tables 3 and 10 (CATALOG B.4, D.3)",
+    title="CFL-GP paper App. F.5: rotated images, 8 angles in 4 groups, K = 4 (C = 32, b = 64)",
+    source="CFL-GP paper §5.2, App. F.5, Tables 3 and 10",
     claim="CFL-GP reaches ARI 1 in the first round for C = 32, b = 64; IFCA needs ≈ 74 rounds; MADMO never",
     kind="suite",
     budgets={"small": Budget(32, 40, "MLP 784-200-10", (), test_size=1000,
@@ -99,8 +101,8 @@ S3_ROTATION = Experiment(
 
 S3_MIXTURE = Experiment(
     name="s3-mixture-kappa",
-    title="S3 §5.2: clients mixing 0° and 180° images with ratio κ",
-    source="S3 §5.2 'Extension to mixture distributions', App. F.5.2 (CATALOG B.4, D.3 figure-only claims)",
+    title="CFL-GP paper §5.2: clients mixing 0° and 180° images with ratio κ",
+    source="CFL-GP paper §5.2 'Extension to mixture distributions', App. F.5.2",
     claim="CFL-GP's ARI at round 5 beats the others' at the end for κ ∈ [0.3, 0.7]",
     kind="suite",
     budgets={"small": Budget(12, 40, "MLP 784-200-10", (), test_size=1000,
@@ -117,8 +119,8 @@ S3_MIXTURE = Experiment(
 
 S3_MERGE = Experiment(
     name="s3-merge",
-    title="S3 Table 11: two datasets merged (a digits source and Fashion-MNIST), one per cluster",
-    source="S3 App. F.5, Table 11 (CATALOG D.3)",
+    title="CFL-GP paper Table 11: two datasets merged (a digits source and Fashion-MNIST), one per cluster",
+    source="CFL-GP paper App. F.5, Table 11",
     claim="CFL-GP separates the two datasets (ARI 1.00) with the best accuracy; IFCA 0.84–0.95; MADMO < 0.6",
     kind="suite",
     budgets={"small": Budget(32, 40, "MLP 784-200-10", (), test_size=1000,
@@ -131,20 +133,21 @@ S3_MERGE = Experiment(
     metrics=FINAL_METRICS, read="final", curve="ari", settings=(Setting("", params={"merge": 1}),),
     overrides=("dataset=fashion-mnist", "scenario=iid", *_IMAGE),
     differences=("scikit-learn's 8×8 digits upscaled to 28×28 stand in for MNIST unless data_dir holds MNIST "
-                 "(pass --set data_dir=DIR)", "C = 32 only (S3: 32 / 64 / 128)"),
+                 "(pass --set data_dir=DIR)", "C = 32 only (CFL-GP paper: 32 / 64 / 128)"),
     verdict=_clusters_verdict)
 
 _PERMS = "[" + ",".join(str([(y + s) % 10 for y in range(10)]).replace(" ", "") for s in range(5)) + "]"  # cyclic
 S3_LABELMAPS = Experiment(
     name="s3-labelmaps-5",
-    title="S3 Exp. 2: five label-permutation concepts (CIFAR-10 + ResNet18 in S3; Fashion-MNIST + MLP here)",
-    source="S3 Table 1 Exp. 2, App. F.7 (CATALOG B.6, D.3)",
+    title="CFL-GP paper Exp. 2: five label-permutation concepts (CIFAR-10 + ResNet18 in CFL-GP paper; Fashion-MNIST "
+          "+ MLP here)",
+    source="CFL-GP paper Table 1 Exp. 2, App. F.7",
     claim="CFL-GP and IFCA reach ARI 1.00 and the best accuracy; MADMO ARI ≤ 0.27; FedAvg 0",
     kind="suite",
     budgets={"small": Budget(20, 40, "MLP 784-200-10", (), test_size=1000,
                              note="T = 40; MLP instead of ResNet18"),
              "paper": Budget(20, 200, "MLP 784-200-10", (),
-                             note="MLP instead of ResNet18 (CPU); S3 also runs C = 40, 80")},
+                             note="MLP instead of ResNet18 (CPU); CFL-GP paper also runs C = 40, 80")},
     methods=_methods(5, {"cflgp": {"ari": "1.00", "acc": "73.93 ± 0.50 (CIFAR-10)"},
                          "ifca": {"ari": "1.00", "acc": "73.97 ± 0.37 (CIFAR-10)"},
                          "cfl (MADMO)": {"ari": "0.27 ± 0.27"}, "fedavg": {"ari": "0.00"}}),

@@ -1,4 +1,4 @@
-"""S4 (FedRC): Table 1 on Fashion-MNIST and the ablations that fit two CPU cores (K, 8:1:1, TeHC/TrHC,
+"""FedRC paper (FedRC): Table 1 on Fashion-MNIST and the ablations that fit two CPU cores (K, 8:1:1, TeHC/TrHC,
 single shifts, label noise, participation), plus the IFCA-vs-FedRC open question."""
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ _TRAIN = ("lr=0.1", "momentum=0.9", "local_epochs=1")
 # 17 s), which puts the ablations with 30-60 runs far past the budget's 20 minutes
 SMALL = Budget(60, 30, MLP, (*_MLP, "batch_size=32", "eval_every=2"), fraction=0.25, test_size=500,
                note="60 clients × ¼ of their data, 30 rounds, 500 images per test client; an MLP instead of "
-                    "S4's CNN (the CNN is 5-8× slower on 2 CPU cores)")
+                    "FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores)")
 PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128"),
-               note="S4's CNN is not specified beyond '3-layer CNN'")
+               note="FedRC paper's CNN is not specified beyond '3-layer CNN'")
 METRICS = (Metric("local", "local %"), Metric("global", "global %"), Metric("ari", "ARI", ".3f"))
-DIFFS = ("S4 reads both accuracies at the round of best *training* accuracy; the runner records validation, so the "
-         "round of best local validation accuracy is used (CATALOG E.4-9)",
-         "lr 0.1 (top of S4's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full participation; "
+DIFFS = ("FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records "
+         "validation, so the "
+         "round of best local validation accuracy is used",
+         "lr 0.1 (top of FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
+         "participation; "
          "FedSoft at lr 0.03 from the same grid (at 0.1 its personal models, trained on without restarting, "
          "diverged at round 21 of the small budget, seed 0)")
-SMALL_BATCH = ("batch 32 at the small budget (S4: 128, as the paper budget), so that its clients with ≈ 120 samples "
+SMALL_BATCH = ("batch 32 at the small budget (FedRC paper: 128, as the paper budget), so that its clients with ≈ "
+               "120 samples "
                "take several steps per round")
 K3 = ("algorithm.num_clusters=3",)
 
@@ -61,31 +64,33 @@ def _exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, 
                       differences=(*DIFFS, SMALL_BATCH, *kw.pop("more", ())), **kw)
 
 
-S4_TABLE1 = _exp("s4-table1-fmnist", "S4 Table 1, Fashion-MNIST column: diverse distribution shift, K = 3",
-                 "S4 Table 1 (CATALOG B.8, D.2)",
+S4_TABLE1 = _exp("s4-table1-fmnist", "FedRC paper Table 1, Fashion-MNIST column: diverse distribution shift, K = 3",
+                 "FedRC paper Table 1",
                  "FedRC has the best global accuracy of all methods (59.00 %); FedSoft and FedRC-FT the best local",
                  TABLE1)
 _CORE = tuple(x for x in TABLE1 if x.label in ("FedAvg", "FeSEM", "FedEM", "FedRC"))
-S4_K = _exp("s4-ablation-k2", "S4 Table 9: K = 2 clusters for 3 concepts", "S4 Table 9 (CIFAR-10 in S4; CATALOG D.2)",
+S4_K = _exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts", "FedRC paper Table 9 (CIFAR-10 "
+                                                                                    "in FedRC paper)",
             "with fewer clusters than concepts FedRC keeps the best global accuracy (42.50 vs ≤ 30.57)",
             tuple(Method(x.label, tuple(o.replace("num_clusters=3", "num_clusters=2") for o in x.overrides),
                          p) for x, p in zip(_CORE, ({"local": "28.74", "global": "28.43"},
                                                     {"local": "30.50", "global": "21.03"},
                                                     {"local": "42.48", "global": "30.57"},
                                                     {"local": "43.82", "global": "42.50"}), strict=True)),
-            more=("S4 runs this on CIFAR-10 with 100 clients",))
+            more=("FedRC paper runs this on CIFAR-10 with 100 clients",))
 _IMB_PAPER = {"FeSEM": "38.20/16.70", "IFCA": "39.72/16.37", "FedEM": "55.96/26.30", "FedRC": "55.64/45.77"}
 _IMB = tuple(x for x in TABLE1 if x.label in _IMB_PAPER)
 S4_IMBALANCE = _exp(
-    "s4-ablation-imbalance", "S4 Table 12: clients per concept 80 : 10 : 10", "S4 Table 12 (CATALOG D.2)",
+    "s4-ablation-imbalance", "FedRC paper Table 12: clients per concept 80 : 10 : 10", "FedRC paper Table 12",
     "FedRC keeps its global accuracy under concept imbalance (45.77 vs ≤ 26.30)",
     tuple(Method(x.label, x.overrides, dict(zip(("local", "global"), _IMB_PAPER[x.label].split("/"), strict=True)))
           for x in _IMB),
     overrides=(*_BASE, "scenario.assignment=uniform", "scenario.ratios=[8,1,1]"),
-    more=("S4 runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in S4 §3 (assignment=uniform)",))
+    more=("FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in FedRC paper §3 "
+          "(assignment=uniform)",))
 S4_HARD = _exp(
-    "s4-ablation-tehc-trhc", "S4 Table 15: FedRC with hard clustering at test (TeHC) or train time (TrHC)",
-    "S4 Table 15 (CATALOG D.2)", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy",
+    "s4-ablation-tehc-trhc", "FedRC paper Table 15: FedRC with hard clustering at test (TeHC) or train time (TrHC)",
+    "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy",
     (m("FedRC", "fedrc", "", "44.37 (CIFAR-10)", *K3), m("TeHC", "fedrc", "", "48.03 (CIFAR-10)", *K3,
                                                          "algorithm.hard=test"),
      m("TrHC", "fedrc", "", "20.5 (CIFAR-10)", *K3, "algorithm.hard=train")),
@@ -93,7 +98,7 @@ S4_HARD = _exp(
                               - mean_of(r, "", "TrHC", "global"), 0.0, ">="),
                              ("|FedRC − TeHC| global (points)", abs(mean_of(r, "", "FedRC", "global")
                                                                     - mean_of(r, "", "TeHC", "global")), 5.0, "<=")]),
-    more=("S4 runs this on CIFAR-10 with 100 clients",))
+    more=("FedRC paper runs this on CIFAR-10 with 100 clients",))
 _SINGLE = {"feature-only": ("scenario=hcfl-shift", "scenario.concepts=1"),
            "concept-only": ("scenario=concept-swap", "scenario.split=iid"),
            "label-only": ("scenario=label-skew", "scenario.alpha=0.1")}
@@ -102,7 +107,7 @@ _SINGLE_PAPER = {"feature-only": ("70.92/79.30", "71.68/80.90", "66.78/77.10", "
                  "label-only": ("65.88/65.80", "36.68/14.80", "50.52/26.80", "78.04/70.00", "70.70/70.60")}
 _SINGLE_METHODS = tuple(x for x in TABLE1 if x.label in ("FedAvg", "IFCA", "FeSEM", "FedEM", "FedRC"))
 S4_SINGLE = _exp(
-    "s4-ablation-single-shift", "S4 Table 8: one kind of shift at a time", "S4 Table 8 (CATALOG D.2)",
+    "s4-ablation-single-shift", "FedRC paper Table 8: one kind of shift at a time", "FedRC paper Table 8",
     "FedRC is never far from the best method under a single kind of shift (it is built for all three)",
     tuple(Method(x.label, x.overrides, {}) for x in _SINGLE_METHODS),
     settings=tuple(Setting(k, v, {x.label: dict(zip(("local", "global"), p.split("/"), strict=True))
@@ -112,13 +117,14 @@ S4_SINGLE = _exp(
     verdict=lambda r: judge([("FedRC global − best global (points, worst setting)", bottom(
         mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x.label, "global") for x in _SINGLE_METHODS)
          for s in _SINGLE), -5.0, ">=")]),
-    more=("S4 runs this on CIFAR-10 with 100 clients; feature-only = hcfl-shift with one concept, concept-only = "
+    more=("FedRC paper runs this on CIFAR-10 with 100 clients; feature-only = hcfl-shift with one concept, "
+          "concept-only = "
           "label maps on an IID split, label-only = Dirichlet α = 0.1",))
 _NOISE_PAPER = {"pair 0.2": ("52.35", "20.55", "35.25", "57.55", "59.95"),
                 "symmetric 0.2": ("52.60", "30.35", "32.40", "53.00", "55.25")}
 S4_NOISE = _exp(
-    "s4-ablation-label-noise", "S4 Table 13: label noise on the diverse-shift federation",
-    "S4 Table 13 = S1 Table 4 (CATALOG D.1, D.2)", "FedRC has the best global accuracy under pair and symmetric flips",
+    "s4-ablation-label-noise", "FedRC paper Table 13: label noise on the diverse-shift federation",
+    "FedRC paper Table 13 = HCFL paper Table 4", "FedRC has the best global accuracy under pair and symmetric flips",
     tuple(Method(x.label, x.overrides, {}) for x in _SINGLE_METHODS),
     settings=tuple(Setting(k, (f"scenario.noise={k.split()[0]}", "scenario.noise_rate=0.2"),
                            {x.label: {"global": p} for x, p in zip(_SINGLE_METHODS, v, strict=True)})
@@ -127,7 +133,7 @@ S4_NOISE = _exp(
         (mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x.label, "global") for x in _SINGLE_METHODS
                                                 if x.label != "FedRC") for s in _NOISE_PAPER),
         default=float("nan")), 0.0, ">=")]),
-    more=("S4 runs this on CIFAR-10; S4's Pairflip/Symflip column names are swapped (CATALOG D.2): we name the "
+    more=("FedRC paper runs this on CIFAR-10; FedRC paper's Pairflip/Symflip column names are swapped: we name the "
           "flip by what it does",))
 _PART = (0.2, 0.4, 0.6, 0.8, 1.0)
 _PART_PAPER = {"FedAvg": ("29.22/31.10", "29.61/29.43", "30.63/31.17", "30.46/29.03", "30.28/30.47"),
@@ -136,7 +142,7 @@ _PART_PAPER = {"FedAvg": ("29.22/31.10", "29.61/29.43", "30.63/31.17", "30.46/29
                "FedRC": ("61.33/62.10", "62.02/64.2", "65.24/65.07", "63.97/63.90", "62.74/63.83")}
 _PART_METHODS = tuple(x for x in TABLE1 if x.label in _PART_PAPER)
 S4_PARTICIPATION = _exp(
-    "s4-ablation-participation", "S4 Table 6: share of clients per round 0.2 … 1.0", "S4 Table 6 (CATALOG D.2)",
+    "s4-ablation-participation", "FedRC paper Table 6: share of clients per round 0.2 … 1.0", "FedRC paper Table 6",
     "FedRC has the best global accuracy at every participation rate",
     tuple(Method(x.label, x.overrides, {}) for x in _PART_METHODS),
     settings=tuple(Setting(f"participation {p}", (f"clients_per_round={p}",),
@@ -145,14 +151,15 @@ S4_PARTICIPATION = _exp(
     verdict=lambda r: judge([("FedRC global − best other global (points, worst rate)", bottom(
         mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x, "global") for x in _PART_PAPER if x != "FedRC")
          for s in (f"participation {p}" for p in _PART)), 0.0, ">=")]),
-    more=("S4 runs this on CIFAR-10 (MobileNetV2)",))
+    more=("FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
 _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_every=2"), fraction=0.25,
                               test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),
               "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"))}
 Q_IFCA_FEDRC = Experiment(
-    name="q-ifca-vs-fedrc", title="Open question: IFCA vs FedRC in S4's regime (batch 128, 300 clients, 200 rounds)",
-    source="issue 13 open question; S4 Table 1 (CATALOG D.2)",
-    claim="FedRC's global accuracy exceeds IFCA's (S4: 59.00 vs 31.30) in S4's own training regime",
+    name="q-ifca-vs-fedrc", title="Open question: IFCA vs FedRC in FedRC paper's regime (batch 128, 300 clients, "
+                                  "200 rounds)",
+    source="open question; FedRC paper Table 1",
+    claim="FedRC's global accuracy exceeds IFCA's (FedRC paper: 59.00 vs 31.30) in FedRC paper's own training regime",
     kind="suite", budgets=_Q_BUDGETS, methods=tuple(x for x in TABLE1 if x.label in ("IFCA", "FedRC")),
     metrics=METRICS, read="best-val", overrides=_BASE, differences=DIFFS + (
         "batch 128 with one local epoch: ≈ 1–2 local steps per round at ≈ 160 samples per client",),

@@ -1,17 +1,17 @@
-"""Tier 3 — the adaptive clustering procedure: how K^t changes (S1 Sec. 3.1 / 4.3, Alg. 1 steps 5–7, Alg. 2,
-4, 5; CATALOG A.1, A.2, A.3, A.6, A.7, E.1).
+"""Tier 3 — the adaptive clustering procedure: how K^t changes (HCFL paper Sec. 3.1 / 4.3, Alg. 1 steps 5–7, Alg. 2,
+4, 5).
 
 Pure parts, composed by the algorithms:
 
 * :class:`ClusterBook` — stable cluster ids. Position k (a column of Ω, a row of the model stack) holds the
-  cluster with id ``ids[k]``; a split appends the new cluster at position K^t (S1 Alg. 4: index K^t + 1),
+  cluster with id ``ids[k]``; a split appends the new cluster at position K^t (HCFL paper Alg. 4: index K^t + 1),
   a merge or removal deletes positions and keeps the order of the rest. Every change is logged as a
   :class:`ClusterEvent` with its round.
 * Weight updates on a matrix whose rows are on the simplex (client weights Ω [M, K], ω̃, or sample weights
-  ω_{i,j;k} [N, K]; any leading shape): :func:`split_weights` (S1 Alg. 4 lines 6–9, soft-clustering weight
-  update), :func:`remove_weights` (Alg. 5 lines 5–7; S4 Alg. 3 step 2), :func:`soft_split` /
+  ω_{i,j;k} [N, K]; any leading shape): :func:`split_weights` (HCFL paper Alg. 4 lines 6–9, soft-clustering weight
+  update), :func:`remove_weights` (Alg. 5 lines 5–7; FedRC paper Alg. 3 step 2), :func:`soft_split` /
   :func:`soft_remove` (ω̃ and ω_{i,j;k} together), :func:`hard_split_weights` (the "w/o SCWU" reading of
-  S1 Table 7), :func:`merge_weights` (StoCFL); the server-side statistics of Alg. 4/5 (soft label counts F)
+  HCFL paper Table 7), :func:`merge_weights` (StoCFL); the server-side statistics of Alg. 4/5 (soft label counts F)
   with :func:`split_statistics` / :func:`remove_statistics`; model stacks with :func:`append_model` /
   :func:`keep_models`.
 * Decisions — ``fixed`` (never changes K); ``cfl`` (:class:`CFLRule`: Sattler's ‖mean Δθ‖ < tol1 and
@@ -108,7 +108,7 @@ class ClusterBook:
         return self._drop(drop)
 
     def remove(self, round_: int, positions: Sequence[int]) -> np.ndarray:
-        """Delete ``positions`` (S1 Alg. 5 / S4 Alg. 3); returns the kept positions in order."""
+        """Delete ``positions`` (HCFL paper Alg. 5 / FedRC paper Alg. 3); returns the kept positions in order."""
         positions = sorted(set(int(p) for p in positions))
         for p in positions:
             self.events.append(ClusterEvent(round_, "remove", self.ids[p]))
@@ -148,8 +148,8 @@ def keep_models(models: Params, keep: np.ndarray) -> Params:
 
 # -- weight updates (rows stay on the simplex) --------------------------------------------------------
 def split_weights(weights: np.ndarray, position: int) -> np.ndarray:
-    """S1 Alg. 4 lines 6–9 (soft-clustering weight update, SCWU): a new last column ω_{·;K^t+1} = ω_{·;k*}/2
-    and ω_{·;k*} ← ω_{·;k*}/2, for every row (all clients i and samples j, S1 Sec. 4.3). Row sums are kept."""
+    """HCFL paper Alg. 4 lines 6–9 (soft-clustering weight update, SCWU): a new last column ω_{·;K^t+1} = ω_{·;k*}/2
+    and ω_{·;k*} ← ω_{·;k*}/2, for every row (all clients i and samples j, HCFL paper Sec. 4.3). Row sums are kept."""
     w = np.asarray(weights, dtype=np.float64)
     half = w[..., position] / 2
     out = np.concatenate([w, half[..., None]], axis=-1)
@@ -159,19 +159,19 @@ def split_weights(weights: np.ndarray, position: int) -> np.ndarray:
 
 def soft_split(omega: np.ndarray, position: int, sample: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray | None]:
-    """S1 Alg. 4 client side on client-wise ω̃ [M, K] and, if given, sample-wise ω_{i,j;k} [N, K] at once."""
+    """HCFL paper Alg. 4 client side on client-wise ω̃ [M, K] and, if given, sample-wise ω_{i,j;k} [N, K] at once."""
     return split_weights(omega, position), None if sample is None else split_weights(sample, position)
 
 
 def soft_remove(omega: np.ndarray, positions: Sequence[int] | int, sample: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """S1 Alg. 5 client side on ω̃ [M, K] and, if given, ω_{i,j;k} [N, K] at once."""
+    """HCFL paper Alg. 5 client side on ω̃ [M, K] and, if given, ω_{i,j;k} [N, K] at once."""
     return remove_weights(omega, positions), None if sample is None else remove_weights(sample, positions)
 
 
 def hard_split_weights(weights: np.ndarray, position: int, second: np.ndarray, first: np.ndarray | None = None
                        ) -> np.ndarray:
-    """"w/o SCWU" (S1 Table 7; CATALOG A.2 reading, a commented-out block of the [ref-code]): after the split
+    """"w/o SCWU" (HCFL paper Table 7, a commented-out block of the reference code): after the split
     of k*, rows in ``second`` (bool mask over rows, C_{k*,2}) become one-hot on the new cluster and rows in
     ``first`` (C_{k*,1}; default: the other rows whose largest weight is k*) one-hot on k*; the remaining rows
     keep their weights (0 on the new cluster)."""
@@ -187,7 +187,8 @@ def hard_split_weights(weights: np.ndarray, position: int, second: np.ndarray, f
 
 
 def remove_weights(weights: np.ndarray, positions: Sequence[int] | int) -> np.ndarray:
-    """S1 Alg. 5 lines 5–7 (and S4 Alg. 3 step 2): drop the columns ``positions`` and renormalise each row,
+    """HCFL paper Alg. 5 lines 5–7 (and FedRC paper Alg. 3 step 2): drop the columns ``positions`` and renormalise
+    each row,
     ω_{·;k} ← ω_{·;k} / Σ_{n∉R} ω_{·;n}. Removing several at once equals removing them one after the other
     (each step only rescales the survivors). [added] A row with no mass left on the survivors becomes
     uniform over them."""
@@ -210,7 +211,8 @@ def merge_weights(weights: np.ndarray, keep: int, absorbed: Sequence[int]) -> np
 
 
 def split_statistics(table: np.ndarray, position: int, axis: int = 0) -> np.ndarray:
-    """S1 Alg. 4 lines 3–4 (server side): the new cluster starts with a copy of k*'s statistics, e.g. the soft label
+    """HCFL paper Alg. 4 lines 3–4 (server side): the new cluster starts with a copy of k*'s statistics, e.g. the soft
+    label
     counts F_{g,K^t+1} ← F_{g,k*} ([K, C], ``axis=0``) and F^{latest}_{i,K^t+1} ← F^{latest}_{i,k*} ([M, K, C],
     ``axis=1``); the copy is appended along ``axis``."""
     t = np.asarray(table)
@@ -218,14 +220,16 @@ def split_statistics(table: np.ndarray, position: int, axis: int = 0) -> np.ndar
 
 
 def remove_statistics(table: np.ndarray, positions: Sequence[int] | int, axis: int = 0) -> np.ndarray:
-    """S1 Alg. 5 lines 2–3 (server side): drop the removed clusters' statistics (F_{g,k_r}, F^{latest}_{i,k_r})."""
+    """HCFL paper Alg. 5 lines 2–3 (server side): drop the removed clusters' statistics (F_{g,k_r},
+    F^{latest}_{i,k_r})."""
     return np.delete(np.asarray(table), np.atleast_1d(np.asarray(positions, dtype=np.int64)), axis=axis)
 
 
 # -- split decisions -------------------------------------------------------------------------------------
 def bipartition(distance: np.ndarray) -> np.ndarray:
     """Labels 0/1 of a complete-linkage agglomerative clustering into 2 groups on a precomputed distance
-    matrix (CFL's bi-partition, Sattler et al. via [ref-code]; S1 E.1-9 for HCFL+). Fewer than 2 rows: zeros."""
+    matrix (CFL's bi-partition, Sattler et al. via reference code; HCFL paper E.1-9 for HCFL+). Fewer than 2 rows:
+    zeros."""
     d = np.asarray(distance, dtype=np.float64)
     if len(d) < 2:
         return np.zeros(len(d), dtype=np.int64)
@@ -257,10 +261,11 @@ def cfl_statistics(updates: torch.Tensor | np.ndarray) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class CFLRule:
-    """CFL's split rule (Sattler et al.; CATALOG A.6/A.7): a cluster c with |c| > 2 (``min_size`` = 3) is
+    """CFL's split rule (Sattler et al./A.7): a cluster c with |c| > 2 (``min_size`` = 3) is
     bi-partitioned when ‖mean_{i∈c} Δθ_i‖ < tol1 and max_{i∈c} ‖Δθ_i‖ > tol2, from round ``warmup`` on
     (0-based; Sattler's code splits only when c_round > 20, i.e. warmup = 20), never beyond ``max_clusters``
-    ("CFL (3)" of S4; [ref-code] caps at 100). The parts come from complete linkage on 1 − cos(Δθ_i, Δθ_j)."""
+    ("CFL (3)" of FedRC paper; reference code caps at 100). The parts come from complete linkage on 1 − cos(Δθ_i,
+    Δθ_j)."""
 
     tol1: float = 0.4
     tol2: float = 1.6
@@ -288,7 +293,7 @@ class CFLRule:
 
 
 def split_gap(distance: np.ndarray, include_diagonal: bool = True) -> float:
-    """max(D_k) − mean(D_k), the left side of S1 eq. 8. [ref-code] averages the whole matrix, diagonal
+    """max(D_k) − mean(D_k), the left side of HCFL paper eq. 8. reference code averages the whole matrix, diagonal
     included (``include_diagonal=True``); otherwise the mean is over the off-diagonal entries."""
     d = np.asarray(distance, dtype=np.float64)
     if d.size == 0:
@@ -301,8 +306,8 @@ def split_gap(distance: np.ndarray, include_diagonal: bool = True) -> float:
 
 def choose_split(matrices: Sequence[np.ndarray], rho: float, include_diagonal: bool = True, strict: bool = False
                  ) -> tuple[int, np.ndarray] | None:
-    """S1 Alg. 2 lines 21–23: k* = argmax_k max(D_k) (E.1-6), split it if max(D_{k*}) − mean(D_{k*}) ≥ ρ
-    (eq. 8; ``strict`` uses ">" as the [ref-code] does) into the two complete-linkage groups of D_{k*}
+    """HCFL paper Alg. 2 lines 21–23: k* = argmax_k max(D_k) (E.1-6), split it if max(D_{k*}) − mean(D_{k*}) ≥ ρ
+    (eq. 8; ``strict`` uses ">" as the reference code does) into the two complete-linkage groups of D_{k*}
     (E.1-9). Returns (k*, labels over the rows of D_{k*}, 0 = stays in k*) or None."""
     best, best_max = None, -np.inf
     for k, d in enumerate(matrices):
@@ -319,19 +324,19 @@ def choose_split(matrices: Sequence[np.ndarray], rho: float, include_diagonal: b
 
 
 def removal_set(omega_tilde: np.ndarray) -> np.ndarray:
-    """S1 Alg. 2 lines 12–19: R^t = positions k that no client weights highest (c_i = argmax_k ω̃_{i;k})."""
+    """HCFL paper Alg. 2 lines 12–19: R^t = positions k that no client weights highest (c_i = argmax_k ω̃_{i;k})."""
     w = np.asarray(omega_tilde)
     return np.setdiff1d(np.arange(w.shape[1]), w.argmax(1))
 
 
 def low_mass_clusters(gamma: np.ndarray, delta: float) -> np.ndarray:
-    """Adaptive FedRC (S4 App. H.4 Alg. 3 step 1): positions k with (1/N) Σ_{i,j} γ_{i,j;k} < δ."""
+    """Adaptive FedRC (FedRC paper App. H.4 Alg. 3 step 1): positions k with (1/N) Σ_{i,j} γ_{i,j;k} < δ."""
     return np.flatnonzero(np.asarray(gamma, dtype=np.float64).mean(0) < delta)
 
 
 # -- ICFL ------------------------------------------------------------------------------------------
 def icfl_threshold(round_: int, alpha0: float, eps1: float) -> float:
-    """α_t = 1 − (e/ε1)^{t/ε2} with ε2 = log(1 − α*(0)) / (1 − log ε1) ([ref-code] ICFL aggregator; S1 E.2
+    """α_t = 1 − (e/ε1)^{t/ε2} with ε2 = log(1 − α*(0)) / (1 − log ε1) (reference code ICFL aggregator; HCFL paper E.2
     uses α*(0) ∈ {0.85, 0.98}, ε1 = 4). It grows from 0 towards 1 with t (for ε1 > e), faster for small α*(0)."""
     eps2 = np.log(1.0 - alpha0) / (1.0 - np.log(eps1))
     return float(1.0 - (np.e / eps1) ** (round_ / eps2))
@@ -339,7 +344,7 @@ def icfl_threshold(round_: int, alpha0: float, eps1: float) -> float:
 
 def icfl_connectivity(similarity: np.ndarray) -> float:
     """α_G = λ_1(A)/n, the largest eigenvalue of the cosine-similarity matrix A [n, n] over its size
-    ([ref-code]: top singular value; 1 for identical directions, 1 for n = 1)."""
+    (reference code: top singular value; 1 for identical directions, 1 for n = 1)."""
     a = np.asarray(similarity, dtype=np.float64)
     if len(a) < 2:
         return 1.0
@@ -348,7 +353,7 @@ def icfl_connectivity(similarity: np.ndarray) -> float:
 
 def icfl_bipartition(similarity: np.ndarray, seed: int = 0) -> np.ndarray:
     """2-means on the top-2 eigenvectors of A (rows = clients); 0/1 labels (group 0 keeps the id).
-    [ref-code] takes two rows of V from ``torch.svd`` (an indexing slip); the eigenvector embedding is used."""
+    reference code takes two rows of V from ``torch.svd`` (an indexing slip); the eigenvector embedding is used."""
     a = np.asarray(similarity, dtype=np.float64)
     if len(a) < 2:
         return np.zeros(len(a), dtype=np.int64)
@@ -361,7 +366,7 @@ def icfl_bipartition(similarity: np.ndarray, seed: int = 0) -> np.ndarray:
 
 # -- StoCFL --------------------------------------------------------------------------------------------
 def stocfl_merges(representations: np.ndarray, valid: np.ndarray, tau: float) -> list[tuple[int, list[int]]]:
-    """StoCFL's merge rule ([ref-code] STOCFL aggregator): with A_ab = cos(r_a, r_b) of the cluster
+    """StoCFL's merge rule (reference code STOCFL aggregator): with A_ab = cos(r_a, r_b) of the cluster
     representations (computed once per round), scan a = 0, 1, … and fold every later b not yet absorbed with
     A_ab > τ into a. Clusters without a representation (``valid`` false) never merge. Returns [(a, [b, …])]."""
     k = len(representations)
@@ -383,7 +388,7 @@ def stocfl_merges(representations: np.ndarray, valid: np.ndarray, tau: float) ->
 def threshold_clusters(distance: np.ndarray, threshold: float,
                        link: Literal["average", "complete", "single"] = "average") -> np.ndarray:
     """Agglomerative clustering that merges while the closest pair of clusters is ≤ ``threshold`` (PACFL's
-    ``hierarchical_clustering`` with threshold ν; labels 0..K−1 in order of first appearance). [ref-code]
+    ``hierarchical_clustering`` with threshold ν; labels 0..K−1 in order of first appearance). reference code
     ``average`` replaces a merged row by the plain mean of the two rows (scipy's WPGMA ``weighted``),
     ``complete``/``single`` are its ``maximum``/``minimum``."""
     d = np.asarray(distance, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Tier 4 — client distance metrics that drive the adaptive procedure (S1 Sec. 3.1 / 4.4, App. D; CATALOG A.1,
+"""Tier 4 — client distance metrics that drive the adaptive procedure (HCFL paper Sec. 3.1 / 4.4, App. D,
 A.2, A.6, E.1-4/5).
 
 Every function is pure and returns an [n, n] symmetric matrix over the n clients it is given (rows of
@@ -6,18 +6,18 @@ the inputs), distances ≥ 0 with a zero diagonal unless said otherwise.
 
 * ``update-cosine`` (CFL, Sattler et al.; StoCFL; ICFL): cosine similarity of the flattened updates Δθ_i,
   distance 1 − cos (Sattler's ``pairwise_angles`` adds 1e-12 to the norm product; so does this).
-* ``parameter-l2`` (FeSEM, S1 footnote 6): ‖θ_i − θ_j‖₂ between parameter vectors.
-* ``gradient-profile`` (CFL-GP, S3 Sec. 3): Euclidean distance between accumulated gradient profiles.
-* ``prototype-ascp`` / ``prototype-cscp`` (HCFL+, S1 eq. 9–12 and App. D eq. 240–245, practical form):
+* ``parameter-l2`` (FeSEM, HCFL paper footnote 6): ‖θ_i − θ_j‖₂ between parameter vectors.
+* ``gradient-profile`` (CFL-GP, CFL-GP paper Sec. 3): Euclidean distance between accumulated gradient profiles.
+* ``prototype-ascp`` / ``prototype-cscp`` (HCFL+, HCFL paper eq. 9–12 and App. D eq. 240–245, practical form):
   class prototypes P_{c,i} (eq. 11) and the mean prototype P_{lf,i} (eq. 12) of the features z = g(x; φ);
   d̃_c = max over classes of Dist(P_{c,i}, P_{c,j}) (E.1-4: max over y), d̃_lf = Dist(P_{lf,i}, P_{lf,j}),
-  Dist = 1 − cos (E.1-5); ASCP d̃ = max{d̃_c, d̃_lf}, CSCP d̃ = d̃_c (eq. 9). [ref-code] stores prototypes as
+  Dist = 1 − cos (E.1-5); ASCP d̃ = max{d̃_c, d̃_lf}, CSCP d̃ = d̃_c (eq. 9). reference code stores prototypes as
   (C+1) × d rows (C class rows + the mean row), skips classes absent at either client, takes ASCP as the
   max over all C+1 rows and CSCP over the C class rows — the layout used here. E_{D_i}[L̃_k] is replaced
-  by ω̃_{i;k} (S1 "approximation in practice"): D^k_{ij} = d̃(i, j) · ω̃_{i;k} · ω̃_{j;k}
-  (:func:`confidence_weighted`). The S1 Table 2 ablations are ``reduce="mean"`` (mean instead of max
+  by ω̃_{i;k} (HCFL paper "approximation in practice"): D^k_{ij} = d̃(i, j) · ω̃_{i;k} · ω̃_{j;k}
+  (:func:`confidence_weighted`). The HCFL paper Table 2 ablations are ``reduce="mean"`` (mean instead of max
   inside eq. 9) and skipping :func:`confidence_weighted` (without the confidence term).
-* ``principal-angle`` (PACFL, Vahidian et al. 2023; CATALOG A.6/A.7): per client the top left singular
+* ``principal-angle`` (PACFL, Vahidian et al. 2023/A.7): per client the top left singular
   vectors of each class's data matrix (:func:`data_signature`), and the angle between client subspaces
   (:func:`subspace_angles`), in degrees.
 """
@@ -44,37 +44,37 @@ def _rows(x: torch.Tensor | np.ndarray) -> torch.Tensor:
 # -- update / parameter / profile distances ------------------------------------------------------
 def cosine_similarity(x: torch.Tensor | np.ndarray) -> np.ndarray:
     """[n, n] cos(x_i, x_j) = x_i·x_j / (‖x_i‖‖x_j‖ + 1e-12) of the flattened rows of ``x`` [n, ...]
-    (CFL's similarity of updates Δθ_i, Sattler et al. / CATALOG A.7; StoCFL and ICFL use the same)."""
+    (CFL's similarity of updates Δθ_i, Sattler et al. /; StoCFL and ICFL use the same)."""
     v = _rows(x)
     norms = v.norm(dim=1)
     return ((v @ v.T) / (norms[:, None] * norms[None, :] + _EPS)).cpu().numpy()
 
 
 def cosine_distance(x: torch.Tensor | np.ndarray) -> np.ndarray:
-    """[n, n] 1 − cos(x_i, x_j) ∈ [0, 2] with an exact zero diagonal (tier 4 of CFL, S1 Sec. 3.1)."""
+    """[n, n] 1 − cos(x_i, x_j) ∈ [0, 2] with an exact zero diagonal (tier 4 of CFL, HCFL paper Sec. 3.1)."""
     d = 1.0 - cosine_similarity(x)
     np.fill_diagonal(d, 0.0)
     return np.maximum(d, 0.0)
 
 
 def parameter_distance(x: torch.Tensor | np.ndarray) -> np.ndarray:
-    """[n, n] ‖x_i − x_j‖₂ between flattened parameter vectors (FeSEM's metric, S1 footnote 6)."""
+    """[n, n] ‖x_i − x_j‖₂ between flattened parameter vectors (FeSEM's metric, HCFL paper footnote 6)."""
     v = _rows(x)
     return torch.cdist(v, v).cpu().numpy()
 
 
 def profile_distance(profiles: torch.Tensor | np.ndarray) -> np.ndarray:
-    """[n, n] Euclidean distance between CFL-GP gradient profiles g_c ∈ R^{K d̂} (S3 Sec. 3; the geometry
+    """[n, n] Euclidean distance between CFL-GP gradient profiles g_c ∈ R^{K d̂} (CFL-GP paper Sec. 3; the geometry
     its spectral clustering works in), profiles given as [n, K, d̂] or [n, K d̂]."""
     return parameter_distance(profiles)
 
 
-# -- HCFL+ prototypes (S1 eq. 9–12) -----------------------------------------------------------------
+# -- HCFL+ prototypes (HCFL paper eq. 9–12) -----------------------------------------------------------------
 def client_prototypes(features: torch.Tensor, labels: torch.Tensor | np.ndarray, owner: np.ndarray, m: int,
                       num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Prototypes of ``m`` clients from their features z = g(x; φ) stored back to back.
 
-    Returns ``P`` [m, C+1, d] — row c < C is P_{c,i} = (1/N_{i,c}) Σ_j 1{y_ij = c} z_ij (S1 eq. 11), row C is
+    Returns ``P`` [m, C+1, d] — row c < C is P_{c,i} = (1/N_{i,c}) Σ_j 1{y_ij = c} z_ij (HCFL paper eq. 11), row C is
     P_{lf,i} = (1/N_i) Σ_j z_ij (eq. 12) — and ``counts`` [m, C+1] (N_{i,c} and N_i; a zero count marks an
     absent class, whose row is 0). ``owner`` [N] gives each row's client 0..m−1.
     """
@@ -93,11 +93,11 @@ def client_prototypes(features: torch.Tensor, labels: torch.Tensor | np.ndarray,
 
 def prototype_distance(prototypes: torch.Tensor, counts: torch.Tensor, principle: Principle = "cscp",
                        reduce: Reduce = "max") -> np.ndarray:
-    """[m, m] d̃(i, j) of S1 eq. 9–10 (practical form) from :func:`client_prototypes`.
+    """[m, m] d̃(i, j) of HCFL paper eq. 9–10 (practical form) from :func:`client_prototypes`.
 
     Per prototype row r, Dist_r(i, j) = 1 − cos(P_{r,i}, P_{r,j}) (E.1-5), used only when both clients
     have samples for r. CSCP: d̃ = max_{c ≤ C} Dist_c = d̃_c (eq. 9 second case, max over y per E.1-4);
-    ASCP: d̃ = max{d̃_c, d̃_lf} = max over the C+1 rows (eq. 9 first case). ``reduce="mean"`` is S1 Table 2's
+    ASCP: d̃ = max{d̃_c, d̃_lf} = max over the C+1 rows (eq. 9 first case). ``reduce="mean"`` is HCFL paper Table 2's
     ablation ③ (mean over the valid rows instead of the max). Pairs without a common row get 0.
     """
     p = torch.as_tensor(prototypes).double()
@@ -122,7 +122,7 @@ def prototype_distance(prototypes: torch.Tensor, counts: torch.Tensor, principle
 
 
 def confidence_weighted(distance: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """D^k_{ij} = d̃(i, j) · ω̃_{i;k} · ω̃_{j;k}: eq. 9 with E_{D_i}[L̃_k] replaced by ω̃_{i;k} (S1's practical
+    """D^k_{ij} = d̃(i, j) · ω̃_{i;k} · ω̃_{j;k}: eq. 9 with E_{D_i}[L̃_k] replaced by ω̃_{i;k} (HCFL paper's practical
     approximation). ``weight`` [n] is column k of ω̃ for the n clients of ``distance``."""
     w = np.asarray(weight, dtype=np.float64)
     return np.asarray(distance, dtype=np.float64) * w[:, None] * w[None, :]
@@ -130,7 +130,7 @@ def confidence_weighted(distance: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 def cluster_matrices(distance: np.ndarray, omega_tilde: np.ndarray, weighted: bool = True
                      ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """S1 Alg. 2 line 20 with E.1-7: for each cluster k the rows ``members[k]`` (clients of ``distance`` whose
+    """HCFL paper Alg. 2 line 20 with E.1-7: for each cluster k the rows ``members[k]`` (clients of ``distance`` whose
     argmax_k ω̃_{i;k} = k) and D_k = D^k restricted to them (confidence-weighted unless ``weighted=False``).
     ``omega_tilde`` [n, K] are the same clients' weights."""
     w = np.asarray(omega_tilde, dtype=np.float64)
@@ -148,7 +148,7 @@ def cluster_matrices(distance: np.ndarray, omega_tilde: np.ndarray, weighted: bo
 def data_signature(x: torch.Tensor | np.ndarray, y: torch.Tensor | np.ndarray, n_basis: int) -> np.ndarray:
     """PACFL's client signature U_i [d, Σ_c r_c]: for every class c present, the top ``n_basis`` left singular
     vectors of the data matrix [d, N_{i,c}] whose columns are the flattened samples, side by side (Vahidian et
-    al. 2023, Sec. 3; [ref-code] MMorafah/PACFL ``main_pacfl.py``: per-label truncated SVD, n_basis = 3)."""
+    al. 2023, Sec. 3; reference code MMorafah/PACFL ``main_pacfl.py``: per-label truncated SVD, n_basis = 3)."""
     xs = x.double().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
     xs = xs.reshape(len(x), -1)
     ys = y.cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
@@ -164,7 +164,7 @@ def subspace_angles(signatures: list[np.ndarray], measure: Literal["entry-min", 
     """[n, n] PACFL proximity A_ij in degrees between client subspaces.
 
     ``principal``: the smallest principal angle arccos σ_max(Q_iᵀ Q_j) between the spans (Q = orthonormal
-    basis of U). ``entry-min`` ([ref-code] ``calculating_adjacency``, what PACFL's thresholds ν are tuned on):
+    basis of U). ``entry-min`` (reference code ``calculating_adjacency``, what PACFL's thresholds ν are tuned on):
     min over basis-vector pairs of arccos(clip(u_aᵀ v_b, −1, 1)) — signed, not a principal angle.
     """
     n = len(signatures)

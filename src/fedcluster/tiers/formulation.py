@@ -1,14 +1,14 @@
 """Tier 1 — cluster formulation: the per-sample log-likelihood log L_k(x, y) of every cluster k.
 
-HCFL's unified objective (S1 eq. 1, CATALOG A.1) is (1/N) Σ_i Σ_j log Σ_k ω_{i;k} L_k(x_ij, y_ij). The
+HCFL's unified objective (HCFL paper eq. 1) is (1/N) Σ_i Σ_j log Σ_k ω_{i;k} L_k(x_ij, y_ij). The
 choices, all returned as an [N, K] matrix from the per-sample losses ℓ_k = f(x, y; θ_k):
 
 * ``conditional`` — L_k = P(y | x; θ_k) = exp(−ℓ_k)  (FedEM, IFCA, FeSEM);
-* ``fedrc-ratio`` — FedRC's Ĩ = exp(−ℓ_k) / C_{y,k} (S4 eq. 2), i.e. log L = −ℓ − log C_{y,k}, with
+* ``fedrc-ratio`` — FedRC's Ĩ = exp(−ℓ_k) / C_{y,k} (FedRC paper eq. 2), i.e. log L = −ℓ − log C_{y,k}, with
   C_{y,k} = Σ_{i,j} 1{y_ij = y} γ_{i,j;k} / Σ_{i,j} γ_{i,j;k}, the γ-weighted share of label y inside
-  cluster k, computed by the server from the clients' soft label counts (S4 Alg. 1 step 4; CATALOG E.4-3:
+  cluster k, computed by the server from the clients' soft label counts (FedRC paper Alg. 1 step 4:
   the formula, not the wording, and uniform 1/C before any statistics exist);
-* ``joint`` — FedGMM's L_k = P(y | x; θ_k) · P(x; ν_k) (S1 Sec. 3.1). FedGMM fits a Gaussian mixture to
+* ``joint`` — FedGMM's L_k = P(y | x; θ_k) · P(x; ν_k) (HCFL paper Sec. 3.1). FedGMM fits a Gaussian mixture to
   P(x); here ν_k is one diagonal Gaussian per cluster on the flattened input, fitted from γ-weighted
   sufficient statistics aggregated like the label counts (the cheap reading; FedGMM's own mixture is
   not in the seeds).
@@ -51,14 +51,14 @@ def log_likelihood(losses: np.ndarray, formulation: str, y: np.ndarray | None = 
 
 
 def label_counts(gamma: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
-    """Soft label counts F[k, c] = Σ_j 1{y_j = c} γ_{j;k}  (S1 Alg. 3 line 4; S4 Alg. 1 step 3)."""
+    """Soft label counts F[k, c] = Σ_j 1{y_j = c} γ_{j;k}  (HCFL paper Alg. 3 line 4; FedRC paper Alg. 1 step 3)."""
     counts = np.zeros((gamma.shape[1], num_classes))
     np.add.at(counts.T, np.asarray(y), gamma)
     return counts
 
 
 def label_marginal(counts: np.ndarray) -> np.ndarray:
-    """C[k, y] = F[k, y] / Σ_y' F[k, y'] (S4 eq. 2); uniform for a cluster without any mass."""
+    """C[k, y] = F[k, y] / Σ_y' F[k, y'] (FedRC paper eq. 2); uniform for a cluster without any mass."""
     counts = np.asarray(counts, dtype=np.float64)
     total = counts.sum(1, keepdims=True)
     uniform = np.full_like(counts, 1.0 / counts.shape[1])

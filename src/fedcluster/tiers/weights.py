@@ -1,4 +1,4 @@
-"""Tier 2 — cluster weights: hard or soft, client-wise or sample-wise (S1 Sec. 3–4, CATALOG A.1–A.3).
+"""Tier 2 — cluster weights: hard or soft, client-wise or sample-wise (HCFL paper Sec. 3–4–A.3).
 
 Every rule works on a cohort at once: ``loglik`` [N, K] holds the tier-1 log-likelihoods of the cohort's
 samples stored back to back, and ``owner`` [N] says which cohort client (0..m−1) each row belongs to.
@@ -6,15 +6,15 @@ Per-sample responsibilities γ [N, K] and client weights ω [m, K] are rows on t
 
 * ``hard-loss`` (IFCA): k_i = argmax_k mean_j log L_k — the lowest mean loss for ``conditional`` —
   one-hot ω_i; sample scope takes the argmax per sample instead.
-* ``hard-distance`` (FeSEM, S1 footnote 6): k_i = argmin_k ‖θ_k − θ_i‖₂ between cluster and local models
+* ``hard-distance`` (FeSEM, HCFL paper footnote 6): k_i = argmin_k ‖θ_k − θ_i‖₂ between cluster and local models
   (the distances come from ``engine.params.distances``).
-* ``soft-em`` (FedEM/FedRC E-step, S4 eq. 3): γ_{i,j;k} = softmax_k(log ω_{i;k} + log L_k), ω_{i;k} = mean_j γ.
-  With ``weights_scope=sample`` it is HCFL+'s eq. 4–5 (CATALOG A.2, indices corrected as in E.1-1):
+* ``soft-em`` (FedEM/FedRC E-step, FedRC paper eq. 3): γ_{i,j;k} = softmax_k(log ω_{i;k} + log L_k), ω_{i;k} = mean_j γ.
+  With ``weights_scope=sample`` it is HCFL+'s eq. 4–5:
   γ uses the per-sample prior ω_{i,j;·}, γ̃ the client prior ω̃_{i;·}, ω̃ = mean_j γ̃ and
   ω_{i,j;k} ← μ̃ γ_{i,j;k} + (1 − μ̃) ω̃_{i;k}; μ̃ = 0 gives back the client-wise rule.
-* ``fedsoft`` (Ruan & Joe-Wong 2022, CATALOG A.7): u_{i;k} = share of client i's samples whose loss is
+* ``fedsoft`` (Ruan & Joe-Wong 2022): u_{i;k} = share of client i's samples whose loss is
   lowest under θ_k, floored at σ and renormalised onto the simplex.
-* FedRC-Adam (S4 App. H.3): γ moved by Adam on g = γ^{t−1} − γ̂^t, clipped at 0 and renormalised.
+* FedRC-Adam (FedRC paper App. H.3): γ moved by Adam on g = γ^{t−1} − γ̂^t, clipped at 0 and renormalised.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class EStep:
 
 def soft_em(loglik: np.ndarray, owner: np.ndarray, client_prior: np.ndarray,
             sample_prior: np.ndarray | None = None, mu_tilde: float = 0.0) -> EStep:
-    """One E-step (S4 eq. 3; with ``sample_prior``, S1 eq. 4–5)."""
+    """One E-step (FedRC paper eq. 3; with ``sample_prior``, HCFL paper eq. 4–5)."""
     m = len(client_prior)
     tilde = softmax(log_prior(client_prior)[owner] + loglik)
     omega = segment_mean(tilde, owner, m)
@@ -113,7 +113,7 @@ def fedsoft(loglik: np.ndarray, owner: np.ndarray, m: int, floor: float) -> np.n
 
 def adam_em(gamma_prev: np.ndarray, gamma_hat: np.ndarray, m1: np.ndarray, m2: np.ndarray, lr: float,
             beta1: float, beta2: float, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """FedRC-Adam (S4 App. H.3): Adam step on g = γ^{t−1} − γ̂^t with the paper's constant bias
+    """FedRC-Adam (FedRC paper App. H.3): Adam step on g = γ^{t−1} − γ̂^t with the paper's constant bias
     correction (1 − β), then max(·, 0) and renormalisation over k. Rows that clip to all zeros fall back
     to the plain E-step γ̂. Returns (γ, first moment, second moment)."""
     g = gamma_prev - gamma_hat

@@ -34,7 +34,7 @@ from fedcluster.registry import SCENARIOS
 @dataclass
 class IIDParams:
     val_fraction: float = 0.2  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (S2 uses 14)
+    image_size: int | None = None  # downsample to image_size × image_size (FedMD paper uses 14)
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)
@@ -51,8 +51,9 @@ def iid(data: ArrayDataset, num_clients: int, params: IIDParams, rng: np.random.
 
 @dataclass
 class LabelSkewParams:
-    """Label shift only. ``split``: dirichlet (per-class Dir(α), S1/S3/S4), dirichlet-global (FedRC code,
-    Dir(α·p_global) per client, equal sizes), classes (``classes_per_client`` classes each, S1 Tables 11–13)
+    """Label shift only. ``split``: dirichlet (per-class Dir(α), HCFL paper/CFL-GP paper/FedRC paper),
+    dirichlet-global (FedRC code,
+    Dir(α·p_global) per client, equal sizes), classes (``classes_per_client`` classes each, HCFL paper Tables 11–13)
     or iid."""
 
     alpha: float = 0.5  # Dirichlet concentration α (smaller = more skew)
@@ -82,12 +83,12 @@ def label_skew(data: ArrayDataset, num_clients: int, params: LabelSkewParams, rn
 
 @dataclass
 class ConceptSwapParams:
-    """Label skew + concept shift by label maps (S4 §5.1 / App. H.8, S1 §5.1, S3 App. F.7).
+    """Label skew + concept shift by label maps (FedRC paper §5.1 / App. H.8, HCFL paper §5.1, CFL-GP paper App. F.7).
 
-    ``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (S1's β rule, CATALOG E.1-14 reading),
-    shift (concept c: y → (y + c·shift) mod C; S3 uses 2 concepts, shift 5), permutation (``perms``,
+    ``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (HCFL paper's β rule),
+    shift (concept c: y → (y + c·shift) mod C; CFL-GP paper uses 2 concepts, shift 5), permutation (``perms``,
     one permutation per concept; ``concepts`` is then set to ``len(perms)``). ``ratios``: clients per
-    concept in this ratio (S4 Fig. 6b / Table 12: [8,1,1]); default equal groups.
+    concept in this ratio (FedRC paper Fig. 6b / Table 12: [8,1,1]); default equal groups.
     """
 
     alpha: float = 1.0  # Dirichlet concentration α of the label split

@@ -87,10 +87,10 @@ def partition(
 ) -> list[np.ndarray]:
     """Client index sets (positions in ``labels``) by the named label-shift rule.
 
-    ``iid``: equal random parts. ``dirichlet``: per-class LDA with Dir(α·1) (S1 §5.1, S3 App. F.8,
-    S4 §5.1). ``dirichlet-global``: FedRC-code LDA, q ~ Dir(α·p_global) per client, equal sizes
-    (CATALOG B.8 item 1). ``classes``: each client holds exactly ``classes_per_client`` classes
-    (S1 App. E Tables 11–13, "C = 2 / 4").
+    ``iid``: equal random parts. ``dirichlet``: per-class LDA with Dir(α·1) (HCFL paper §5.1, CFL-GP paper App. F.8,
+    FedRC paper §5.1). ``dirichlet-global``: FedRC-code LDA, q ~ Dir(α·p_global) per client, equal sizes. ``classes``:
+    each client holds exactly ``classes_per_client`` classes
+    (HCFL paper App. E Tables 11–13, "C = 2 / 4").
     """
     if split == "iid":
         return iid_split(labels, num_clients, rng)
@@ -109,7 +109,7 @@ def grouped_partition(
 ) -> list[np.ndarray]:
     """Cut the pool into ``num_groups`` disjoint equal random parts; share part g among group g's clients.
 
-    S3 §5.2 / App. F.5: "MNIST split into 8 disjoint equal parts; part r rotated by angle r; parts
+    CFL-GP paper §5.2 / App. F.5: "MNIST split into 8 disjoint equal parts; part r rotated by angle r; parts
     distributed over the clients" (and the three equal subsets of the mixture run, App. F.5.2).
     Returns one index array per client (positions in ``labels``).
     """
@@ -126,7 +126,7 @@ def grouped_partition(
 
 
 def subsample(n: int, samples: int | None, rng: np.random.Generator) -> np.ndarray:
-    """Sorted random subset of ``range(n)`` of size ``samples`` (all when None; S3 App. F.8 uses 200,000)."""
+    """Sorted random subset of ``range(n)`` of size ``samples`` (all when None; CFL-GP paper App. F.8 uses 200,000)."""
     if samples is None or samples >= n:
         return np.arange(n)
     if samples < 1:
@@ -141,8 +141,8 @@ def label_maps(
 ) -> np.ndarray:
     """[concepts, classes] label maps of the named rule.
 
-    ``fedrc``: identity, C−1−y, (y+1) mod C, … (S4 App. H.8). ``hcfl-beta``: S1's β rule in the
-    CATALOG E.1-14 reading. ``shift``: concept c maps y → (y + c·shift) mod C (S3 App. F.7 uses two
+    ``fedrc``: identity, C−1−y, (y+1) mod C, … (FedRC paper App. H.8). ``hcfl-beta``: HCFL paper's β rule in the
+   . ``shift``: concept c maps y → (y + c·shift) mod C (CFL-GP paper App. F.7 uses two
     concepts with shift 5). ``permutation``: the user's list of permutations, one per concept.
     """
     if kind == "fedrc":
@@ -163,7 +163,7 @@ def label_maps(
 
 # -- feature shift composition ----------------------------------------------------------------------
 def then_downsample(transform: Transform | None, size: int) -> Transform:
-    """``transform`` followed by area downsampling to ``size``×``size`` (S2 §V-D: 14×14)."""
+    """``transform`` followed by area downsampling to ``size``×``size`` (FedMD paper §V-D: 14×14)."""
 
     def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return downsample(transform(x, rng) if transform is not None else x, size)
@@ -187,9 +187,9 @@ def full_test(data: ArrayDataset, concept: int = 0, label_map: np.ndarray | None
 
 # -- label noise (applied after assembly, to training labels only) ---------------------------------
 def add_label_noise(fed: Federation, noise: NoiseKind, rate: float, rng: np.random.Generator) -> None:
-    """Flip exactly round(rate·n_i) training labels of every client (S1 App. E.1 Table 4, S4 Table 13).
+    """Flip exactly round(rate·n_i) training labels of every client (HCFL paper App. E.1 Table 4, FedRC paper Table 13).
 
-    ``symmetric``: to any other class uniformly; ``pair``: y → (y+1) mod C (CATALOG E.4-6). Local
+    ``symmetric``: to any other class uniformly; ``pair``: y → (y+1) mod C. Local
     validation and test labels stay clean. Records ``extras["flipped"]`` (bool per training sample) and
     ``extras["clean_label"]`` (the labels before flipping).
     """

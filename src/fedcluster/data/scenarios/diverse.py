@@ -1,12 +1,12 @@
 """Diverse distribution shift benchmarks: label + feature + concept shift at once.
 
-* ``diverse-shift`` — FedRC (S4) §5.1 / App. H.8, CATALOG B.8: LDA α = 1.0; 30% clean clients, 20%
+* ``diverse-shift`` — FedRC (FedRC paper) §5.1 / App. H.8: LDA α = 1.0; 30% clean clients, 20%
   corrupted, 25% per extra concept (a fifth of those corrupted); every corrupted client draws one of
   the 19 corruptions and a severity in 1..5; FedRC's label maps; one non-participating test client per
-  concept built from the official test set. ``assignment=uniform`` gives S4 §3's variant (Fig. 2 /
+  concept built from the official test set. ``assignment=uniform`` gives FedRC paper §3's variant (Fig. 2 /
   Fig. 6): every client draws one of the 20 styles (incl. "original") and one concept uniformly.
-* ``hcfl-shift`` — HCFL (S1) §5.1 / App. E.1–E.2, CATALOG B.9: the same uniform per-client style and
-  concept draw with S1's β concept rule (CATALOG E.1-14 reading).
+* ``hcfl-shift`` — HCFL (HCFL paper) §5.1 / App. E.1–E.2: the same uniform per-client style and
+  concept draw with HCFL paper's β concept rule.
 
 Ground truth: ``true_cluster`` = concept, ``style`` = index into ``style_names`` (the 20 corruption names,
 "original" = 0), ``extras["severity"]`` (0 for "original"), ``extras["label_maps"]``.
@@ -61,7 +61,7 @@ def _corruptor(style: str, severity: int) -> Transform:
 
 
 def _balanced_styles(styles: Sequence[str], severities: Sequence[int]) -> Transform:
-    """Test-set feature balance (CATALOG E.4-12, Fig. 2 reading): equal shares of every style, random severity."""
+    """Test-set feature balance: equal shares of every style, random severity."""
 
     def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         out = np.empty(x.shape, dtype=np.float32)
@@ -78,7 +78,7 @@ def _build(
 ) -> Federation:
     """Partition (optionally replicated) training data, attach concept maps and style corruptions, assemble."""
     n = len(data.y_train)
-    pool = np.tile(data.y_train, params.replicate)  # S4: CIFAR training set replicated 3× for 300 clients
+    pool = np.tile(data.y_train, params.replicate)  # FedRC paper: CIFAR training set replicated 3× for 300 clients
     parts = partition(pool, num_clients, params.split, params.alpha, params.classes_per_client, rng)
     severity = np.where(style > 0, rng.choice(params.severities, size=num_clients), 0).astype(np.int64)
     clients = [
@@ -125,26 +125,28 @@ class _StyledConceptParams:
 
 @dataclass
 class DiverseShiftParams(_StyledConceptParams):
-    """S4 App. H.8 (``assignment=proportions``) or S4 §3 (``assignment=uniform``; ``ratios`` then fixes the
-    clients per concept, e.g. [8,1,1] for S4 Fig. 6b). ``styles``: the corruptions to draw from (default the
+    """FedRC paper App. H.8 (``assignment=proportions``) or FedRC paper §3 (``assignment=uniform``; ``ratios`` then
+    fixes the
+    clients per concept, e.g. [8,1,1] for FedRC paper Fig. 6b). ``styles``: the corruptions to draw from (default the
     19 for corrupted clients, all 20 incl. "original" under ``uniform``). ``replicate``: copies of the
-    training set before splitting (S4: 3 for CIFAR with 300 clients). ``corrupt_test``: mix the 20 styles
-    evenly into the test clients (CATALOG E.4-12; default: clean official test set). ``noise``: label noise
-    on training labels at ``noise_rate`` (S4 Table 13). ``split``/``alpha``/``classes_per_client``: the label
+    training set before splitting (FedRC paper: 3 for CIFAR with 300 clients). ``corrupt_test``: mix the 20 styles
+    evenly into the test clients. ``noise``: label noise
+    on training labels at ``noise_rate`` (FedRC paper Table 13). ``split``/``alpha``/``classes_per_client``: the label
     shift as in ``label-skew``; the default is the FedRC code's LDA (Dir(α·p_global), equal client sizes)."""
 
-    assignment: Literal["proportions", "uniform"] = "proportions"  # S4 H.8 mix / S4 §3 draws
+    assignment: Literal["proportions", "uniform"] = "proportions"  # FedRC paper H.8 mix / FedRC paper §3 draws
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.ratios is not None and self.assignment != "uniform":
-            raise ValueError("ratios needs assignment=uniform (assignment=proportions fixes S4's 30/20/25/25 mix)")
+            raise ValueError("ratios needs assignment=uniform (assignment=proportions fixes FedRC paper's "
+                             "30/20/25/25 mix)")
 
 
 @SCENARIOS.register(
     "diverse-shift",
-    "FedRC benchmark (S4 H.8): LDA + 30% clean / 20% corrupted / 25% per swapped concept (1/5 corrupted); "
-    "assignment=uniform for S4 §3",
+    "FedRC benchmark (FedRC paper H.8): LDA + 30% clean / 20% corrupted / 25% per swapped concept (1/5 corrupted); "
+    "assignment=uniform for FedRC paper §3",
     DiverseShiftParams,
 )
 def diverse_shift(data: ArrayDataset | None, num_clients: int, params: DiverseShiftParams,
@@ -162,7 +164,7 @@ def diverse_shift(data: ArrayDataset | None, num_clients: int, params: DiverseSh
 
 def _uniform_draw(num_clients: int, params: DiverseShiftParams | HCFLShiftParams, rng: np.random.Generator
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """S4 §3: concept and style drawn uniformly and independently per client (``ratios``: exact counts)."""
+    """FedRC paper §3: concept and style drawn uniformly and independently per client (``ratios``: exact counts)."""
     if params.ratios is None:
         concept = uniform_assignment(num_clients, params.concepts, rng)
     else:
@@ -173,12 +175,13 @@ def _uniform_draw(num_clients: int, params: DiverseShiftParams | HCFLShiftParams
 
 @dataclass
 class HCFLShiftParams(_StyledConceptParams):
-    """S1 §5.1 / App. E.1: LDA α, one of 20 styles (incl. "original", severity 1..5) and one of ``concepts``
-    β-rule concepts per client, drawn uniformly (S1 defers to S4 §3; ``ratios`` fixes the concept counts).
-    β: S1 Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: S1 Table 4 (χ ∈ {0.1, 0.2} pair,
-    {0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives S1 Tables 11–13 ("C = 2 / 4")."""
+    """HCFL paper §5.1 / App. E.1: LDA α, one of 20 styles (incl. "original", severity 1..5) and one of ``concepts``
+    β-rule concepts per client, drawn uniformly (HCFL paper defers to FedRC paper §3; ``ratios`` fixes the concept
+    counts).
+    β: HCFL paper Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: HCFL paper Table 4 (χ ∈ {0.1, 0.2} pair,
+    {0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives HCFL paper Tables 11–13 ("C = 2 / 4")."""
 
-    beta: float = 0.2  # β of S1's label-map rule (Table 1: 0.2, Table 5: 0.4)
+    beta: float = 0.2  # β of HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -188,7 +191,7 @@ class HCFLShiftParams(_StyledConceptParams):
 
 @SCENARIOS.register(
     "hcfl-shift",
-    "HCFL benchmark (S1 §5.1): LDA + one of 20 styles + one of 3 β-rule concepts per client (uniform draws)",
+    "HCFL benchmark (HCFL paper §5.1): LDA + one of 20 styles + one of 3 β-rule concepts per client (uniform draws)",
     HCFLShiftParams,
 )
 def hcfl_shift(data: ArrayDataset | None, num_clients: int, params: HCFLShiftParams,

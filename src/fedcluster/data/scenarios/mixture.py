@@ -1,9 +1,9 @@
-"""Clients mixing two distributions (S3 §5.2 "Extension to mixture distributions", App. F.5.2; CATALOG B.4).
+"""Clients mixing two distributions (CFL-GP paper §5.2 "Extension to mixture distributions", App. F.5.2).
 
 Three equal disjoint subsets of the training set: A rotated ``angles[0]`` (0°), B rotated ``angles[1]``
 (180°), and C whose samples are each rotated ``angles[0]`` with ratio κ and ``angles[1]`` with 1 − κ;
-each subset is shared by a third of the clients (S3: 12 clients, 4 per subset). Ground truth
-(CATALOG E.3-9): ``true_cluster`` 0 = A, 1 = B, 2 = mixture; ``sample_concept`` = source of every
+each subset is shared by a third of the clients (CFL-GP paper: 12 clients, 4 per subset). Ground truth:
+``true_cluster`` 0 = A, 1 = B, 2 = mixture; ``sample_concept`` = source of every
 training sample (0 = ``angles[0]``, 1 = ``angles[1]``). One test client per pure distribution.
 """
 
@@ -48,8 +48,8 @@ def _mixed_rotator(source: np.ndarray, angles: list[float]) -> Transform:
 
 @dataclass
 class MixtureParams:
-    """``kappa``: share of the mixture clients' samples from ``angles[0]`` (S3 sweeps 0.1..0.9). ``exact``:
-    exactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as S3 words it ("each sample
+    """``kappa``: share of the mixture clients' samples from ``angles[0]`` (CFL-GP paper sweeps 0.1..0.9). ``exact``:
+    exactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as CFL-GP paper words it ("each sample
     ... with probabilities κ and 1 − κ")."""
 
     kappa: float = 0.5  # κ: share of the mixture clients' samples from angles[0]
@@ -73,7 +73,7 @@ class MixtureParams:
 
 @SCENARIOS.register(
     "mixture",
-    "S3 §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)",
+    "CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)",
     MixtureParams,
 )
 def mixture(data: ArrayDataset | None, num_clients: int, params: MixtureParams, rng: np.random.Generator

@@ -1,7 +1,7 @@
-"""Label noise on top of label skew (S1 §5.1 / App. E.1 Table 4; S4 App. H Table 13; CATALOG B.9, E.4-6).
+"""Label noise on top of label skew (HCFL paper §5.1 / App. E.1 Table 4; FedRC paper App. H Table 13).
 
 Every client's training labels get exactly round(χ·n_i) flips: ``symmetric`` to any other class
-uniformly, ``pair`` y → (y+1) mod C (S1's definitions; S4 swaps the names). Local validation and the
+uniformly, ``pair`` y → (y+1) mod C (HCFL paper's definitions; FedRC paper swaps the names). Local validation and the
 test client stay clean. Ground truth: ``extras["flipped"]`` per training sample and
 ``extras["clean_label"]``. One concept (compose with concepts via ``hcfl-shift scenario.noise=...``).
 """
@@ -31,7 +31,8 @@ from fedcluster.registry import SCENARIOS
 
 @dataclass
 class LabelNoiseParams(LabelSkewParams):
-    """``noise``: symmetric or pair flip; ``noise_rate``: χ (S1: pair 0.1/0.2, symmetric 0.2/0.4; S4: 0.2)."""
+    """``noise``: symmetric or pair flip; ``noise_rate``: χ (HCFL paper: pair 0.1/0.2, symmetric 0.2/0.4; FedRC
+    paper: 0.2)."""
 
     noise: Literal["symmetric", "pair"] = "symmetric"  # symmetric or pair flips
     noise_rate: float = 0.2  # χ, the share of flipped training labels
@@ -44,7 +45,7 @@ class LabelNoiseParams(LabelSkewParams):
 
 @SCENARIOS.register(
     "label-noise",
-    "label skew + symmetric/pair label flips at rate χ on training labels (S1 Table 4, S4 Table 13)",
+    "label skew + symmetric/pair label flips at rate χ on training labels (HCFL paper Table 4, FedRC paper Table 13)",
     LabelNoiseParams,
 )
 def label_noise(data: ArrayDataset | None, num_clients: int, params: LabelNoiseParams, rng: np.random.Generator

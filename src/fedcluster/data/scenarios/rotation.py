@@ -1,11 +1,11 @@
-"""Rotated-image clusters (S3 §5.2 / App. F.5, CATALOG B.4; S2 §V-D, CATALOG B.2; S3 App. F.8).
+"""Rotated-image clusters (CFL-GP paper §5.2 / App. F.5; FedMD paper §V-D; CFL-GP paper App. F.8).
 
 The training pool is cut into one disjoint equal part per angle; part r is rotated by ``angles[r]`` and
 shared by the clients of that angle (equal numbers of clients per angle). Ground truth groups nearby
-angles: by default by quadrant, which puts S3's {0,15}, {90,105}, {180,195}, {270,285} together and keeps
+angles: by default by quadrant, which puts CFL-GP paper's {0,15}, {90,105}, {180,195}, {270,285} together and keeps
 0/90/180/270 apart; ``groups`` gives the grouping explicitly, ``group_by=angle`` makes every angle a cluster.
-Each participating client keeps 30% of its data for local testing (S3: 70/30). There is one
-non-participating test client per angle (the official test set rotated by it, S2 §V-D) labelled with
+Each participating client keeps 30% of its data for local testing (CFL-GP paper: 70/30). There is one
+non-participating test client per angle (the official test set rotated by it, FedMD paper §V-D) labelled with
 its angle's cluster.
 """
 
@@ -49,10 +49,12 @@ def angle_name(angle: float) -> str:
 
 @dataclass
 class RotationParams:
-    """``angles``: one rotation per part (default S3's eight, CATALOG E.3-1; S2/IFCA: [0,90,180,270]; S3 EMNIST:
-    [0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (S3 App. F.8: dirichlet,
-    α = 1). ``samples``: random subset of the training set (S3 App. F.8: 200,000). ``image_size``: 14 for
-    S2's 14×14 MNIST."""
+    """``angles``: one rotation per part (default CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP paper
+    EMNIST:
+    [0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:
+    dirichlet,
+    α = 1). ``samples``: random subset of the training set (CFL-GP paper App. F.8: 200,000). ``image_size``: 14 for
+    FedMD paper's 14×14 MNIST."""
 
     angles: list[float] = field(default_factory=lambda: [float(a) for a in ROTATED_MNIST_ANGLES])  # degrees
     group_by: Literal["quadrant", "angle"] = "quadrant"  # true clusters: nearby angles / each angle
@@ -62,7 +64,7 @@ class RotationParams:
     classes_per_client: int = 2  # classes each client holds with split=classes
     samples: int | None = None  # random subset of the training set (null = all)
     val_fraction: float = 0.3  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (null = keep; S2: 14)
+    image_size: int | None = None  # downsample to image_size × image_size (null = keep; FedMD paper: 14)
 
     def __post_init__(self) -> None:
         check_val_fraction(self.val_fraction)
@@ -86,7 +88,7 @@ class RotationParams:
 
 @SCENARIOS.register(
     "rotation",
-    "rotated images, one disjoint part per angle (angles=[0,15,90,105,...] S3, [0,90,180,270] S2); "
+    "rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, [0,90,180,270] FedMD paper); "
     "nearby angles share a cluster",
     RotationParams,
 )

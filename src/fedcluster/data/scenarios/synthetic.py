@@ -1,12 +1,12 @@
 """Synthetic scenarios wrapping the generators of :mod:`fedcluster.data.sources.synthetic`.
 
-* ``mixed-regression`` (S2 §V-A..C, CATALOG B.1): ``config`` = A, B or C sets the population; any of
+* ``mixed-regression`` (FedMD paper §V-A..C): ``config`` = A, B or C sets the population; any of
   ``k``, ``d``, ``sizes``, ``p``, ``noise`` given explicitly overrides the configuration's value.
   ``config=custom`` uses ``num_clients`` clients of 50 samples (unless ``sizes`` is given). A named
   configuration fixes the number of clients, so ``num_clients`` is then ignored (the run adopts the
   federation's count).
-* ``cflgp-lines`` (S3 §5.1 / App. F.4, CATALOG B.3): ``num_clients`` clients split equally over the three
-  lines at angles (Δφ, 0, −Δφ) (S3's default population is 12).
+* ``cflgp-lines`` (CFL-GP paper §5.1 / App. F.4): ``num_clients`` clients split equally over the three
+  lines at angles (Δφ, 0, −Δφ) (CFL-GP paper's default population is 12).
 
 Both draw their generator seed from the scenario's data-seeded ``rng``.
 """
@@ -42,10 +42,10 @@ def _seed(rng: np.random.Generator) -> int:
 
 @dataclass
 class MixedRegressionParams:
-    """S2 configurations A (200 × 50, p uniform), B (900 × 10 + 20 × 50, p uniform), C (as B, p = 0.2/0.3/0.5);
+    """FedMD paper configurations A (200 × 50, p uniform), B (900 × 10 + 20 × 50, p uniform), C (as B, p = 0.2/0.3/0.5);
     k = 3, d = 100, noise 0.2 in all. ``sizes``: list or "10x900+50x20"."""
 
-    config: str = "A"  # S2 configuration A, B or C (or custom with the keys below)
+    config: str = "A"  # FedMD paper configuration A, B or C (or custom with the keys below)
     k: int | None = None  # clusters (null = the configuration's)
     d: int | None = None  # feature dimension (null = config's)
     sizes: list[int] | str | None = None  # samples per client, a list or "10x900+50x20" (null = config's)
@@ -95,7 +95,7 @@ class MixedRegressionParams:
 
 @SCENARIOS.register(
     "mixed-regression",
-    "S2 mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)",
+    "FedMD paper mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)",
     MixedRegressionParams,
 )
 def mixed_regression_scenario(data: ArrayDataset | None, num_clients: int, params: MixedRegressionParams,
@@ -108,9 +108,9 @@ def mixed_regression_scenario(data: ArrayDataset | None, num_clients: int, param
 
 @dataclass
 class CFLGPLinesParams:
-    """S3 §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples
+    """CFL-GP paper §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples
     per client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat
-    across rounds (see :func:`cflgp_lines`). S3's init: ``model=linear model.init_range=0.8``."""
+    across rounds (see :func:`cflgp_lines`). CFL-GP paper's init: ``model=linear model.init_range=0.8``."""
 
     delta_phi: float = 20.0  # Δφ, degrees between the lines
     batch: int = 10  # b, the minibatch drawn per round
@@ -137,7 +137,7 @@ class CFLGPLinesParams:
 
 @SCENARIOS.register(
     "cflgp-lines",
-    "S3 §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally",
+    "CFL-GP paper §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally",
     CFLGPLinesParams,
 )
 def cflgp_lines_scenario(data: ArrayDataset | None, num_clients: int, params: CFLGPLinesParams,

@@ -32,7 +32,7 @@ def _check_clients(num_clients: int) -> None:
 def ratio_assignment(
     num_clients: int, ratios: Sequence[float] | np.ndarray, rng: np.random.Generator
 ) -> np.ndarray:
-    """Cluster imbalance (S4 Fig. 6b / Table 12: 8 : 1 : 1; S2 config C: 0.2/0.3/0.5, fixed counts).
+    """Cluster imbalance (FedRC paper Fig. 6b / Table 12: 8 : 1 : 1; FedMD paper config C: 0.2/0.3/0.5, fixed counts).
 
     Group g gets a number of clients proportional to ``ratios[g]`` (largest-remainder rounding,
     so 8:1:1 over 100 clients gives exactly 80/10/10); clients are then shuffled.
@@ -48,7 +48,7 @@ def ratio_assignment(
 
 
 def balanced_assignment(num_clients: int, num_groups: int, rng: np.random.Generator) -> np.ndarray:
-    """Equal groups (S3 §5.2 "C/8 clients per angle", S3 App. F.7/F.8 "half of the clients").
+    """Equal groups (CFL-GP paper §5.2 "C/8 clients per angle", CFL-GP paper App. F.7/F.8 "half of the clients").
 
     Sizes differ by at most one (the lower-numbered groups get the extra clients).
     """
@@ -58,8 +58,8 @@ def balanced_assignment(num_clients: int, num_groups: int, rng: np.random.Genera
 
 
 def uniform_assignment(num_clients: int, num_groups: int, rng: np.random.Generator) -> np.ndarray:
-    """Each client draws its group independently and uniformly (S4 §3 setting: style and concept
-    drawn at random per client; S2 §V-A: z_i ~ Categorical(p) with uniform p). Counts are random.
+    """Each client draws its group independently and uniformly (FedRC paper §3 setting: style and concept
+    drawn at random per client; FedMD paper §V-A: z_i ~ Categorical(p) with uniform p). Counts are random.
     """
     _check_clients(num_clients)
     if num_groups < 1:
@@ -70,11 +70,11 @@ def uniform_assignment(num_clients: int, num_groups: int, rng: np.random.Generat
 def diverse_shift_assignment(
     num_clients: int, rng: np.random.Generator, num_concepts: int = 3
 ) -> tuple[np.ndarray, np.ndarray]:
-    """FedRC's client types (S4 App. H.8, CATALOG B.8 item 4): concept id and corrupted flag per client.
+    """FedRC's client types (FedRC paper App. H.8): concept id and corrupted flag per client.
 
     For 3 concepts: 30% concept 0 clean, 20% concept 0 corrupted, 25% concept 1 and 25% concept 2,
     a fifth of each of those corrupted (300 clients → 90 / 60 / 60+15 / 60+15).
-    Generalisation (S4 Table 7 uses 1 and 5 concepts without giving the mix): concept 0 keeps its
+    Generalisation (FedRC paper Table 7 uses 1 and 5 concepts without giving the mix): concept 0 keeps its
     30% clean + 20% corrupted; the other 50% is shared equally by concepts 1..K−1, a fifth of each
     corrupted. With one concept that 50% stays in concept 0 (a fifth corrupted), i.e. 70% clean,
     30% corrupted. Counts use largest-remainder rounding over these cells, so they are exact.

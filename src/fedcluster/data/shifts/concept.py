@@ -17,9 +17,9 @@ def _check_classes(num_classes: int) -> None:
 
 
 def fedrc_label_maps(num_classes: int, num_concepts: int) -> np.ndarray:
-    """FedRC's label swaps (S4 §5.1, App. H.8; CATALOG E.4-1): identity, y → C−1−y, y → (y+1) mod C.
+    """FedRC's label swaps (FedRC paper §5.1, App. H.8): identity, y → C−1−y, y → (y+1) mod C.
 
-    More concepts (S4 Table 7 uses 5, maps not given) continue with y → (y+2) mod C, (y+3) mod C, …
+    More concepts (FedRC paper Table 7 uses 5, maps not given) continue with y → (y+2) mod C, (y+3) mod C, …
     """
     _check_classes(num_classes)
     if num_concepts < 1:
@@ -34,10 +34,10 @@ def fedrc_label_maps(num_classes: int, num_concepts: int) -> np.ndarray:
 
 
 def hcfl_beta_label_maps(num_classes: int, num_concepts: int, beta: float) -> np.ndarray:
-    """HCFL's β concept rule (S1 §5.1, App. E.1) in the reading of CATALOG E.1-14.
+    """HCFL's β concept rule (HCFL paper §5.1, App. E.1)
 
     C_β = ⌊C·β⌋; the affected labels are {0, …, C_β} (capped at C−1) and concept c maps an affected
-    y to (y + c) mod (C_β + 1); other labels are unchanged. As printed, S1's rule maps C_β + 1
+    y to (y + c) mod (C_β + 1); other labels are unchanged. As printed, HCFL paper's rule maps C_β + 1
     labels into C_β values; this reading is a permutation and fits the "β = 0.1 on CIFAR10 swaps two
     labels per concept" example. Concepts whose shift is a multiple of C_β + 1 repeat the identity
     (e.g. β = 0.1, C = 10 gives only 2 distinct concepts among 3).
@@ -57,7 +57,7 @@ def hcfl_beta_label_maps(num_classes: int, num_concepts: int, beta: float) -> np
 
 
 def shift_label_map(num_classes: int, shift: int) -> np.ndarray:
-    """Cyclic label shift y → (y + shift) mod C, one map of shape [C] (S3 App. F.7: (y + 5) mod 10).
+    """Cyclic label shift y → (y + shift) mod C, one map of shape [C] (CFL-GP paper App. F.7: (y + 5) mod 10).
 
     Stack it with the identity for a two-concept setting: ``np.stack([np.arange(C), shift_label_map(C, 5)])``.
     """
@@ -66,7 +66,7 @@ def shift_label_map(num_classes: int, shift: int) -> np.ndarray:
 
 
 def permutation_label_maps(perms: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
-    """Validate user-given label permutations (S3 App. F.7 "label permutation", generalised).
+    """Validate user-given label permutations (CFL-GP paper App. F.7 "label permutation", generalised).
 
     Accepts one permutation (1-D) or several (2-D); returns [concepts, classes] ``int64``.
     Raises ValueError unless every row is a permutation of 0..C−1.
@@ -87,7 +87,8 @@ def permutation_label_maps(perms: Sequence[Sequence[int]] | np.ndarray) -> np.nd
 
 
 def apply_label_map(y: np.ndarray, maps: np.ndarray, concept_of_sample: np.ndarray | int) -> np.ndarray:
-    """New labels ``maps[concept_of_sample, y]`` (S1 §5.1, S3 App. F.7, S4 §5.1 concept shift).
+    """New labels ``maps[concept_of_sample, y]`` (HCFL paper §5.1, CFL-GP paper App. F.7, FedRC paper §5.1 concept
+    shift).
 
     ``maps`` is [concepts, classes] (a single 1-D map is accepted); ``concept_of_sample`` is one
     concept id for all samples or one per sample.

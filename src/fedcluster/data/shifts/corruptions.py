@@ -1,6 +1,6 @@
 """Feature shift: the 19 common corruptions of CIFAR-10-C / FashionMNIST-C plus ``"original"``.
 
-FedRC (S4) and HCFL (S1) give every feature-shifted client one corruption style with a severity in 1..5
+FedRC (FedRC paper) and HCFL (HCFL paper) give every feature-shifted client one corruption style with a severity in 1..5
 (catalog B.8 / B.9).  ``corrupt(images, style, severity, rng)`` applies one style to a whole batch
 ``[n, C, H, W]`` (float in [0, 1], C = 1 or 3) and returns a new clipped float32 array.
 

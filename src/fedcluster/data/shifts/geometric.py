@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# S3 §5.2 / App. F.5 (CATALOG B.4, E.3-1): eight rotations in four pairs 15° apart.
+# CFL-GP paper §5.2 / App. F.5: eight rotations in four pairs 15° apart.
 ROTATED_MNIST_ANGLES: tuple[int, ...] = (0, 15, 90, 105, 180, 195, 270, 285)
 ROTATED_MNIST_GROUPS: tuple[tuple[int, ...], ...] = ((0, 15), (90, 105), (180, 195), (270, 285))
 
@@ -17,7 +17,7 @@ ROTATED_MNIST_GROUPS: tuple[tuple[int, ...], ...] = ((0, 15), (90, 105), (180, 1
 def rotate(images: np.ndarray, angle_deg: float, order: int = 1, cval: float = 0.0) -> np.ndarray:
     """Rotate every image counter-clockwise by ``angle_deg`` about its centre, keeping the shape.
 
-    S2 §V-D (0/90/180/270°), S3 §5.2 / App. F.5 (0/15/90/…/285°), S3 App. F.8 (180°).
+    FedMD paper §V-D (0/90/180/270°), CFL-GP paper §5.2 / App. F.5 (0/15/90/…/285°), CFL-GP paper App. F.8 (180°).
     Multiples of 90° use the exact ``np.rot90`` (odd quarter turns only for square images); other
     angles use ``scipy.ndimage.rotate`` (reshape=False, spline ``order`` 1 = bilinear, corners
     filled with ``cval``).
@@ -48,7 +48,7 @@ def _area_matrix(n_in: int, n_out: int) -> np.ndarray:
 
 
 def downsample(images: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
-    """Area-average the last two axes down to ``size`` (S2 §V-D: MNIST 28×28 → 14×14).
+    """Area-average the last two axes down to ``size`` (FedMD paper §V-D: MNIST 28×28 → 14×14).
 
     Each output pixel is the overlap-weighted mean of the input pixels it covers (a 2×2 block mean
     for 28 → 14), so the image mean is preserved. Non-integer factors are allowed; upsampling is not.
@@ -74,11 +74,11 @@ def rotation_clusters(
     angles: Sequence[float] | np.ndarray,
     groups: Sequence[Sequence[float]] | None = None,
 ) -> np.ndarray:
-    """Ground-truth cluster id of each rotation angle (S3 §5.2 / App. F.5, CATALOG B.4 and E.3-1).
+    """Ground-truth cluster id of each rotation angle (CFL-GP paper §5.2 / App. F.5).
 
     With ``groups`` (e.g. ``ROTATED_MNIST_GROUPS``), an angle's id is the index of the group that
     contains it (mod 360). Without, angles are grouped by quadrant [0, 90), [90, 180), … — this puts
-    {0, 15}, {90, 105}, {180, 195}, {270, 285} together as S3 does, and keeps 0/90/180/270 apart —
+    {0, 15}, {90, 105}, {180, 195}, {270, 285} together as CFL-GP paper does, and keeps 0/90/180/270 apart —
     and ids are numbered 0.. in increasing quadrant order of the quadrants that occur.
     """
     ang = np.mod(np.asarray(angles, dtype=np.float64), 360.0)

@@ -21,7 +21,7 @@ def _check_common(labels: np.ndarray, num_clients: int) -> np.ndarray:
 def iid_split(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """IID split: a random permutation of all samples cut into ``num_clients`` near-equal parts.
 
-    The homogeneous reference partition (e.g. S3 §B.6 "randomly partitioned" CIFAR10, S2 §V
+    The homogeneous reference partition (e.g. CFL-GP paper §B.6 "randomly partitioned" CIFAR10, FedMD paper §V
     equal-size clients). Sizes differ by at most one; ``labels`` is used only for its length.
     """
     labels = _check_common(labels, num_clients)
@@ -38,7 +38,8 @@ def dirichlet_split(
     rng: np.random.Generator,
     min_size: int = 2,
 ) -> list[np.ndarray]:
-    """LDA split (S1 §5.1, S3 App. F.8, S4 §5.1): every class is divided over clients with q_c ~ Dir(alpha·1).
+    """LDA split (HCFL paper §5.1, CFL-GP paper App. F.8, FedRC paper §5.1): every class is divided over clients with
+    q_c ~ Dir(alpha·1).
 
     Smaller ``alpha`` gives more skewed label distributions. Draws are repeated until every client
     holds at least ``min_size`` samples. Every sample is assigned; sizes are unequal.
@@ -79,7 +80,7 @@ def dirichlet_split_global(
     rng: np.random.Generator,
     samples_per_client: int | None = None,
 ) -> list[np.ndarray]:
-    """FedRC-code LDA variant (S4 §5.1 / App. H.8, CATALOG B.8 [ref-code]): equal-size clients.
+    """FedRC-code LDA variant (FedRC paper §5.1 / App. H.8): equal-size clients.
 
     For each client in turn, q ~ Dir(alpha · p_global) with p_global the class frequencies of
     ``labels``; then exactly ``samples_per_client`` (default ``len(labels) // num_clients``) samples
@@ -127,7 +128,7 @@ def classes_per_client_split(
     classes_per_client: int,
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
-    """Pathological split (S1 App. E Tables 11–13 "C = 2 / C = 4"): each client holds exactly C classes.
+    """Pathological split (HCFL paper App. E Tables 11–13 "C = 2 / C = 4"): each client holds exactly C classes.
 
     Shard-based as in McMahan et al. (2017), but shards never cross a class boundary and no client
     gets two shards of one class, so every client sees exactly ``classes_per_client`` classes.

@@ -1,4 +1,4 @@
-"""Mixtures of distributions inside one client (S3 §5.2 "Extension to mixture distributions", App. F.5.2)."""
+"""Mixtures of distributions inside one client (CFL-GP paper §5.2 "Extension to mixture distributions", App. F.5.2)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ def mix_two(
     rng: np.random.Generator,
     exact: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Draw ``n`` samples, a fraction ``kappa`` from pool A and ``1 − kappa`` from pool B (S3 App. F.5.2).
+    """Draw ``n`` samples, a fraction ``kappa`` from pool A and ``1 − kappa`` from pool B (CFL-GP paper App. F.5.2).
 
-    ``exact=True`` takes exactly ``round(kappa · n)`` from A; ``exact=False`` follows S3's wording
+    ``exact=True`` takes exactly ``round(kappa · n)`` from A; ``exact=False`` follows CFL-GP paper's wording
     ("each sample is assigned to one of the two rotations with probabilities κ and 1 − κ") and
     draws the A-count as Binomial(n, kappa). Within each pool, samples are drawn without
     replacement; the result is shuffled. Returns ``(indices, source)``: ``indices[j]`` comes from

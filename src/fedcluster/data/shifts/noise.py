@@ -1,7 +1,7 @@
-"""Label noise: flip a fixed fraction of labels (S1 §5.1 / App. E.1 Table 4, S4 App. H Table 13).
+"""Label noise: flip a fixed fraction of labels (HCFL paper §5.1 / App. E.1 Table 4, FedRC paper App. H Table 13).
 
 Both functions flip EXACTLY ``round(rate · n)`` samples, chosen uniformly without replacement
-(S1: "χ = 0.1 indicates that 10% of the data have wrong labels"), rather than flipping each
+(HCFL paper: "χ = 0.1 indicates that 10% of the data have wrong labels"), rather than flipping each
 sample independently with probability ``rate``. Applied per client, every client then has the
 stated noise rate. Each returns ``(new_labels, flipped_mask)``; the input is not modified.
 """
@@ -32,7 +32,7 @@ def _pick(
 def symmetric_flip(
     y: np.ndarray, num_classes: int, rate: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric flip (S1 App. E.1; CATALOG E.4-6): a flipped label becomes any OTHER class uniformly.
+    """Symmetric flip (HCFL paper App. E.1): a flipped label becomes any OTHER class uniformly.
 
     Exactly ``round(rate · n)`` labels change; a flipped label never keeps its value.
     """
@@ -45,9 +45,9 @@ def symmetric_flip(
 def pair_flip(
     y: np.ndarray, num_classes: int, rate: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pair flip (S1 App. E.1; CATALOG E.4-6): a flipped label y becomes (y + 1) mod C.
+    """Pair flip (HCFL paper App. E.1): a flipped label y becomes (y + 1) mod C.
 
-    S1 says "only to a very similar wrong category" without naming it; the usual convention
+    HCFL paper says "only to a very similar wrong category" without naming it; the usual convention
     (Han et al., Co-teaching, 2018) is the next class. Exactly ``round(rate · n)`` labels change.
     """
     y, mask = _pick(y, num_classes, rate, rng)

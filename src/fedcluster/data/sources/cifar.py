@@ -1,7 +1,8 @@
 """CIFAR-10 / CIFAR-100 from the official "python version" pickle batches (nothing is downloaded).
 
-CIFAR-10 (S1/S4 benchmarks, S3 Exp 2): ``cifar-10-batches-py/data_batch_1..5`` and ``test_batch``.
-CIFAR-100 (S1/S4): ``cifar-100-python/train`` and ``test``. Each batch is a pickled dict with
+CIFAR-10 (HCFL paper/FedRC paper benchmarks, CFL-GP paper Exp 2): ``cifar-10-batches-py/data_batch_1..5`` and
+``test_batch``.
+CIFAR-100 (HCFL paper/FedRC paper): ``cifar-100-python/train`` and ``test``. Each batch is a pickled dict with
 ``b"data"`` (uint8 ``[n, 3072]``: the red, green and blue 32×32 planes, each row-major) and
 ``b"labels"`` (CIFAR-10) or ``b"fine_labels"`` / ``b"coarse_labels"`` (CIFAR-100).
 

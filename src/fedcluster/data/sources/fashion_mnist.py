@@ -1,4 +1,4 @@
-"""Fashion-MNIST (Xiao et al., 2017) from local idx files; used by S1/S4's FMNIST benchmarks.
+"""Fashion-MNIST (Xiao et al., 2017) from local idx files; used by HCFL paper/FedRC paper's FMNIST benchmarks.
 
 By default the files are read from where Debian's ``dataset-fashion-mnist`` package installs
 them, ``/usr/share/datasets/fashion-mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz``.

@@ -1,7 +1,7 @@
 """MNIST and EMNIST from local idx files (nothing is downloaded).
 
-MNIST (LeCun et al.) backs S2 §V-D and S3 §5.2 (rotated MNIST); EMNIST (Cohen et al., 2017)
-backs S3's Exp 3 (App. F.8). Both use the idx format, plain or ``.gz``.
+MNIST (LeCun et al.) backs FedMD paper §V-D and CFL-GP paper §5.2 (rotated MNIST); EMNIST (Cohen et al., 2017)
+backs CFL-GP paper's Exp 3 (App. F.8). Both use the idx format, plain or ``.gz``.
 
 EMNIST orientation: the EMNIST idx files store every 28×28 image transposed (rows and columns
 swapped relative to the upright character) — a known quirk of the conversion from the NIST

@@ -1,10 +1,10 @@
-"""Synthetic federations of the seed papers: S2's mixed linear regression and S3's three lines.
+"""Synthetic federations of the seed papers: FedMD paper's mixed linear regression and CFL-GP paper's three lines.
 
-* :func:`mixed_regression` — S2 (Su, Xu, Yang) §V-A..C, CATALOG B.1: k regression models
+* :func:`mixed_regression` — FedMD paper (Su, Xu, Yang) §V-A..C: k regression models
   θ*_ℓ ~ (2/√d)·N(0, I_d); client i has a latent label z_i ~ Categorical(p) and n_i samples
   x ~ N(0, I_d), y = ⟨x, θ*_{z_i}⟩ + 0.2·N(0, 1) (feature map φ = identity).
   :func:`mixed_regression_config` gives the paper's configurations A, B and C.
-* :func:`cflgp_lines` — S3 (Kim, Kim, de Veciana) §5.1 / App. F.4, CATALOG B.3: three
+* :func:`cflgp_lines` — CFL-GP paper (Kim, Kim, de Veciana) §5.1 / App. F.4: three
   distributions at angles (Δφ, 0, −Δφ); x ~ U(0, cos φ_k), y = x·tan φ_k + N(0, 0.2²), fitted with
   the two-parameter line ŷ = θ_1·x + θ_2.
 
@@ -28,8 +28,8 @@ from fedcluster.data.federation import Federation, Split
 
 _TERM = re.compile(r"^(-?\d+)\s*[x×X]\s*(-?\d+)$")
 
-# S2 §V-A..C (CATALOG B.1). The text says "N = 1000 data points" for all three, but the stated
-# (M, n_i) give N = 10,000 (CATALOG E.2.1); the per-config (M, n_i) values are used.
+# FedMD paper §V-A..C. The text says "N = 1000 data points" for all three, but the stated
+# (M, n_i) give N = 10,000; the per-config (M, n_i) values are used.
 MIXED_REGRESSION_CONFIGS: dict[str, dict[str, Any]] = {
     "A": {"k": 3, "d": 100, "sizes": "50x200", "p": [1 / 3, 1 / 3, 1 / 3], "noise": 0.2},
     "B": {"k": 3, "d": 100, "sizes": "10x900+50x20", "p": [1 / 3, 1 / 3, 1 / 3], "noise": 0.2},
@@ -106,14 +106,14 @@ def _probabilities(p: Sequence[float] | None, k: int) -> np.ndarray:
     return q / q.sum()
 
 
-# -- S2: mixed linear regression ---------------------------------------------------------------
+# -- FedMD paper: mixed linear regression ---------------------------------------------------------------
 def mixed_regression_config(name: str) -> dict[str, Any]:
-    """Keyword arguments of :func:`mixed_regression` for S2's configuration A, B or C (CATALOG B.1).
+    """Keyword arguments of :func:`mixed_regression` for FedMD paper's configuration A, B or C.
 
     A: 200 clients × 50 samples, p = (1/3, 1/3, 1/3). B: 900 clients × 10 + 20 clients × 50,
     p = (1/3, 1/3, 1/3). C: as B with p = (0.2, 0.3, 0.5). All have k = 3, d = 100, noise 0.2 and
-    N = 10,000 samples in total: S2 writes "N = 1000", which contradicts its own (M, n_i); CATALOG
-    E.2.1 resolves this in favour of (M, n_i), and so does this function.
+    N = 10,000 samples in total: FedMD paper writes "N = 1000", which contradicts its own (M, n_i);
+    this function follows (M, n_i).
     """
     key = name.strip().upper()
     if key not in MIXED_REGRESSION_CONFIGS:
@@ -135,13 +135,13 @@ def mixed_regression(
     seed: int = 0,
     name: str = "mixed_regression",
 ) -> Federation:
-    """S2's mixed linear regression federation (§V-A..C; CATALOG B.1).
+    """FedMD paper's mixed linear regression federation (§V-A..C).
 
     θ*_ℓ ~ (2/√d)·N(0, I_d) for ℓ = 1..k (so ‖θ*_ℓ‖ ≈ 2); client i gets z_i ~ Categorical(p)
     independently (cluster sizes are random, as in the paper) and n_i = ``sizes[i]`` training
     samples x ~ N(0, I_d), y = ⟨x, θ*_{z_i}⟩ + noise·N(0, 1).
 
-    Not in S2, added for the library: every client also gets a local validation set of
+    Not in FedMD paper, added for the library: every client also gets a local validation set of
     ``max(min_val, ceil(val_fraction·n_i))`` fresh samples from its own model (a separate draw, so the
     training sizes stay exactly n_i; 10 for every client of configs A–C with the defaults), and
     there is one test client per cluster with ``test_size`` fresh samples.
@@ -151,7 +151,7 @@ def mixed_regression(
         d: input dimension.
         sizes: per-client training sizes, a list or a spec like ``"10x900+50x20"`` (:func:`parse_sizes`).
         p: cluster probabilities (length k, summing to 1); None = uniform.
-        noise: standard deviation of the additive Gaussian label noise (S2: 0.2).
+        noise: standard deviation of the additive Gaussian label noise (FedMD paper: 0.2).
         val_fraction, min_val: size of each client's validation draw (see above).
         test_size: samples of each per-cluster test client.
         seed: seed of all randomness.
@@ -197,7 +197,7 @@ def mixed_regression(
     )
 
 
-# -- S3: three lines ---------------------------------------------------------------------------
+# -- CFL-GP paper: three lines ---------------------------------------------------------------------------
 def cflgp_lines(
     num_clients: int = 12,
     delta_phi_deg: float = 20.0,
@@ -210,25 +210,25 @@ def cflgp_lines(
     seed: int = 0,
     name: str = "cflgp_lines",
 ) -> Federation:
-    """S3's synthetic multiple-linear-regression federation (§5.1, App. F.4; CATALOG B.3, E.3.11).
+    """CFL-GP paper's synthetic multiple-linear-regression federation (§5.1, App. F.4).
 
     Distribution k ∈ {0, 1, 2} has angle φ_k ∈ (Δφ, 0, −Δφ): x ~ U(0, cos φ_k) and
     y = x·tan φ_k + N(0, noise_std²), i.e. points along a unit segment from the origin at angle φ_k.
     The model is the line ŷ = θ_1·x + θ_2, whose MSE-optimal parameters for distribution k are
     (tan φ_k, 0); they are stored in ``extras["theta_star"]`` ([3, 2]) with the angles (radians)
-    in ``extras["phi"]``. Defaults are S3's: C = 12 clients, Δφ = 20°, b = 10.
+    in ``extras["phi"]``. Defaults are CFL-GP paper's: C = 12 clients, Δφ = 20°, b = 10.
 
-    S3 has clients draw a fresh minibatch of size ``batch`` every round and gives no local data
-    size. Here every client owns a pool of ``pool_size`` i.i.d. samples (default 2,000 = T·b for S3's
+    CFL-GP paper has clients draw a fresh minibatch of size ``batch`` every round and gives no local data
+    size. Here every client owns a pool of ``pool_size`` i.i.d. samples (default 2,000 = T·b for CFL-GP paper's
     T = 200 rounds and b = 10) and each round's minibatch is drawn at random from the whole pool (a new
     permutation per round, engine.batches): without replacement within a round, with replacement across
     rounds, so a sample can come back (a 200-round run with b = 10 sees about 63 % of a 2,000 pool). With a
-    pool much larger than T·b this approaches S3's fresh draws. ``batch`` is stored in ``info`` for the
-    engine. S3's initial lines θ_1 ~ U(−a, a), θ_2 = 0 are ``model=linear model.init_range=a``.
+    pool much larger than T·b this approaches CFL-GP paper's fresh draws. ``batch`` is stored in ``info`` for the
+    engine. CFL-GP paper's initial lines θ_1 ~ U(−a, a), θ_2 = 0 are ``model=linear model.init_range=a``.
     Each client also gets ``val_size`` fresh validation samples, and there is one test client per
     distribution with ``test_size`` samples.
 
-    Clients are split equally over the three distributions in contiguous blocks (S3 implies a
+    Clients are split equally over the three distributions in contiguous blocks (CFL-GP paper implies a
     balanced split; the first ``num_clients % 3`` distributions get one extra client); pass
     ``assignment`` (one distribution id in {0, 1, 2} per client) to choose otherwise.
 
