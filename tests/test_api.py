@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import fedcluster
 from fedcluster.cli import main
 from fedcluster.demo import run_demo
 from fedcluster.errors import ConfigError
 
+ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"num_clients": 6, "rounds": 3, "progress": False, "model": {"name": "mlp", "hidden": [16]}}
 
 
@@ -56,9 +59,25 @@ def test_api_mistakes_raise_config_errors(tmp_path: Path) -> None:
         fedcluster.load_config(42)  # type: ignore[arg-type]
 
 
+def _demo_block(page: Path) -> str:
+    """The output block a page shows under its ``<!-- demo-output`` marker."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index("```\n", text.index("<!-- demo-output")) + 4
+    return text[start:text.index("```", start)]
+
+
+def _comparable(output: str) -> str:
+    """Demo output without what varies between runs: the seconds column and the run folder."""
+    output = re.sub(r"^(\S+(?: +[-\d.]+){4}) +[\d.]+$", r"\1", output, flags=re.M)
+    return re.sub(r"fedcluster report \S+", "fedcluster report RUN_DIR", output)
+
+
 def test_demo_shows_clustering_beating_one_model(tmp_path: Path, capsys) -> None:
     assert run_demo(str(tmp_path / "demo"), progress=False) == 0
     out = capsys.readouterr().out
+    if not torch.cuda.is_available():  # the pages show the CPU's figures (the demo runs on device=auto)
+        for page in (ROOT / "README.md", ROOT / "docs" / "getting-started.md"):
+            assert _comparable(_demo_block(page)) == _comparable(out), page
     rows = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines()[1:3]}
     fedavg, cfl = rows["fedavg"], rows["cfl"]  # val acc, test acc, ARI, clusters, seconds
     assert fedavg[3] == "1" and cfl[3] == "3" and float(cfl[2]) == 1.0

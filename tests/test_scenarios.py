@@ -1,4 +1,4 @@
-"""Scenario library: every named scenario's ground truth matches its definition in the paper it comes from."""
+"""Scenario library: every named scenario's ground truth matches its definition in the paper it comes from.
 
 Built on scikit-learn's digits (1,437 train / 360 test images, 8×8) so that every test is fast; images
 of a federation are traced back to the source pool by their bytes.

@@ -36,6 +36,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "seed": "seed of the partition, participation, initialisation and batch order",
     "data_seed": "seed of the federation only (null = seed): vary training with the data fixed",
     "data_dir": "folder of the data set files (nothing is downloaded)",
+    "test_fit": "test clients fit their cluster weights on half their samples, scored on the rest (all: on all)",
+    "normalize": "standardise image inputs per channel (null = the data set's default: images but digits)",
     "out": "run directory (null = runs/<time>-<algorithm>-<scenario>/)",
     "eval_every": "evaluate every this many rounds (and always at the last round)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (for `fedcluster resume`)",

@@ -1,0 +1,75 @@
+"""The documentation's configuration reference (docs/reference/configuration.md), generated from the code.
+
+Run keys come from :class:`fedcluster.config.RunConfig` with the meanings ``fedcluster run --help`` prints; the
+parameters of every built-in algorithm, scenario, model and data set from :mod:`fedcluster.catalog_params` (itself
+generated from the registered dataclasses); the keys a resume may change from :mod:`fedcluster.tracking.resume`.
+``PYTHONPATH=src python -m fedcluster.reference_page`` rewrites the page; tests/test_docs.py fails until it is
+current.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+PAGE = Path("docs") / "reference" / "configuration.md"
+KINDS = (("algorithm", "Algorithms", "ALGORITHMS"), ("scenario", "Scenarios", "SCENARIOS"),
+         ("model", "Models", "MODELS"), ("dataset", "Data sets", "DATASETS"))
+
+
+def _cell(text: str) -> str:
+    """Prose for a table cell: one line; outside code spans, | escaped and < > as entities (not HTML tags)."""
+    parts = " ".join(text.split()).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
+def _code(text: str) -> str:
+    return "`" + " ".join(text.split()) + "`"  # MkDocs' tables keep | inside code spans
+
+
+def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    return lines + [f"| {_code(key)} | {_code(kind)} | {_code(default)} | {_cell(doc)} |"
+                    for key, kind, default, doc in rows]
+
+
+def configuration_reference() -> str:
+    """The whole page as Markdown."""
+    from fedcluster import catalog
+    from fedcluster.catalog_params import PARAMS
+    from fedcluster.config import RunConfig
+    from fedcluster.describe import RUN_KEY_DOCS, field_docs, field_rows
+    from fedcluster.tracking.resume import MAY_CHANGE
+
+    docs = {**field_docs(RunConfig), **RUN_KEY_DOCS}
+    run_rows = [r for r in field_rows(RunConfig, docs=docs) if not r[0].endswith("_params")]
+    assert len(run_rows) == len([f for f in dataclasses.fields(RunConfig) if not f.name.endswith("_params")])
+    out = ["# Configuration reference", "",
+           "Generated from the code by `PYTHONPATH=src python -m fedcluster.reference_page`; do not edit by hand.",
+           "The same keys are on the command line (`key=value`) and in YAML files (`key: value`);",
+           "`fedcluster run --help` and `fedcluster list NAME` print them too. Lists are written `[a,b,c]`,",
+           "`null` means none.", "", "## Run keys", "", *_table(run_rows), "",
+           "`fedcluster resume RUN_DIR key=value ...` may change only "
+           + ", ".join(f"`{k}`" for k in MAY_CHANGE) + "; any other key is refused.", ""]
+    for kind, title, table_name in KINDS:
+        out += [f"## {title}", "", f"Chosen with `{kind}=NAME`; parameters as `{kind}.<name>=value`."
+                if kind != "dataset" else "Chosen with `dataset=NAME`.", ""]
+        for name, (_, description) in sorted(getattr(catalog, table_name).items()):
+            out += [f"### `{name}`", "", _cell(description), ""]
+            info = PARAMS.get(kind, {}).get(name)
+            if info is None:
+                out += ["No parameters.", ""] if kind != "dataset" else []
+                continue
+            doc, rows = info
+            if doc:
+                out += [_cell(doc), ""]
+            out += [*_table([(f"{kind}.{key}", *rest) for key, *rest in rows]), ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":
+    PAGE.parent.mkdir(parents=True, exist_ok=True)
+    PAGE.write_text(configuration_reference(), encoding="utf-8")
+    print(f"wrote {PAGE}")
