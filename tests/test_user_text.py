@@ -58,3 +58,18 @@ def test_list_cites_the_papers_it_names() -> None:
 def test_every_registered_paper_method_has_a_citation() -> None:
     for name in catalog.ALGORITHMS:
         assert papers.paper_of(name) is not None or name in ("oracle",), name
+
+
+def test_api_reference_docstrings_have_no_internal_references() -> None:
+    """The modules docs/reference/api.md renders."""
+    import inspect
+
+    from fedcluster import api, config, errors, registry
+
+    texts = []
+    for module in (api, errors, registry, papers):
+        texts.append(inspect.getdoc(module) or "")
+        texts += [inspect.getdoc(obj) or "" for _, obj in inspect.getmembers(module)
+                  if getattr(obj, "__module__", None) == module.__name__]
+    texts.append(inspect.getdoc(config.RunConfig) or "")
+    assert [t for t in texts if INTERNAL.search(t)] == []
