@@ -1,18 +1,18 @@
-"""Adaptive clustered FL on ``hcfl-shift`` Fashion-MNIST (3 concepts) in the layout of S1 Table 1.
+"""Adaptive clustered FL on ``hcfl-shift`` Fashion-MNIST (3 concepts) in the layout of HCFL paper Table 1.
 
-CFL, ICFL, StoCFL (S1's hyper-parameters) and HCFL+ with the FeSEM, FedEM and FedRC backbones at ρ ∈ {0.05, 0.1,
-0.3}: best local-validation accuracy, best global-test accuracy (S1: best over the rounds) and K^T, the final
-number of clusters, next to S1's CIFAR-10 numbers (CATALOG D.1; S1 has no Fashion-MNIST column, so only the
+CFL, ICFL, StoCFL (HCFL paper's hyper-parameters) and HCFL+ with the FeSEM, FedEM and FedRC backbones at ρ ∈ {0.05, 0.1,
+0.3}: best local-validation accuracy, best global-test accuracy (HCFL paper: best over the rounds) and K^T, the final
+number of clusters, next to HCFL paper's CIFAR-10 numbers (the HCFL paper has no Fashion-MNIST column, so only the
 shape compares: larger ρ → fewer clusters; HCFL+(FedRC) at ρ = 0.3 near 3 clusters with the best test accuracy;
 ICFL / StoCFL with many clusters and a lower test accuracy).
 
-Federation (S1 §5.1, CATALOG B.9): LDA α = 1, one of 20 styles and one of 3 β-rule concepts (β = 0.2) per client,
-three non-participating test clients (one per concept). S1 uses 100 clients, MobileNetV2, 200 rounds. To finish
+Federation (HCFL paper §5.1): LDA α = 1, one of 20 styles and one of 3 β-rule concepts (β = 0.2) per client,
+three non-participating test clients (one per concept). HCFL paper uses 100 clients, MobileNetV2, 200 rounds. To finish
 well under an hour on two CPU cores the defaults are reduced: ``--clients`` 100 (480 train / 120 validation samples
 each; ``--fraction`` keeps a share of them), 1,000 images per test client, ``--rounds`` 40, evaluation every
 ``--eval-every`` 2 rounds, the ``mlp`` model with one hidden layer of ``--hidden`` 128 (φ = the hidden layer,
 θ_k = the output layer), SGD lr 0.05, momentum 0.9, batch 32, 1 local epoch, full participation (CFL needs it).
-CFL keeps Sattler's warm-up of 20 rounds. K^t per round of the HCFL+ runs is drawn as S1 Figure 4
+CFL keeps Sattler's warm-up of 20 rounds. K^t per round of the HCFL+ runs is drawn as HCFL paper Figure 4
 (``kt-<backbone>.png``).
 
 Every run goes through the library API: ``configs/s1-adaptive-hcfl-shift.yaml`` with the options below, one
@@ -37,7 +37,7 @@ from fedcluster.tracking.kplot import plot_num_clusters  # `fedcluster report`'s
 
 CONFIG = "s1-adaptive-hcfl-shift"  # configs/CONFIG.yaml: the federation, model and solver of every run
 
-# key: (row label, the algorithm section of the run, S1 Table 1 CIFAR-10 (Val, Test, K^T))
+# key: (row label, the algorithm section of the run, HCFL paper Table 1 CIFAR-10 (Val, Test, K^T))
 METHODS: dict[str, tuple[str, dict[str, Any], tuple[float, float, int]]] = {
     "cfl-0.4-1.6": ("CFL tol=(0.4,1.6)", {"name": "cfl", "tol1": 0.4, "tol2": 1.6}, (61.55, 46.88, 6)),
     "cfl-0.4-0.8": ("CFL tol=(0.4,0.8)", {"name": "cfl", "tol1": 0.4, "tol2": 0.8}, (65.06, 45.74, 9)),
@@ -98,7 +98,7 @@ def main() -> None:
           f"their data, {args.rounds} rounds, MLP [{args.hidden}], lr {args.lr}; best val / best test over the rounds; "
           f"total {(time.perf_counter() - t_all) / 60:.1f} min")
     print(f"{'method':<22} {'Val':>6} {'Test':>6} {'K^T':>4} {'ARI':>6} {'min':>5} | "
-          f"{'S1 C10 Val':>10} {'Test':>6} {'K^T':>4}")
+          f"{'paper Val':>10} {'Test':>6} {'K^T':>4}")
     for key, r in results.items():
         pv, pt, pk = METHODS[key][2]
         print(f"{r['label']:<22} {r['val']:>6.2f} {r['test']:>6.2f} {r['k']:>4d} {r['ari']:>6.3f} "
@@ -109,7 +109,7 @@ def main() -> None:
     for b in NAMES:
         runs = {f"ρ={rho}": curves[f"hcfl-{b}-{rho}"] for rho in (0.05, 0.1, 0.3) if f"hcfl-{b}-{rho}" in curves}
         if runs:
-            plot_num_clusters(runs, out / f"kt-{b}.png", f"HCFL+({NAMES[b]}): $K^t$ (S1 Fig. 4)")
+            plot_num_clusters(runs, out / f"kt-{b}.png", f"HCFL+({NAMES[b]}): $K^t$ (HCFL paper Fig. 4)")
 
 
 if __name__ == "__main__":

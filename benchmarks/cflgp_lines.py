@@ -1,9 +1,11 @@
-"""S3 Figure 1: CFL-GP on three noisy lines, sweeps over clients C, gap Δφ and batch b, two initialisations.
+"""CFL-GP paper Figure 1: CFL-GP on three noisy lines, sweeps over clients C, gap Δφ and batch b, two initialisations.
 
-Defaults (S3 §5.1, CATALOG B.3): K = 3, C = 12, Δφ = 20°, b = 10, T = 200, lr 0.1, P = 2; slope init
+Defaults (CFL-GP paper §5.1): K = 3, C = 12, Δφ = 20°, b = 10, T = 200, lr 0.1, P = 2; slope init
 θ_1 ~ U(−a, a) with a ∈ {0.8, 1.6} (solid / dotted lines of Fig. 1), θ_2 = 0. Reports final ARI, MSE and the
-first round with ARI = 1 (S3 Tables 3–4 style), mean over seeds. The default grid is reduced (2 seeds, T = 100);
-``--full`` runs S3's T = 200 and 5 seeds. Baselines as in S3 §5.1: IFCA (option I, gradient averaging, K = 3)
+first round with ARI = 1 (CFL-GP paper Tables 3–4 style), mean over seeds. The default grid is reduced (2 seeds, T =
+100);
+``--full`` runs CFL-GP paper's T = 200 and 5 seeds. Baselines as in CFL-GP paper §5.1: IFCA (option I, gradient
+averaging, K = 3)
 and CFL/MADMO (one cluster to start, Sattler's tolerances, one full-batch gradient step per round), with the
 same initial models.
 
@@ -27,7 +29,7 @@ from fedcluster.reproduce.run_synthetic import run_lines  # sets the same starti
 from fedcluster.reproduce.spec import Budget
 from fedcluster.reproduce.specs_s3 import S3_LINES
 
-PAPER = "S3 Fig. 1: CFL-GP ARI ≈ 1 across C, b and both inits; ≥ 0.8 at Δφ = 5° (IFCA, MADMO ≈ 0 there)"
+PAPER = "CFL-GP paper Fig. 1: CFL-GP ARI ≈ 1 across C, b and both inits; ≥ 0.8 at Δφ = 5° (IFCA, MADMO ≈ 0 there)"
 
 
 def main() -> None:

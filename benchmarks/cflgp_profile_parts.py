@@ -1,7 +1,7 @@
 """CFL-GP on small rotated clients: do the accumulated gradient profiles follow the rotations or the clients'
 label histograms? (docs/fidelity.md, investigation 2.)
 
-Runs CFL-GP (K = 4) on scikit-learn digits rotated by 0/90/180/270°, then clusters (S3 Alg. 3 features,
+Runs CFL-GP (K = 4) on scikit-learn digits rotated by 0/90/180/270°, then clusters (CFL-GP paper Alg. 3 features,
 k-means) the full profiles, their output-layer blocks and their other blocks, and correlates the output-layer
 profile distances with the label-histogram distances.
 

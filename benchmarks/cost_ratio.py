@@ -4,7 +4,7 @@ Each method runs through the library's own ``Run`` (same federation, model, solv
 only ``run_round`` is timed (E-step + local training + aggregation), after one warm-up round, as the
 median of ``--rounds`` rounds run interleaved across the methods (shared machines drift). Evaluation
 (validation + global test) is timed separately and shown for reference. ``fedem-naive`` is the
-per-client implementation the issue measured at 4–6×: each client computes its E-step losses with one
+per-client implementation measured at 4–6×: each client computes its E-step losses with one
 small eager forward pass per model, and each of the K models is a separate trainer call.
 
 Usage:

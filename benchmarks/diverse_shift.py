@@ -1,20 +1,20 @@
-"""FedAvg, IFCA, FeSEM, FedEM, FedSoft and FedRC (K = 3) on diverse-shift Fashion-MNIST, next to S4 Table 1.
+"""FedAvg, IFCA, FeSEM, FedEM, FedSoft and FedRC (K = 3) on diverse-shift Fashion-MNIST, next to FedRC paper Table 1.
 
-The federation is S4's (App. H.8, CATALOG B.8): LDA α = 1 label shift, 30% clean / 20% corrupted clients,
+The federation is FedRC paper's (App. H.8): LDA α = 1 label shift, 30% clean / 20% corrupted clients,
 25% per swapped concept (a fifth of those corrupted), three non-participating test clients (one per
 concept). Model: ``light-cnn`` narrowed to 8/16 channels and FC 64 (two 5×5 convolutions + FC + linear
-head; S4's "3-layer CNN" is not specified). Training: SGD with momentum 0.9, 1 local epoch, full
-participation, as in S4; lr 0.1 is the top of S4's grid {0.01, 0.03, 0.06, 0.1}.
+head; FedRC paper's "3-layer CNN" is not specified). Training: SGD with momentum 0.9, 1 local epoch, full
+participation, as in FedRC paper; lr 0.1 is the top of FedRC paper's grid {0.01, 0.03, 0.06, 0.1}.
 
-To stay well under an hour on two CPU cores the defaults are smaller than S4 (300 clients, 200 rounds):
-100 clients keeping ``--fraction`` 1/4 of their samples (≈ 120 training samples each; S4 has ≈ 160),
+To stay well under an hour on two CPU cores the defaults are smaller than FedRC paper (300 clients, 200 rounds):
+100 clients keeping ``--fraction`` 1/4 of their samples (≈ 120 training samples each; FedRC paper has ≈ 160),
 1,000 images per test client and ``--rounds`` 100 (35 minutes for the six methods on two cores,
-measured 2026-11-21). Reported, as in S4 (CATALOG E.4-9), at the round of the best *local* accuracy —
-S4 picks the best training accuracy, which the runner does not record; the local validation split is
+measured 2026-11-21). Reported, as in FedRC paper, at the round of the best *local* accuracy —
+FedRC paper picks the best training accuracy, which the runner does not record; the local validation split is
 drawn from the same client distributions: local = mean validation accuracy of the participating
 clients, global = mean accuracy of the three test clients (after their E-step / best-cluster choice).
 
-``--scale paper`` is S4 Table 1's own setting: 300 clients with all their data, 200 rounds, K = 3, batch 128,
+``--scale paper`` is FedRC paper Table 1's own setting: 300 clients with all their data, 200 rounds, K = 3, batch 128,
 1 local epoch, seeds 0,1,2, every fixed-K method of the table, the full-width light CNN (16/32 channels, FC
 128), on the run's default device (``device=auto``: the GPU when there is one). Any option given explicitly
 overrides the preset.
@@ -44,7 +44,7 @@ from fedcluster.tracking.compare import compare_runs
 
 CONFIG = "s4-diverse-shift-fashion-mnist"  # configs/CONFIG.yaml: the federation, model and solver of every run
 
-# S4 Table 1, FashionMNIST (CNN), 300 clients: local / global accuracy (%) at the best-train-accuracy round.
+# FedRC paper Table 1, FashionMNIST (CNN), 300 clients: local / global accuracy (%) at the best-train-accuracy round.
 S4_TABLE1 = {"fedavg": (42.12, 34.35), "ifca": (47.90, 31.30), "fesem": (60.99, 47.63), "fedem": (56.64, 28.08),
              "fedsoft": (91.35, 19.88), "fedrc": (66.51, 59.00)}
 
@@ -110,7 +110,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="fedavg,ifca,fesem,fedem,fedsoft,fedrc")
     ap.add_argument("--scale", choices=sorted(SCALES), default="small",
-                    help="small: two-CPU-core defaults; paper: S4 Table 1's 300 clients × 200 rounds × 3 seeds")
+                    help="small: two-CPU-core defaults; paper: FedRC paper Table 1's 300 clients × 200 rounds × 3 "
+                         "seeds")
     ap.add_argument("--clients", type=int, default=None, help="default 100 (small), 300 (paper)")
     ap.add_argument("--fraction", type=float, default=None, help="default 0.25 (small), 1 (paper)")
     ap.add_argument("--test-size", type=int, default=None, help="default 1000 (small), all (paper)")
@@ -132,7 +133,7 @@ def main() -> None:
     print(f"\nFashion-MNIST diverse shift ({args.scale} scale), {args.clients} clients × {args.fraction:.2f} of "
           f"their data, {args.rounds} rounds, batch {args.batch_size}, {args.model}, lr {args.lr}; at the round of "
           f"best local accuracy{sd_note}")
-    print(f"{'method':<9} {'local':>13} {'global':>13} {'ARI':>13} {'min':>5} | {'S4 local':>8} {'S4 global':>9}")
+    print(f"{'method':<9} {'local':>13} {'global':>13} {'ARI':>13} {'min':>5} | {'paper lo':>8} {'paper gl':>9}")
     methods = args.methods.split(",")
     run_dirs = [per_seed[s][m]["run_dir"] for s in seeds for m in methods]
     for method, st in table(run_dirs, methods).items():

@@ -1,13 +1,14 @@
-"""S2 §V-D (Figs. 4–5): FedMD + FedX-clustering on a large population of tiny rotated-image clients.
+"""FedMD paper §V-D (Figs. 4–5): FedMD + FedX-clustering on a large population of tiny rotated-image clients.
 
-Setup (CATALOG B.2, Fashion-MNIST instead of MNIST): k ∈ {2, 4} clusters = rotations {0, 90} / {0, 90, 180, 270}°;
-k anchor clients (one per cluster) with 20 images, ``--clients`` non-anchor clients with 2 images each (S2: 25,000;
+Setup: k ∈ {2, 4} clusters = rotations {0, 90} / {0, 90, 180, 270}°;
+k anchor clients (one per cluster) with 20 images, ``--clients`` non-anchor clients with 2 images each (FedMD paper:
+25,000;
 default 5,000 for 2 cores), images downsampled to 14×14, multinomial logistic regression (196 → 10). Phase 1: 5
 (k = 2) / 10 (k = 4) moment-descent rounds with k anchors (Remark 3 form, every client in the subspace estimate);
 Phase 2: 100 clients per round, s = 5 full-batch local steps, lr 0.1. Baselines (same Phase 2): IFCA from a random
 start (``init=random``), FedAvg (K = 1), and the oracle (clients train their true cluster's model). Metric: test
-error on the official test set rotated per cluster, each test copy using its lowest-loss model (S2: the lowest
-error among the k models). Δ (S2's separation, only in the stopping rule here) is ``--delta``.
+error on the official test set rotated per cluster, each test copy using its lowest-loss model (FedMD paper: the lowest
+error among the k models). Δ (FedMD paper's separation, only in the stopping rule here) is ``--delta``.
 
 The federation is built by ``fedcluster reproduce s2-large-population``'s own helper (tiny clients with
 anchors are no registered scenario, so no config file describes it); each method runs through
@@ -28,8 +29,8 @@ import _common as common  # first: pins BLAS threads before numpy/torch load
 
 from fedcluster.reproduce.federations import s2_rotation as s2_federation  # reproduce s2-large-population
 
-# S2 Figs. 4-5 are curves only (CATALOG D.4): two-phase reaches the oracle, IFCA (random start) may stall, FedAvg high.
-PAPER = "S2 Figs. 4–5 (MNIST): two-phase ≈ oracle error; random-start IFCA can stall; FedAvg clearly worse"
+# FedMD paper Figs. 4-5 are curves only: two-phase reaches the oracle, IFCA (random start) may stall, FedAvg high.
+PAPER = "FedMD paper Figs. 4–5 (MNIST): two-phase ≈ oracle error; random-start IFCA can stall; FedAvg clearly worse"
 
 
 def methods(k: int, phase1: int, delta: float) -> dict[str, dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Seconds per round: the Flower path (Simulation Runtime, Ray) vs the in-process engine (issue 12).
+"""Seconds per round: the Flower path (Simulation Runtime, Ray) vs the in-process engine.
 
 Same config and seed for both: FedAvg on the digits concept-swap federation, ``--clients`` clients (all
 participate), one local epoch. The first round of each path is reported apart (start-up: Ray actors, one

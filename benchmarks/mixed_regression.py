@@ -1,7 +1,7 @@
-"""S2 Figs. 1–3: mixed linear regression, configurations A, B, C (CATALOG B.1, D.4).
+"""FedMD paper Figs. 1–3: mixed linear regression, configurations A, B, C.
 
 Two-phase (FedMD + FedX+clustering) vs vanilla FedAvg, one-shot clustering, IFCA from a random start and the
-oracle (iterative clustering from θ*), all with FedAvg s = 5 full-batch local steps in Phase 2 and S2's
+oracle (iterative clustering from θ*), all with FedAvg s = 5 full-batch local steps in Phase 2 and FedMD paper's
 averaging rule (every client's copy weighted n_i/N). The baselines are ``fedmd`` with ``init`` = oneshot /
 random / oracle (same Phase 2 code); FedAvg is the registered ``fedavg`` on ``linear-nobias``. k = 3, d = 100;
 5 Phase-1 + 400 Phase-2 rounds (the baselines run 405 Phase-2 rounds). Writes one error-vs-round PNG per config.
@@ -62,7 +62,8 @@ def main() -> None:
         for method, c in curves.items():
             ax.semilogy(np.arange(1, len(c) + 1), c, label=method)
         ax.axvline(5, color="grey", lw=0.5, ls=":")
-        ax.set(xlabel="iteration", ylabel="estimation error d(θ̂, θ*)", title=f"S2 config {name} (seed {args.seed})")
+        ax.set(xlabel="iteration", ylabel="estimation error d(θ̂, θ*)", title=f"FedMD paper config {name} (seed "
+                                                                              f"{args.seed})")
         ax.legend()
         fig.tight_layout()
         fig.savefig(out / f"config_{name}.png", dpi=120)
@@ -76,7 +77,7 @@ def main() -> None:
           f"{'rnd≤1.1·orc':>11} {'sec':>6}")
     for r in table:
         print(f"{r[0]:3} {r[1]:12} {r[2]:8.4f} {r[3]:8.4f} {r[4]:8.4f} {r[5]:8.2f} {r[6]:11d} {r[7]:6.1f}")
-    print("\npaper (S2 Figs. 1-3, qualitative, CATALOG D.4):")
+    print("\npaper (FedMD paper Figs. 1-3, qualitative):")
     for name in args.configs:
         print(f"  {name}: {PAPER[name]}")
     print(f"plots: {out}/config_*.png")

@@ -1,13 +1,14 @@
-"""S3 §5.2 / App. F.5: rotated Fashion-MNIST, 8 angles, K = 4 — CFL-GP vs IFCA (gradient) vs CFL (MADMO).
+"""CFL-GP paper §5.2 / App. F.5: rotated Fashion-MNIST, 8 angles, K = 4 — CFL-GP vs IFCA (gradient) vs CFL (MADMO).
 
-Setup (CATALOG B.4): the training set in 8 disjoint parts rotated by {0,15,90,105,180,195,270,285}°, ground
+Setup: the training set in 8 disjoint parts rotated by {0,15,90,105,180,195,270,285}°, ground
 truth 4 groups {0,15},{90,105},{180,195},{270,285}; MLP 784-200-10, C = 32 clients (all participate), b = 64,
 lr 0.1, P = 2, gradient averaging (one update per round) for every method. IFCA uses option I (gradient
 averaging, full local batch) with K = 4; CFL (MADMO) starts from one cluster with Sattler's tolerances and one
-full-batch gradient step per round. S3 used MNIST and T = 200 (10 seeds); the default here is Fashion-MNIST,
+full-batch gradient step per round. CFL-GP paper used MNIST and T = 200 (10 seeds); the default here is Fashion-MNIST,
 T = 60, one seed and 1,000 test images per angle so it finishes in minutes on 2 cores; accuracies are not
-comparable with S3's, only the clustering behaviour (S3: CFL-GP reaches ARI 1.0 at round 1 for C = 32, b = 64;
-IFCA ≈ 74 rounds; MADMO never). acc(val) is the clients' own 30% split (S3's measure), acc(test) the rotated
+comparable with CFL-GP paper's, only the clustering behaviour (CFL-GP paper: CFL-GP reaches ARI 1.0 at round 1 for C =
+32, b = 64;
+IFCA ≈ 74 rounds; MADMO never). acc(val) is the clients' own 30% split (CFL-GP paper's measure), acc(test) the rotated
 test set. Prints ARI at a few rounds, the first round with ARI = 1, final accuracy and seconds per run.
 
 Library API only: ``configs/s3-rotation-fashion-mnist.yaml`` with each method's algorithm section (the
@@ -34,7 +35,8 @@ from fedcluster.reproduce.specs_s3 import S3_ROTATION  # the methods of `fedclus
 
 CONFIG = "s3-rotation-fashion-mnist"  # configs/CONFIG.yaml: federation, model and solver of every run
 
-# S3 Table 3 (b = 64, C = 32; rounds to max ARI / to ARI = 1) and Table 10 (8-rotation MNIST ACC, K = 4, C = 32).
+# CFL-GP paper Table 3 (b = 64, C = 32; rounds to max ARI / to ARI = 1) and Table 10 (8-rotation MNIST ACC, K = 4, C =
+# 32).
 PAPER = {
     "cflgp": "ARI1 @ 1.00; ACC 87.2±0.18",
     "ifca": "max ARI @ 12.0±4.7, ARI1 @ 73.7±90.1; ACC 85.2±2.85",
@@ -71,7 +73,8 @@ def main() -> None:
             "rounds": args.rounds, "threads": 1}
     marks = [t for t in CHECKPOINTS if t <= args.rounds]
     head = " ".join(f"{'ARI@' + str(t):>7}" for t in marks)
-    print(f"{'method':7} {head} {'ARI@T':>6} {'rnd→ARI1':>8} {'acc(val)':>8} {'acc(test)':>9} {'sec':>6}  S3 (MNIST)")
+    print(f"{'method':7} {head} {'ARI@T':>6} {'rnd→ARI1':>8} {'acc(val)':>8} {'acc(test)':>9} {'sec':>6}  CFL-GP "
+          f"paper (MNIST)")
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         feds = [common.shrink(fedcluster.build_federation(base, seed=seed), 1.0, args.test_per_angle, seed)
@@ -93,7 +96,7 @@ def main() -> None:
                   f"{100 * np.mean([x['test_acc'] for x in last]):9.1f} "
                   f"{np.mean([s for _, s in res]):6.0f}  {PAPER.get(method, '')}", flush=True)
     print(f"\nours: {args.dataset}, C = {args.clients}, b = {args.batch}, T = {args.rounds}, {args.seeds} seed(s); "
-          f"S3: MNIST, T = 200, 10 seeds; total {time.perf_counter() - t_all:.0f} s")
+          f"CFL-GP paper: MNIST, T = 200, 10 seeds; total {time.perf_counter() - t_all:.0f} s")
 
 
 if __name__ == "__main__":
