@@ -120,7 +120,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=None, help="default 32 (small), 128 (paper)")
     ap.add_argument("--model", default="light-cnn")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--seeds", default=None, metavar="S1,S2,...",
+    ap.add_argument("--seeds", default=None, metavar="SEED,SEED,...",
                     help="several seeds (federation + initialisation); prints mean ± sd over them")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra run-config override for every method, e.g. --set model.fc=64 (repeatable)")

@@ -20,7 +20,9 @@ GENERATED = {ROOT / "docs" / "REPRODUCTION.md", *(ROOT / "docs" / "reproduction"
 
 
 def _pages() -> list[Path]:
-    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p not in GENERATED)]
+    """README, the site's pages, and what scripts and config files print or say at their top."""
+    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p not in GENERATED),
+            *sorted((ROOT / "configs").glob("*.yaml")), *sorted((ROOT / "benchmarks").glob("*.py"))]
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
