@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("overrides", nargs="*", metavar="key=value", help="dataset=..., scenario.<name>=...")
     sc.add_argument("--out", default=None, help="picture path (default: runs/scenarios/SCENARIO-DATASET.png)")
     sc.set_defaults(fn=cmd_scenario)
-    rr = sub.add_parser("reproduce", help="a seed paper's headline result, paper vs ours over seeds (--list)")
+    rr = sub.add_parser("reproduce", help="a paper's headline result, paper vs ours over seeds (--list)")
     add_reproduce_arguments(rr)
     rr.set_defaults(fn=cmd_reproduce)
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")

@@ -1,4 +1,4 @@
-"""Regression metrics of the seed papers: FedMD paper's estimation error and CFL-GP paper's rounds-to-ARI.
+"""Regression metrics of the papers: FedMD paper's estimation error and CFL-GP paper's rounds-to-ARI.
 
 * :func:`param_error` — FedMD paper's d(θ̂, θ*) = min over permutations π of max_ℓ ‖θ̂_π(ℓ) − θ*_ℓ‖₂ (a
   bottleneck assignment; exact enumeration for k ≤ 7, threshold search with Hungarian feasibility checks

@@ -3,7 +3,7 @@
 The statistics are those of the pooled training inputs of every client (for Fashion-MNIST in [0, 1]:
 mean 0.286, sd 0.353 over the 60k training images; FL-bench hard-codes (0.286, 0.320)), applied to the
 training, validation and test splits alike, so every client and test client sees the same affine map.
-Standardised inputs are what PyTorch/FL-bench users expect and what the seed papers' reference code
+Standardised inputs are what PyTorch/FL-bench users expect and what the papers' reference code
 (Marfoq et al.'s FedEM code, the base of HCFL paper/FedRC paper) does; with inputs in [0, 1] plain SGD at small learning
 rates starts much more slowly (measured in docs/fidelity.md).
 """

@@ -1,4 +1,4 @@
-"""``fedcluster reproduce``: the seed papers' headline results, paper vs ours over seeds, as one command each.
+"""``fedcluster reproduce``: the papers' headline results, paper vs ours over seeds, as one command each.
 
 The registry (:mod:`.catalogue`) and the experiment specifications are plain Python (``--list`` imports no
 PyTorch); the runners (``run_*.py``) execute configurations through :class:`fedcluster.engine.runner.Run`

@@ -65,7 +65,7 @@ Verdict = Callable[[Results], tuple[str, str]]  # -> ("holds" | "does not hold" 
 
 @dataclass(frozen=True)
 class Experiment:
-    """One headline result of a seed paper, runnable with ``fedcluster reproduce NAME``."""
+    """One headline result of one of the papers, runnable with ``fedcluster reproduce NAME``."""
 
     name: str
     title: str

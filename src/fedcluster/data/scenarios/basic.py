@@ -1,7 +1,7 @@
 """Basic scenarios: IID, label skew (three partition rules), and label skew with label-map concepts.
 
 A scenario is ``fn(data, num_clients, params, rng) -> Federation``. Its parameters are a typed
-dataclass (settable as ``scenario.<name>=value``) whose defaults are the seed papers' values.
+dataclass (settable as ``scenario.<name>=value``) whose defaults are the papers' values.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Synthetic federations of the seed papers: FedMD paper's mixed linear regression and CFL-GP paper's three lines.
+"""Synthetic federations of the papers: FedMD paper's mixed linear regression and CFL-GP paper's three lines.
 
 * :func:`mixed_regression` — FedMD paper (Su, Xu, Yang) §V-A..C: k regression models
   θ*_ℓ ~ (2/√d)·N(0, I_d); client i has a latent label z_i ~ Categorical(p) and n_i samples
