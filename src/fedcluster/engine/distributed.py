@@ -312,7 +312,8 @@ def launch(command: list[str], ranks: int, run_dir: Path) -> int:
 
 def _report_failure(e: Any, run_dir: Path) -> int:
     failures = e.failures  # global rank -> ProcessFailure
-    causes = {r: f for r, f in failures.items() if f.exitcode != EXIT_RANK_LOST} or failures
+    # the ranks that failed on their own: not those that lost their peer or that the agent stopped (SIGTERM)
+    causes = {r: f for r, f in failures.items() if f.exitcode not in (EXIT_RANK_LOST, -signal.SIGTERM)} or failures
     r = min(causes, key=lambda k: (causes[k].timestamp, k))
     f = causes[r]
     how = f"was killed by {signal.Signals(-f.exitcode).name}" if f.exitcode < 0 else f"exited with status {f.exitcode}"
@@ -320,7 +321,7 @@ def _report_failure(e: Any, run_dir: Path) -> int:
         return f.exitcode
     resume = ""
     if (run_dir / "config.yaml").is_file():
-        resume = f"; `fedcluster resume {run_dir} ranks=N` continues from its last checkpoint"
+        resume = f"; `fedcluster resume {run_dir}` continues from its last checkpoint"
     print(f"fedcluster: rank {r} {how}; the run stopped{resume}", file=sys.stderr)
     return 1
 
