@@ -1,8 +1,8 @@
 """A rank of a 2-process test job: runs ``fedcluster run`` once per method in one process group.
 
-``python distributed_child.py OUT_ROOT METHODS KEY=VALUE...`` (METHODS: ``name[+key=value...],...``) with torch.distributed's env (RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT) set by the test: one interpreter start for all methods. Exits with the first non-zero
-status of the CLI.
+``python distributed_child.py OUT_ROOT METHODS KEY=VALUE...`` (METHODS: ``name[+key=value...],...``) with
+torch.distributed's env (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) set by the test: one interpreter start for
+all methods. Exits with the first non-zero status of the CLI.
 """
 
 from __future__ import annotations
