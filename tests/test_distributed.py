@@ -173,3 +173,17 @@ def test_a_killed_rank_ends_the_run_in_one_line_and_resume_loses_nothing(tmp_pat
     straight = tmp_path / "straight"
     assert main(["run", *args, f"rounds={done + 2}", f"out={straight}"]) == 0
     _assert_same_rounds(straight, killed)
+
+
+@pytest.mark.slow
+def test_a_two_rank_run_resumes_on_two_ranks_like_a_straight_run(tmp_path: Path) -> None:
+    args = [a for a in TINY if not a.startswith("rounds=")] + ["algorithm=fedrc", "checkpoint_every=1"]
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    fed = [sys.executable, "-m", "fedcluster"]
+    for cmd in (["run", *args, "rounds=3", "ranks=2", f"out={resumed}"], ["resume", str(resumed), "rounds=5"]):
+        done = subprocess.run([*fed, *cmd], env=_env(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+    again = subprocess.run([*fed, "resume", str(resumed)], env=_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr  # rank 1 does not wait for it
+    assert main(["run", *args, "rounds=5", f"out={straight}"]) == 0
+    _assert_same_rounds(straight, resumed)

@@ -242,10 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except DivergedError as e:
-        print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun every rank stops alike; rank 0 says it
+            print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_DIVERGED
     except InterruptedRun as e:
-        print(f"fedcluster: {' '.join(str(e).split())}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"fedcluster: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         print("fedcluster: interrupted", file=sys.stderr)

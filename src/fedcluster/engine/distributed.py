@@ -295,10 +295,14 @@ def stop_quietly(e: RankLost) -> int:
 def launch(command: list[str], ranks: int, run_dir: Path) -> int:
     """Run ``python -m fedcluster COMMAND...`` as ``ranks`` processes under torchrun's elastic agent on this
     machine; a rank that fails ends the run with one line naming it and how to resume."""
+    os.environ.setdefault("LOGLEVEL", "ERROR")  # torch.distributed.elastic's loggers: the agent's notices
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    logging.getLogger("torch.distributed").setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed"):
+            logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as torchrun does: N ranks share the cores
     os.environ[LAUNCHED] = "1"
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=ranks, run_id=uuid.uuid4().hex,
@@ -307,6 +311,11 @@ def launch(command: list[str], ranks: int, run_dir: Path) -> int:
         elastic_launch(config, sys.executable)("-m", "fedcluster", *command)
     except ChildFailedError as e:
         return _report_failure(e, run_dir)
+    except SignalException as e:  # Ctrl-C or a kill of this process: the agent stopped the ranks
+        if e.sigval != signal.SIGINT:  # on Ctrl-C rank 0 said where the results are
+            print(f"fedcluster: stopped by {signal.Signals(e.sigval).name}; `fedcluster resume {run_dir}` "
+                  "continues from its last checkpoint", file=sys.stderr)
+        return 128 + int(e.sigval)
     return 0
 
 
