@@ -17,8 +17,8 @@ from fedcluster.config import RunConfig, load_raw, resolve
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir
 
-MAY_CHANGE = ("rounds", "eval_every", "checkpoint_every", "progress", "threads", "workers", "ranks", "tracking",
-              "tracking_uri", "tracking_experiment", "tensorboard_dir")
+MAY_CHANGE = ("rounds", "eval_every", "checkpoint_every", "progress", "threads", "workers", "tracking", "tracking_uri",
+              "tracking_experiment", "tensorboard_dir", "ranks")
 
 
 @dataclass
