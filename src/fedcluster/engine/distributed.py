@@ -42,6 +42,7 @@ from fedcluster.engine.params import Params
 from fedcluster.engine.runner import Run, summarize
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
+from fedcluster.errors import UserError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
@@ -75,7 +76,11 @@ def start(device: str) -> None:
     if dist.is_initialized():
         return
     if device != "cpu" and torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= gpus:
+            raise UserError(f"local rank {local} has no GPU of its own ({gpus} on this machine): start at most "
+                            f"{gpus} ranks per machine with device={device}, or use device=cpu")
+        torch.cuda.set_device(local)
         backend = "nccl"
     else:
         backend = "gloo"
