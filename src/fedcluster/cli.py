@@ -53,27 +53,38 @@ def cmd_run(args: argparse.Namespace) -> int:
                             "a config file)")
     with starting_up():
         cfg, typed = resolve(load_raw(path, overrides))  # a bad config fails before the engine (torch) loads
-        from fedcluster.engine.runner import Run
+        from fedcluster.engine import distributed
 
-        run = Run(cfg, typed)
-    print(run.fed.summary(), file=sys.stderr)
+        if cfg.ranks > 1 and not distributed.in_torchrun():  # ranks=N: start N processes under torchrun
+            return distributed.launch_run(args.items, cfg)
+        run = distributed.run_class()(cfg, typed)
+    lead = distributed.world_from_env()[0] == 0  # under torchrun only rank 0 speaks
+    if lead:
+        print(run.fed.summary(), file=sys.stderr)
     summary = run.execute()
-    _report(summary)
+    if lead:
+        _report(summary)
     return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from fedcluster.engine import distributed
     from fedcluster.tracking.resume import plan_resume
 
-    plan = plan_resume(Path(args.run_dir), args.overrides)
+    path = Path(args.run_dir)
+    if distributed.world_from_env()[0] > 0:  # under torchrun: rank 0 locks, checks and writes the directory
+        return distributed.resume_follower(path, args.overrides)
+    if not distributed.in_torchrun() and (path / "config.yaml").is_file():
+        ranks = distributed.follower_resume(path, args.overrides)[0].ranks
+        if ranks > 1:  # the run's (or the override's) ranks=N: start N processes under torchrun
+            return distributed.launch_resume(path, args.overrides, ranks)
+    plan = plan_resume(path, args.overrides)
     if plan.finished:
         plan.run_dir.release()
         print(f"fedcluster: {plan.run_dir.path} has finished all {plan.done} rounds; nothing to do "
               f"(pass rounds=N with N > {plan.done} to extend it)")
         return 0
-    from fedcluster.engine.runner import Run
-
-    summary = Run(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
+    summary = distributed.run_class()(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
     _report(summary)
     return 0
 
@@ -231,14 +242,21 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except DivergedError as e:
-        print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun every rank stops alike; rank 0 says it
+            print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_DIVERGED
     except InterruptedRun as e:
-        print(f"fedcluster: {' '.join(str(e).split())}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"fedcluster: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         print("fedcluster: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except RuntimeError as e:  # under torchrun: another rank went away
+        distributed = sys.modules.get("fedcluster.engine.distributed")
+        if distributed is None or not isinstance(e, distributed.RankLost):
+            raise
+        return distributed.stop_quietly(e)
 
 
 if __name__ == "__main__":

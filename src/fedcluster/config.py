@@ -55,6 +55,7 @@ class RunConfig:
     engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized"] = "auto"
     workers: int = 2
     threads: int | None = None
+    ranks: int = 1  # processes sharing each round's clients (torch.distributed); >1 starts them with torchrun
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forward/backward, fp32 weights and aggregation
     chunk_mb: float | None = None  # memory budget of one vectorised call (default: free accelerator memory)
@@ -270,7 +271,7 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
 
 def _check_ranges(cfg: RunConfig) -> None:
     positive = ("num_clients", "rounds", "local_epochs", "batch_size", "eval_every", "checkpoint_every",
-                "workers")
+                "workers", "ranks")
     for k in positive:
         if getattr(cfg, k) < 1:
             raise ConfigError(f"{k} must be >= 1, got {getattr(cfg, k)}")

@@ -44,6 +44,7 @@ RUN_KEY_DOCS: dict[str, str] = {
     "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs (all give the same models)",
     "workers": "worker processes of the pool engines",
     "threads": "torch intra-op threads (null = torch's default)",
+    "ranks": "processes sharing each round's clients (torch.distributed; >1 starts them with torchrun)",
     "device": "where the engine runs: auto = CUDA when PyTorch sees a GPU, else cpu",
     "precision": "fp32, or bf16 autocast of forward/backward (fp32 weights and aggregation)",
     "chunk_mb": "memory budget of one vectorised call in MiB (null = from free accelerator memory)",

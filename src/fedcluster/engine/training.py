@@ -166,8 +166,8 @@ class Trainer:
     def sibling(self, module: nn.Module, loss: LossFn) -> Trainer:
         """A trainer on the same data and path with another module and per-sample loss (closed with
         this one); e.g. a shared body with K heads whose loss returns [batch, K]."""
-        t = Trainer(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
-                    self.channels_last, self.max_units, self.precision, self.chunk_mb)
+        t = type(self)(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
+                       self.channels_last, self.max_units, self.precision, self.chunk_mb)
         t.loss = loss
         t.nonfinite = self.nonfinite
         # the dense path knows the standard losses and engine.multihead's per-head loss

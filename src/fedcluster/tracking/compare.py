@@ -32,7 +32,7 @@ from fedcluster.storage import folders  # noqa: E402
 CONTRACT = ("config.yaml", "rounds.csv", "summary.json")
 # keys that name where or how a run is computed or logged, not what it computes
 NOT_RESULT_KEYS = frozenset({"seed", "data_seed", "out", "progress", "threads", "workers", "engine", "data_dir",
-                             "checkpoint_every", "tracking", "tracking_uri", "tracking_experiment",
+                             "ranks", "checkpoint_every", "tracking", "tracking_uri", "tracking_experiment",
                              "tensorboard_dir"})
 # (column, heading) of the table; RunRecord.values reads them from one run
 METRICS = (

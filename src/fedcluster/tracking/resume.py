@@ -18,7 +18,7 @@ from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir
 
 MAY_CHANGE = ("rounds", "eval_every", "checkpoint_every", "progress", "threads", "workers", "tracking", "tracking_uri",
-              "tracking_experiment", "tensorboard_dir")
+              "tracking_experiment", "tensorboard_dir", "ranks")
 
 
 @dataclass

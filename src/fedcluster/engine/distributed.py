@@ -1,0 +1,366 @@
+"""One run over several processes (ranks) with torch.distributed: each rank trains its share of a round's units.
+
+Every rank runs the same program (``torchrun --nproc-per-node N -m fedcluster run ...``, or ``fedcluster run
+... ranks=N``, which starts torchrun's elastic agent itself). The clients' work of a round is cut by client:
+client ``c`` belongs to rank ``c % world``. :class:`ShardedTrainer` trains the units of its own clients with the
+in-process engine (the same vectorised, dense, pool or sequential path) and puts every rank's results back in
+unit order with one ``all_reduce`` (each entry has exactly one non-zero contribution, so the sum is exact and
+every rank holds bitwise the same stack); the E-step's per-sample losses are reduced the same way. A unit's
+batches are seeded by (seed, round, client, stream), never by its position in the cohort, so a sharded round
+trains exactly the units of the single-process round.
+
+The server's side (aggregation, E-step statistics, clustering, splits, merges, evaluation) then runs on every
+rank on bitwise identical inputs and gives identical results; :class:`DistributedRun` checks this after each
+round by comparing a fingerprint of the algorithm's state across ranks and stops the run if they differ.
+Only rank 0 writes the run directory (rounds, checkpoints, summary, tracking); a resumed run reads the
+checkpoint on every rank (for several machines the run directory must be on a shared file system).
+
+Backends: gloo on the CPU, NCCL on CUDA (one GPU per local rank). A rank that dies ends the run: torchrun's
+agent stops the others, and ``fedcluster run ... ranks=N`` prints one line naming the rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from fedcluster.algorithms.base import RoundResult
+from fedcluster.config import RunConfig, load_raw, resolve
+from fedcluster.data.federation import Federation
+from fedcluster.engine.params import Params
+from fedcluster.engine.runner import Run, summarize
+from fedcluster.engine.solver import Solver
+from fedcluster.engine.training import Trainer
+from fedcluster.errors import UserError
+from fedcluster.tracking.run_dir import RunDir, default_run_dir
+
+TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
+EXIT_RANK_LOST = 4  # a rank whose peer went away (the launcher names the rank that failed first)
+LAUNCHED = "FEDCLUSTER_LAUNCHED"  # set by :func:`launch` in its ranks: they leave the one-line report to it
+
+
+class RankLost(RuntimeError):
+    """A collective failed: another rank stopped (killed, crashed) or stopped answering."""
+
+
+def world_from_env() -> tuple[int, int]:
+    """(rank, world size) of this process as torchrun sets them; (0, 1) outside torchrun."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def in_torchrun() -> bool:
+    return world_from_env()[1] > 1
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def start(device: str) -> None:
+    """Join the process group of this torchrun job (once): NCCL when the run computes on CUDA, else gloo."""
+    if dist.is_initialized():
+        return
+    if device != "cpu" and torch.cuda.is_available():
+        local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= gpus:
+            raise UserError(f"local rank {local} has no GPU of its own ({gpus} on this machine): start at most "
+                            f"{gpus} ranks per machine with device={device}, or use device=cpu")
+        torch.cuda.set_device(local)
+        backend = "nccl"
+    else:
+        backend = "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+
+
+def owned(clients: np.ndarray, rank_: int, world: int) -> np.ndarray:
+    """Positions of ``clients`` whose client belongs to ``rank_`` (client c: rank c % world)."""
+    return np.flatnonzero(np.asarray(clients, dtype=np.int64) % world == rank_)
+
+
+def _all_reduce(tensors: list[torch.Tensor]) -> None:
+    """Sum ``tensors`` in place over the ranks: one collective per dtype."""
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in tensors:
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for group in by_dtype.values():
+        flat = torch.cat([t.reshape(-1) for t in group])
+        try:
+            dist.all_reduce(flat)
+        except (RuntimeError, dist.DistBackendError) as e:
+            raise RankLost(str(e)) from None
+        i = 0
+        for t in group:
+            t.copy_(flat[i:i + t.numel()].view_as(t))
+            i += t.numel()
+
+
+class ShardedTrainer(Trainer):
+    """A :class:`Trainer` that trains only this rank's clients and gathers every rank's results (module
+    docstring); the algorithms call it as they call the in-process one."""
+
+    def train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+              weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+              init_index: np.ndarray | None = None) -> Params:
+        clients = np.asarray(clients, dtype=np.int64)
+        first = next(iter(init.values()))
+        if world_size() == 1 or first.device.type == "meta":
+            return super().train(init, clients, solver, round_, weights, anchor, stream, init_index)
+        mine = owned(clients, rank(), world_size())
+        idx = torch.as_tensor(mine, device=first.device)
+        full = {k: v.new_zeros((len(clients), *v.shape[1:])) for k, v in init.items()}
+        if len(mine):
+            if init_index is None:
+                part_init, part_index = {k: v.index_select(0, idx) for k, v in init.items()}, None
+            else:
+                part_init, part_index = init, np.asarray(init_index)[mine]
+            part_anchor = None if anchor is None else {k: v.index_select(0, idx.to(v.device))
+                                                       for k, v in anchor.items()}
+            part_weights = None if weights is None else [weights[u] for u in mine]
+            out = super().train(part_init, clients[mine], solver, round_, part_weights, part_anchor, stream,
+                                part_index)
+            for k in full:
+                full[k][idx] = out[k].to(full[k].dtype)
+        _all_reduce(list(full.values()))
+        self._watch(full, clients)  # every rank learns of every diverged client
+        return full
+
+    def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
+        if world_size() == 1:
+            return super().losses(models, rows, shared_body)
+        rows = np.asarray(rows, dtype=np.int64)
+        owner = np.searchsorted(self.ptr, rows, side="right") - 1
+        mine = owned(owner, rank(), world_size())
+        k = len(next(iter(models.values())))
+        full = np.zeros((len(rows), k))
+        if len(mine):
+            full[mine] = super().losses(models, rows[mine], shared_body)
+        out = torch.from_numpy(full).to(self.device)
+        _all_reduce([out])
+        return out.cpu().numpy()
+
+
+def state_fingerprint(state: Any) -> torch.Tensor:
+    """A float64 vector that two ranks with bitwise equal states share: per tensor or array its size, sum,
+    sum of absolute values and NaN count; per scalar its value; the structure's keys and lengths."""
+    out: list[float] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, torch.Tensor | np.ndarray):
+            t = torch.as_tensor(obj).detach().to("cpu", torch.float64)
+            out.extend([t.numel(), float(t.nan_to_num(0.0).sum()), float(t.nan_to_num(0.0).abs().sum()),
+                        float(t.isnan().sum())])
+        elif isinstance(obj, dict):
+            out.append(len(obj))
+            for key in sorted(obj, key=str):
+                out.append(len(str(key)))
+                walk(obj[key])
+        elif isinstance(obj, list | tuple):
+            out.append(len(obj))
+            for v in obj:
+                walk(v)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            walk({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+        elif isinstance(obj, bool | int | float | np.number):
+            v = float(obj)
+            out.append(0.0 if v != v else v)
+        elif isinstance(obj, str):
+            out.append(len(obj))
+    walk(state)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def check_same_state(state: Any, round_: int, device: torch.device) -> None:
+    """Stop the run if the ranks' algorithm states differ after round ``round_`` (they must not)."""
+    mine = state_fingerprint(state).to(device)
+    try:
+        n = torch.tensor([len(mine), -len(mine)], dtype=torch.float64, device=device)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        same = int(n[0]) == -int(n[1])
+        if same:
+            lo, hi = mine.clone(), mine.clone()
+            dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+            dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+            same = bool(torch.equal(lo, hi))
+    except (RuntimeError, dist.DistBackendError) as e:
+        raise RankLost(str(e)) from None
+    if not same:
+        raise RuntimeError(f"the ranks' algorithm states differ after round {round_}: a server-side step is not "
+                           "deterministic across processes; run it with one process")
+
+
+class FollowerRunDir(RunDir):
+    """The run directory as ranks other than 0 see it: read-only (the checkpoint to resume from); every
+    write is rank 0's."""
+
+    def acquire(self, new: bool) -> bool:
+        return False
+
+    def release(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        pass
+
+    def create(self, config_yaml: str) -> None:
+        pass
+
+    def write_config(self, config_yaml: str) -> None:
+        pass
+
+    def restart_at(self, completed: int) -> list[dict[str, float]]:
+        return []
+
+    def append_round(self, row: dict[str, Any]) -> None:
+        pass
+
+    def append_jsonl(self, name: str, record: dict[str, Any]) -> None:
+        pass
+
+    def write_clients(self, rows: list[dict[str, Any]]) -> None:
+        pass
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        pass
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class DistributedRun(Run):
+    """The in-process run loop on one rank of a torchrun job (module docstring)."""
+
+    def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
+                 fed: Federation | None = None, run_dir: RunDir | None = None) -> None:
+        start(cfg.device)
+        self.rank, self.world = rank(), world_size()
+        if self.rank != 0:
+            cfg.progress = False
+            cfg.tracking = []
+            path = run_dir.path if run_dir is not None else Path(cfg.out or "runs/rank-follower")
+            run_dir = FollowerRunDir(path)
+        elif run_dir is None and not cfg.out:  # the default folder is rank 0's to name
+            run_dir = RunDir(default_run_dir(cfg.algorithm, cfg.scenario))
+        super().__init__(cfg, typed, resume, fed, run_dir)
+
+    def make_trainer(self, module: torch.nn.Module) -> Trainer:
+        cfg, tr = self.cfg, self.fed.train
+        return ShardedTrainer(module, tr.x, tr.y, tr.ptr, self.fed.task, seed=cfg.seed, path=self.engine_path,
+                              workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb)
+
+    def play_round(self, t: int) -> RoundResult:
+        res = super().play_round(t)
+        check_same_state(self.alg.state_dict(), t + 1, self.device if self.device.type == "cuda" else
+                         torch.device("cpu"))
+        return res
+
+    def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
+        if self.rank == 0:
+            return super().finish(rows, val_acc, elapsed)
+        return summarize(rows) | {"wall_seconds": elapsed, "run_dir": str(self.dir.path)}
+
+
+def run_class() -> type[Run]:
+    """The run loop for this process: :class:`DistributedRun` under torchrun, else the in-process one."""
+    return DistributedRun if in_torchrun() else Run
+
+
+def follower_resume(path: Path, overrides: list[str]) -> tuple[RunConfig, dict[str, Any]]:
+    """Rank > 0's view of ``fedcluster resume``: the run's config with ``overrides``, without the lock (rank 0
+    checks what may change and refuses for everyone: torchrun then stops the other ranks)."""
+    raw = load_raw(path / "config.yaml", overrides)
+    raw["out"] = str(path)
+    return resolve(raw)
+
+
+def stop_quietly(e: RankLost) -> int:
+    """A rank whose peer went away: one line under plain torchrun, none when :func:`launch` reports it."""
+    if not os.environ.get(LAUNCHED):
+        r = os.environ.get("RANK", "?")
+        print(f"fedcluster: rank {r} lost contact with another rank ({' '.join(str(e).split())[:120]}); "
+              "torchrun's report names the rank that failed", file=sys.stderr)
+    return EXIT_RANK_LOST
+
+
+# -- the launcher of `fedcluster run ... ranks=N` ------------------------------------------------------
+def launch(command: list[str], ranks: int, run_dir: Path) -> int:
+    """Run ``python -m fedcluster COMMAND...`` as ``ranks`` processes under torchrun's elastic agent on this
+    machine; a rank that fails ends the run with one line naming it and how to resume."""
+    os.environ.setdefault("LOGLEVEL", "ERROR")  # torch.distributed.elastic's loggers: the agent's notices
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # as torchrun does: N ranks share the cores
+    os.environ[LAUNCHED] = "1"
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=ranks, run_id=uuid.uuid4().hex,
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, start_method="spawn")
+    try:
+        elastic_launch(config, sys.executable)("-m", "fedcluster", *command)
+    except ChildFailedError as e:
+        return _report_failure(e, run_dir)
+    except SignalException as e:  # Ctrl-C or a kill of this process: the agent stopped the ranks
+        if e.sigval != signal.SIGINT:  # on Ctrl-C rank 0 said where the results are
+            print(f"fedcluster: stopped by {signal.Signals(e.sigval).name}; `fedcluster resume {run_dir}` "
+                  "continues from its last checkpoint", file=sys.stderr)
+        return 128 + int(e.sigval)
+    return 0
+
+
+def _report_failure(e: Any, run_dir: Path) -> int:
+    failures = e.failures  # global rank -> ProcessFailure
+    # the ranks that failed on their own: not those that lost their peer or that the agent stopped (SIGTERM)
+    causes = {r: f for r, f in failures.items() if f.exitcode not in (EXIT_RANK_LOST, -signal.SIGTERM)} or failures
+    r = min(causes, key=lambda k: (causes[k].timestamp, k))
+    f = causes[r]
+    how = f"was killed by {signal.Signals(-f.exitcode).name}" if f.exitcode < 0 else f"exited with status {f.exitcode}"
+    if f.exitcode in (2, 3):  # rank 0 printed the one line (bad input, divergence); keep its status
+        return f.exitcode
+    resume = ""
+    if (run_dir / "config.yaml").is_file():
+        resume = f"; `fedcluster resume {run_dir}` continues from its last checkpoint"
+    print(f"fedcluster: rank {r} {how}; the run stopped{resume}", file=sys.stderr)
+    return 1
+
+
+def launch_run(items: list[str], cfg: RunConfig) -> int:
+    """``fedcluster run ... ranks=N``: name the run directory here (so the one-line report can point at it),
+    then start the ranks with ``out=`` set to it."""
+    out = Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario)
+    if not cfg.out:
+        out.rmdir()  # claimed to reserve the name; rank 0 makes it again
+    return launch(["run", *items, f"out={out}"], cfg.ranks, out)
+
+
+def launch_resume(path: Path, overrides: list[str], ranks: int) -> int:
+    return launch(["resume", str(path), *overrides], ranks, path)
+
+
+
+def resume_follower(path: Path, overrides: list[str]) -> int:
+    """``fedcluster resume`` on a rank > 0: the same decision as rank 0 (nothing to do once finished), then the
+    rounds with a read-only view of the run directory."""
+    cfg, typed = follower_resume(path, overrides)
+    run_dir = FollowerRunDir(path)
+    if run_dir.checkpoint.exists() and (path / "summary.json").is_file() \
+            and int(run_dir.load_checkpoint()["round"]) == cfg.rounds:
+        return 0
+    DistributedRun(cfg, typed, resume=True, run_dir=run_dir).execute()
+    return 0

@@ -1,0 +1,189 @@
+"""Runs over several processes (engine.distributed): two gloo ranks on the CPU give the single-process rounds.csv,
+a killed rank ends the run with one line naming it, and the run resumes from rank 0's checkpoint.
+
+The 2-rank jobs start two interpreters (``distributed_child.py``) with torch.distributed's env variables set
+here, so that one process group serves several methods; the kill test goes through ``fedcluster run ...
+ranks=2`` (torchrun's elastic agent).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import fedcluster
+from fedcluster.cli import main
+from fedcluster.engine import distributed
+from fedcluster.registry import ALGORITHMS
+from fedcluster.storage.state_file import load_state
+
+SRC = str(Path(fedcluster.__file__).parents[1])
+CHILD = str(Path(__file__).with_name("distributed_child.py"))
+TINY = ["num_clients=6", "rounds=3", "progress=false", "model.hidden=[16]", "threads=1", "checkpoint_every=2"]
+OWN = {"fedmd": ["algorithm.delta=1.0"]}  # fedmd needs Δ when the federation has no θ*
+
+
+def _env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", **extra}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rows(out: Path) -> list[dict[str, str]]:
+    with (out / "rounds.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def _assert_same_rounds(a: Path, b: Path) -> None:
+    """Every column but the time, to float tolerance (rounds.csv keeps 6 significant digits)."""
+    ra, rb = _rows(a), _rows(b)
+    assert len(ra) == len(rb) and ra, (a, b)
+    for x, y in zip(ra, rb, strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            if k != "seconds":
+                np.testing.assert_allclose(float(x[k]), float(y[k]), rtol=1e-5, atol=1e-7, err_msg=f"{a} {k}")
+
+
+def _two_ranks(root: Path, methods: list[str], args: list[str], timeout: float = 600) -> None:
+    specs = ",".join("+".join([m, *OWN.get(m, [])]) for m in methods)
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, CHILD, str(root), specs, *args],
+                              env=_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                                       MASTER_PORT=port),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    logs = [p.communicate(timeout=timeout)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(logs)
+
+
+def _check_methods(tmp_path: Path, methods: list[str]) -> None:
+    for m in methods:
+        assert main(["run", *TINY, f"algorithm={m}", *OWN.get(m, []), f"out={tmp_path / 'one' / m}"]) == 0
+    _two_ranks(tmp_path / "two", methods, TINY)
+    for m in methods:
+        _assert_same_rounds(tmp_path / "one" / m, tmp_path / "two" / m)
+        # rank 0 alone wrote the run directory: one row per round, and the end-of-run files
+        assert len(_rows(tmp_path / "two" / m)) == 3
+        assert (tmp_path / "two" / m / "summary.json").is_file()
+
+
+# fedrc: training, E-step losses and soft weights; hcfl-plus: shared body + K heads, splits and removals
+REPRESENTATIVE = ["fedrc", "hcfl-plus"]
+
+
+def test_two_ranks_give_the_single_process_rounds(tmp_path: Path) -> None:
+    _check_methods(tmp_path, REPRESENTATIVE)
+
+
+@pytest.mark.slow
+def test_two_ranks_give_the_single_process_rounds_for_every_method(tmp_path: Path) -> None:
+    _check_methods(tmp_path, sorted(ALGORITHMS.names()))
+
+
+def test_every_client_belongs_to_exactly_one_rank() -> None:
+    clients = np.array([5, 0, 3, 3, 8, 1, 2, 7, 5])  # units of a round: clients repeat (client × cluster)
+    parts = [distributed.owned(clients, r, 3) for r in range(3)]
+    assert sorted(np.concatenate(parts).tolist()) == list(range(len(clients)))
+    for r, p in enumerate(parts):
+        assert set((clients[p] % 3).tolist()) <= {r}
+
+
+def test_state_fingerprint_tells_states_apart() -> None:
+    state = {"models": {"w": torch.arange(6.0).view(2, 3)}, "omega": np.eye(2), "k": 2, "ids": [0, 1]}
+    same = {"models": {"w": torch.arange(6.0).view(2, 3)}, "omega": np.eye(2), "k": 2, "ids": [0, 1]}
+    assert torch.equal(distributed.state_fingerprint(state), distributed.state_fingerprint(same))
+    for other in ({**state, "k": 3}, {**state, "ids": [0, 1, 2]}, {**state, "omega": np.eye(2) * 2},
+                  {**state, "models": {"w": torch.full((2, 3), float("nan"))}}):
+        assert not torch.equal(distributed.state_fingerprint(state), distributed.state_fingerprint(other))
+
+
+def test_the_failed_rank_is_named_not_those_torchrun_stopped(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "config.yaml").write_text("")
+    fail = SimpleNamespace(failures={0: SimpleNamespace(exitcode=-signal.SIGTERM, timestamp=5),
+                                     1: SimpleNamespace(exitcode=-signal.SIGKILL, timestamp=5),
+                                     2: SimpleNamespace(exitcode=distributed.EXIT_RANK_LOST, timestamp=4)})
+    assert distributed._report_failure(fail, tmp_path) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fedcluster: rank 1 was killed by SIGKILL") and f"fedcluster resume {tmp_path}" in err
+
+
+def test_ranks_must_be_positive(capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "ranks=0"]) == 2
+    assert "ranks must be >= 1" in capsys.readouterr().err
+
+
+def _rank_pid(parent: int, rank: int) -> int | None:
+    """The worker of ``parent`` (torchrun's agent) whose environment says RANK=rank."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != parent:
+                continue
+            if f"RANK={rank}".encode() in (d / "environ").read_bytes().split(b"\0"):
+                return int(d.name)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the rank's process through /proc")
+def test_a_killed_rank_ends_the_run_in_one_line_and_resume_loses_nothing(tmp_path: Path) -> None:
+    args = [a for a in TINY if not a.startswith(("rounds=", "checkpoint_every="))] + ["checkpoint_every=1"]
+    killed = tmp_path / "killed"
+    job = subprocess.Popen([sys.executable, "-m", "fedcluster", "run", *args, "rounds=500", "ranks=2",
+                            f"out={killed}"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 300
+        while time.monotonic() < end and job.poll() is None:
+            if (killed / "rounds.csv").is_file() and len((killed / "rounds.csv").read_text().splitlines()) > 2:
+                break
+            time.sleep(0.05)
+        pid = _rank_pid(job.pid, 1)
+        assert pid is not None, job.communicate(timeout=60)
+        os.kill(pid, signal.SIGKILL)
+        _, err = job.communicate(timeout=120)  # no hang: the agent stops rank 0 when rank 1 dies
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 1, err
+    lines = [line for line in err.splitlines() if line.startswith("fedcluster:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("fedcluster: rank 1 was killed by SIGKILL") and f"resume {killed}" in lines[0]
+    done = int(load_state(killed / "checkpoint.pt", "checkpoint")["round"])  # rank 0's last checkpoint
+    assert 1 <= done < 500
+    # the checkpoint of a 2-rank run continues in one process (ranks may change on resume) with nothing lost
+    assert main(["resume", str(killed), f"rounds={done + 2}", "ranks=1"]) == 0
+    straight = tmp_path / "straight"
+    assert main(["run", *args, f"rounds={done + 2}", f"out={straight}"]) == 0
+    _assert_same_rounds(straight, killed)
+
+
+@pytest.mark.slow
+def test_a_two_rank_run_resumes_on_two_ranks_like_a_straight_run(tmp_path: Path) -> None:
+    args = [a for a in TINY if not a.startswith("rounds=")] + ["algorithm=fedrc", "checkpoint_every=1"]
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    fed = [sys.executable, "-m", "fedcluster"]
+    for cmd in (["run", *args, "rounds=3", "ranks=2", f"out={resumed}"], ["resume", str(resumed), "rounds=5"]):
+        done = subprocess.run([*fed, *cmd], env=_env(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+    again = subprocess.run([*fed, "resume", str(resumed)], env=_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr  # rank 1 does not wait for it
+    assert main(["run", *args, "rounds=5", f"out={straight}"]) == 0
+    _assert_same_rounds(straight, resumed)
