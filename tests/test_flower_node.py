@@ -1,0 +1,114 @@
+"""``fedcluster flower node``: a taken port and a SuperLink that never answers end quickly with one line and
+exit status 2; stopping the wrapper stops the SuperNode and everything it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fedcluster.cli import main
+from fedcluster.flower.process import run_forwarding_signals
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def gone(pid: int) -> bool:
+    """True when no process ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_until(predicate, timeout: float) -> bool:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_taken_port_is_one_line_naming_port(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["flower", "node", "--insecure", "--partition-id", "1", "--port", str(port)]) == 2
+    err = one_line_error(capsys)
+    assert "already in use" in err and "--port" in err
+
+
+@pytest.mark.parametrize("listening", [False, True], ids=["refused", "never-answers"])
+def test_a_superlink_that_does_not_answer_fails_fast(listening: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """A closed port, and a port that accepts connections but never replies (listen without accept)."""
+    with socket.socket() as link, socket.socket() as node_port:
+        link.bind(("127.0.0.1", 0))
+        node_port.bind(("127.0.0.1", 0))
+        if listening:
+            link.listen()
+        address = f"127.0.0.1:{link.getsockname()[1]}"
+        free = str(node_port.getsockname()[1])
+        node_port.close()
+        start = time.monotonic()
+        code = main(["flower", "node", "--insecure", "--partition-id", "0", "--port", free, "--superlink", address,
+                     "--connect-timeout", "1.5"])
+        elapsed = time.monotonic() - start
+    assert code == 2
+    err = one_line_error(capsys)
+    assert address in err and "--connect-timeout" in err
+    assert elapsed < 6, elapsed
+
+
+CHILD = textwrap.dedent("""
+    import subprocess, sys, time
+    grandchild = subprocess.Popen(["sleep", "600"])
+    open(sys.argv[1], "w").write(f"{grandchild.pid}\\n")
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_wrapper_stops_the_child_and_its_children(sig: int, tmp_path: Path) -> None:
+    """The wrapper (as ``flower node`` runs the SuperNode) gets the signal alone, as from ``kill PID``; the
+    child and the process the child started must end with it."""
+    (tmp_path / "child.py").write_text(CHILD)
+    pids = tmp_path / "pids"
+    wrapper_code = ("import os, sys; from fedcluster.flower.process import run_forwarding_signals as run; "
+                    f"code, sig = run([sys.executable, {str(tmp_path / 'child.py')!r}, {str(pids)!r}], os.environ); "
+                    "print(code, sig)")
+    env = {**os.environ, "PYTHONPATH": SRC}
+    wrapper = subprocess.Popen([sys.executable, "-c", wrapper_code], env=env, stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    child = grandchild = 0
+    try:
+        assert wait_until(lambda: pids.exists() and pids.read_text().endswith("\n"), 30), "the child never started"
+        grandchild = int(pids.read_text())
+        child = int(Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split()[0])
+        os.kill(wrapper.pid, sig)
+        out, _ = wrapper.communicate(timeout=30)
+        assert out.split() == [str(-sig), str(int(sig))]  # the child ended by the forwarded signal
+        assert wait_until(lambda: gone(child) and gone(grandchild), 10), "the wrapper's children outlived it"
+    finally:
+        for pid in (wrapper.pid, child, grandchild):
+            if pid and not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_the_childs_exit_status_comes_back() -> None:
+    assert run_forwarding_signals([sys.executable, "-c", "raise SystemExit(7)"], os.environ) == (7, None)
