@@ -62,6 +62,9 @@ def add_parser(sub: Any) -> None:
     nd.add_argument("--connect-timeout", type=float, default=120.0, metavar="SECONDS",
                     help="give up with an error when the SuperLink cannot be reached for this long, at the start "
                          "or after losing it during a run (default 120)")
+    nd.add_argument("--no-warm-worker", action="store_true",
+                    help="let every ClientApp process import PyTorch and build the partition itself (Flower's "
+                         "default) instead of handing the work to this process, which keeps them ready")
     nd.add_argument("--auth-private-key", default=None,
                     help="SuperNode authentication: this node's EC private key (PEM); its public key must be "
                          "registered first (fedcluster flower register)")
@@ -220,6 +223,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
+    from fedcluster.flower.wire import WORKER_ENV
+    from fedcluster.flower.worker import warm_worker
+
     _check_tls(args)
     if args.partition_id < 0:
         raise UserError("--partition-id must be >= 0")
@@ -239,7 +245,12 @@ def cmd_node(args: argparse.Namespace) -> int:
     if args.auth_private_key:
         cmd += ["--auth-supernode-private-key", args.auth_private_key]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    code, stopped_by = run_forwarding_signals(cmd, env)
+    if args.no_warm_worker:
+        env.pop(WORKER_ENV, None)
+        code, stopped_by = run_forwarding_signals(cmd, env)
+    else:
+        with warm_worker() as socket_path:
+            code, stopped_by = run_forwarding_signals(cmd, {**env, WORKER_ENV: socket_path})
     if stopped_by is not None:
         return 128 + stopped_by  # stopped on request: the shell's status for a process ended by that signal
     if code != 0:
