@@ -1,8 +1,8 @@
 """Seconds per round of a real Flower deployment on this machine: one ``flower-superlink`` and one
 ``fedcluster flower node`` per client on loopback (``--insecure``), the run submitted with ``fedcluster
 flower serve``. Variants, interleaved: ``warm`` (the default: each node's warm worker does the work) and
-``cold`` (``--no-warm-worker``: every ``flwr-clientapp`` process imports PyTorch and builds the partition,
-as a bare ``flower-supernode`` does). Prints each variant's per-round seconds (rounds.csv) and the median
+``cold`` (``--no-warm-worker`` and Flower's 1 s SuperExec poll: every ``flwr-clientapp`` process imports
+PyTorch and builds the partition, as with a bare ``flower-supernode``). Prints each variant's per-round seconds (rounds.csv) and the median
 of rounds 2.. over the repeats.
 
 Usage: python benchmarks/flower_deploy_rounds.py [--config configs/flower-ifca-digits.yaml] [--clients 3]
@@ -58,9 +58,10 @@ def deployment(variant: str, config: str, clients: int, rounds: int, out: Path) 
     try:
         for i in range(clients):
             extra = ["--no-warm-worker"] if variant == "cold" else []
+            node_env = {**env, "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "1.0"} if variant == "cold" else env
             procs.append(start([sys.executable, "-m", "fedcluster", "flower", "node", "--insecure", "--superlink",
                                 f"127.0.0.1:{port}", "--partition-id", str(i), "--port", str(free_port()), *extra],
-                               out / f"node{i}.log", env))
+                               out / f"node{i}.log", node_env))
         run_dir = out / "run"
         cmd = [sys.executable, "-m", "fedcluster", "flower", "serve", config, f"num_clients={clients}",
                f"rounds={rounds}", f"out={run_dir}", "--superlink", f"127.0.0.1:{port}", "--insecure"]

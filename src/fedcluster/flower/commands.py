@@ -25,6 +25,7 @@ from typing import Any
 from fedcluster.errors import UserError
 from fedcluster.flower.process import DEFAULT_NODE_PORT, check_port_free, run_forwarding_signals, wait_for_superlink
 
+TASK_POLL_SECONDS = 0.2  # FLWR_SUPEREXEC_TASK_POLL_INTERVAL for a node's SuperExec unless set
 FLOWER_KEYS_HELP = """\
 keys besides the run's (fedcluster run --help):
   flower.min_clients=N   fewest clients a round may run with; a round left with fewer after its failed
@@ -245,6 +246,9 @@ def cmd_node(args: argparse.Namespace) -> int:
     if args.auth_private_key:
         cmd += ["--auth-supernode-private-key", args.auth_private_key]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # the SuperNode's SuperExec looks for a message to start a ClientApp for every second by default (Flower
+    # 1.41); every message of a round waits half of that on average
+    env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", str(TASK_POLL_SECONDS))
     if args.no_warm_worker:
         env.pop(WORKER_ENV, None)
         code, stopped_by = run_forwarding_signals(cmd, env)
