@@ -2,8 +2,8 @@
 ``fedcluster flower node`` per client on loopback (``--insecure``), the run submitted with ``fedcluster
 flower serve``. Variants, interleaved: ``warm`` (the default: each node's warm worker does the work) and
 ``cold`` (``--no-warm-worker`` and Flower's 1 s SuperExec poll: every ``flwr-clientapp`` process imports
-PyTorch and builds the partition, as with a bare ``flower-supernode``). Prints each variant's per-round seconds (rounds.csv) and the median
-of rounds 2.. over the repeats.
+PyTorch and builds the partition, as with a bare ``flower-supernode``). Prints each variant's per-round
+seconds (rounds.csv) and the median of rounds 2.. over the repeats.
 
 Usage: python benchmarks/flower_deploy_rounds.py [--config configs/flower-ifca-digits.yaml] [--clients 3]
        [--rounds 3] [--repeats 1] [--variants warm,cold] [--out runs/flower-deploy]
