@@ -262,14 +262,21 @@ def test_a_server_that_never_answers_fails_within_the_timeout(tmp_path: Path, mo
     assert uri in _one_error_line(capsys)
 
 
-@pytest.mark.parametrize("where", ["folder", "missing-folder", "file-as-folder"])
+@pytest.mark.parametrize("where", ["folder", "file-as-folder", "proc"])
 def test_a_sqlite_path_that_cannot_be_a_database_is_one_line(where: str, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "a-file").write_text("x")
-    path = {"folder": tmp_path, "missing-folder": tmp_path / "nope" / "mlflow.db",
-            "file-as-folder": tmp_path / "a-file" / "mlflow.db"}[where]
+    path = {"folder": tmp_path, "file-as-folder": tmp_path / "a-file" / "mlflow.db",
+            "proc": Path("/proc/mlflow.db")}[where]
     start = time.monotonic()
     assert main(["run", *FAST, f"out={tmp_path / 'r'}", "tracking=mlflow", f"tracking_uri=sqlite:///{path}"]) == 2
     assert time.monotonic() - start < 10
     assert "tracking_uri=" in _one_error_line(capsys)
     assert not (tmp_path / "r" / "rounds.csv").exists()
+
+
+def test_a_missing_sqlite_folder_is_created(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "deeper" / "mlflow.db"
+    uri = f"tracking_uri=sqlite:///{db}"
+    assert main(["run", *FAST, "rounds=1", f"out={tmp_path / 'r'}", "tracking=mlflow", uri]) == 0
+    assert [r.info.run_name for r in _runs(_mlflow(db.parent))] == ["r"]

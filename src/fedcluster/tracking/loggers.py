@@ -94,8 +94,9 @@ def default_tracking_uri(run_dir: Path) -> str:
 
 
 def check_sqlite_uri(uri: str) -> None:
-    """One line when a ``sqlite:///PATH`` URI cannot name a database file (a folder, a missing or read-only
-    parent folder), before SQLAlchemy's retries and tracebacks."""
+    """One line when a ``sqlite:///PATH`` URI cannot name a database file that this process can write (a
+    folder, a path under a file, a read-only place), before SQLAlchemy's retries and tracebacks. A missing
+    folder is created, as MLflow would."""
     if not uri.startswith("sqlite:"):
         return
     if not uri.startswith("sqlite:///"):
@@ -109,11 +110,12 @@ def check_sqlite_uri(uri: str) -> None:
         raise UserError(f"tracking_uri={uri!r} names a folder, not a database file{hint}")
     if path.exists() and not path.is_file():
         raise UserError(f"tracking_uri={uri!r} is not a regular file{hint}")
-    parent = path.parent
-    if not parent.is_dir():
-        raise UserError(f"tracking_uri={uri!r}: the folder {str(parent)!r} does not exist; create it first{hint}")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.R_OK | os.W_OK)):
-        raise UserError(f"tracking_uri={uri!r}: no permission to write there{hint}")
+    try:  # what SQLite will do: create the folder and the file, open it for writing
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab"):
+            pass
+    except OSError as e:
+        raise UserError(f"tracking_uri={uri!r}: cannot write a database there ({e.strerror or e}){hint}") from None
 
 
 @contextmanager
