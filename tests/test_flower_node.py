@@ -110,5 +110,28 @@ def test_stopping_the_wrapper_stops_the_child_and_its_children(sig: int, tmp_pat
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_wrapper_killed_outright_takes_its_child_along(tmp_path: Path) -> None:
+    """SIGKILL cannot be passed on; the child still ends (Linux sends it SIGTERM when its parent dies)."""
+    (tmp_path / "child.py").write_text(CHILD)
+    pids = tmp_path / "pids"
+    wrapper_code = ("import os, sys; from fedcluster.flower.process import run_forwarding_signals as run; "
+                    f"run([sys.executable, {str(tmp_path / 'child.py')!r}, {str(pids)!r}], os.environ)")
+    wrapper = subprocess.Popen([sys.executable, "-c", wrapper_code], env={**os.environ, "PYTHONPATH": SRC},
+                               start_new_session=True)
+    child = grandchild = 0
+    try:
+        assert wait_until(lambda: pids.exists() and pids.read_text().endswith("\n"), 30), "the child never started"
+        grandchild = int(pids.read_text())
+        child = int(Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split()[0])
+        wrapper.kill()
+        wrapper.wait(timeout=10)
+        assert wait_until(lambda: gone(child), 10), "the child outlived its killed wrapper"
+    finally:
+        for pid in (wrapper.pid, child, grandchild):
+            if pid and not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_the_childs_exit_status_comes_back() -> None:
     assert run_forwarding_signals([sys.executable, "-c", "raise SystemExit(7)"], os.environ) == (7, None)

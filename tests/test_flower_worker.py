@@ -47,7 +47,9 @@ def test_frames_round_trip_arrays_and_header() -> None:
 
 
 def test_the_worker_answers_as_the_clientapp_would() -> None:
-    with warm_worker() as path:
+    with warm_worker() as worker:
+        worker.start()
+        path = worker.path
         assert oct(os.stat(Path(path).parent).st_mode & 0o777) == oct(0o700)  # this user's only
         reply, _ = ask_worker(path, {"op": "hello", "partition": 2, "config": CONFIG})
         assert reply["hello"] == node_work.hello(2, CONFIG)

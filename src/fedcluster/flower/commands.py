@@ -253,8 +253,8 @@ def cmd_node(args: argparse.Namespace) -> int:
         env.pop(WORKER_ENV, None)
         code, stopped_by = run_forwarding_signals(cmd, env)
     else:
-        with warm_worker() as socket_path:
-            code, stopped_by = run_forwarding_signals(cmd, {**env, WORKER_ENV: socket_path})
+        with warm_worker() as worker:
+            code, stopped_by = run_forwarding_signals(cmd, {**env, WORKER_ENV: worker.path}, on_start=worker.start)
     if stopped_by is not None:
         return 128 + stopped_by  # stopped on request: the shell's status for a process ended by that signal
     if code != 0:

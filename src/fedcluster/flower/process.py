@@ -4,6 +4,7 @@ node's port is free, the SuperLink can be reached) and a child process that stop
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import http.client
 import os
@@ -11,8 +12,9 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from fedcluster.errors import UserError
 
@@ -86,11 +88,35 @@ def wait_for_superlink(address: str, timeout: float, root_certificates: str | No
         time.sleep(min(attempt_every, left))
 
 
-def run_forwarding_signals(cmd: list[str], env: Mapping[str, str]) -> tuple[int, int | None]:
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks Linux to send SIGTERM to the child when this process dies, even by SIGKILL
+    (``prctl(PR_SET_PDEATHSIG)``); None elsewhere. The C function is looked up now: after the fork the
+    child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
+    return lambda: prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+
+
+def run_forwarding_signals(cmd: list[str], env: Mapping[str, str], on_start: Callable[[], None] | None = None
+                           ) -> tuple[int, int | None]:
     """Run ``cmd`` in its own process group and pass SIGTERM, SIGINT and SIGHUP on to that whole group (the
-    SuperNode and what it starts), so that stopping the wrapper stops the node. A group that has not ended
-    ``GRACE_SECONDS`` after a signal is killed. (The child's exit status, the first signal received or None.)"""
-    child = subprocess.Popen(cmd, env=dict(env), start_new_session=True)
+    SuperNode and what it starts), so that stopping the wrapper stops the node; if the wrapper is killed
+    outright (SIGKILL), Linux sends the child SIGTERM. A group that has not ended ``GRACE_SECONDS`` after a
+    signal is killed. ``on_start`` runs once the child exists (start threads there, not before the fork).
+    (The child's exit status, the first signal received or None.)"""
+    child = subprocess.Popen(cmd, env=dict(env), start_new_session=True, preexec_fn=_die_with_parent())
+    if on_start is not None:
+        try:
+            on_start()
+        except BaseException:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise
     received: list[int] = []
 
     def forward(signum: int, frame: object) -> None:

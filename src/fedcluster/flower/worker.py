@@ -45,19 +45,35 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.lock = threading.Lock()
 
 
+class WarmWorker:
+    """The socket is bound (and queues connections) from construction; :meth:`start` starts serving and
+    loads PyTorch in background threads (started after the SuperNode, so that no thread runs while the
+    SuperNode's process is forked)."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="fedcluster-node-"))  # mkdtemp: mode 0700
+        self.path = str(self.folder / "worker.sock")
+        self.server = _Server(self.path)
+        self.started = False
+
+    def start(self) -> None:
+        threading.Thread(target=self.server.serve_forever, name="fedcluster-node-worker", daemon=True).start()
+        # PyTorch and the engine imported now, while the SuperNode connects, not when the first message waits
+        threading.Thread(target=importlib.import_module, args=("fedcluster.flower.node_work",), daemon=True).start()
+        self.started = True
+
+    def close(self) -> None:
+        if self.started:
+            self.server.shutdown()
+        self.server.server_close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 @contextmanager
-def warm_worker() -> Iterator[str]:
-    """Serve node work on a fresh socket in a background thread; yields the socket's path."""
-    folder = Path(tempfile.mkdtemp(prefix="fedcluster-node-"))  # mkdtemp: mode 0700
-    path = str(folder / "worker.sock")
-    server = _Server(path)
-    thread = threading.Thread(target=server.serve_forever, name="fedcluster-node-worker", daemon=True)
-    thread.start()
-    # PyTorch and the engine imported now, while the SuperNode connects, not when the first message waits
-    threading.Thread(target=importlib.import_module, args=("fedcluster.flower.node_work",), daemon=True).start()
+def warm_worker() -> Iterator[WarmWorker]:
+    """A bound worker socket (``.path``), closed and removed at the end; call ``.start()`` to serve."""
+    worker = WarmWorker()
     try:
-        yield path
+        yield worker
     finally:
-        server.shutdown()
-        server.server_close()
-        shutil.rmtree(folder, ignore_errors=True)
+        worker.close()
