@@ -135,3 +135,40 @@ def test_a_wrapper_killed_outright_takes_its_child_along(tmp_path: Path) -> None
 
 def test_the_childs_exit_status_comes_back() -> None:
     assert run_forwarding_signals([sys.executable, "-c", "raise SystemExit(7)"], os.environ) == (7, None)
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_of_a_real_node_wrapper_stops_the_supernode(tmp_path: Path) -> None:
+    """A real SuperLink and ``fedcluster flower node``: ``kill WRAPPER_PID`` ends the SuperNode and what it
+    started (its SuperExec)."""
+    pytest.importorskip("flwr")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from flower_cluster import Cluster
+
+    c = Cluster(tmp_path)
+    try:
+        c.start_link()
+        c.start_node(0)
+        wrapper = c.procs["node0"]
+        assert wait_until(lambda: len(_descendants(wrapper.pid)) >= 2, 120), c.log_tail("node0")
+        below = _descendants(wrapper.pid)  # flower-supernode and its flower-superexec
+        os.kill(wrapper.pid, signal.SIGTERM)  # the wrapper alone, as `kill PID` does
+        wrapper.wait(timeout=40)
+        assert wait_until(lambda: all(gone(p) for p in below), 10), c.log_tail("node0")
+    finally:
+        c.close()
