@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,54 +85,47 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_stopping_the_wrapper_stops_the_child_and_its_children(sig: int, tmp_path: Path) -> None:
-    """The wrapper (as ``flower node`` runs the SuperNode) gets the signal alone, as from ``kill PID``; the
-    child and the process the child started must end with it."""
+@contextmanager
+def wrapper_of_a_child(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, int, int]]:
+    """A process running ``run_forwarding_signals`` on a child that starts a grandchild; (wrapper, child pid,
+    grandchild pid) once both run. The wrapper prints the child's exit status and the signal it got."""
     (tmp_path / "child.py").write_text(CHILD)
     pids = tmp_path / "pids"
     wrapper_code = ("import os, sys; from fedcluster.flower.process import run_forwarding_signals as run; "
                     f"code, sig = run([sys.executable, {str(tmp_path / 'child.py')!r}, {str(pids)!r}], os.environ); "
                     "print(code, sig)")
-    env = {**os.environ, "PYTHONPATH": SRC}
-    wrapper = subprocess.Popen([sys.executable, "-c", wrapper_code], env=env, stdout=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    wrapper = subprocess.Popen([sys.executable, "-c", wrapper_code], env={**os.environ, "PYTHONPATH": SRC},
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
     child = grandchild = 0
     try:
         assert wait_until(lambda: pids.exists() and pids.read_text().endswith("\n"), 30), "the child never started"
         grandchild = int(pids.read_text())
         child = int(Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split()[0])
-        os.kill(wrapper.pid, sig)
-        out, _ = wrapper.communicate(timeout=30)
-        assert out.split() == [str(-sig), str(int(sig))]  # the child ended by the forwarded signal
-        assert wait_until(lambda: gone(child) and gone(grandchild), 10), "the wrapper's children outlived it"
+        yield wrapper, child, grandchild
     finally:
         for pid in (wrapper.pid, child, grandchild):
             if pid and not gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_wrapper_stops_the_child_and_its_children(sig: int, tmp_path: Path) -> None:
+    """The wrapper (as ``flower node`` runs the SuperNode) gets the signal alone, as from ``kill PID``; the
+    child and the process the child started must end with it."""
+    with wrapper_of_a_child(tmp_path) as (wrapper, child, grandchild):
+        os.kill(wrapper.pid, sig)
+        out, _ = wrapper.communicate(timeout=30)
+        assert out.split() == [str(-sig), str(int(sig))]  # the child ended by the forwarded signal
+        assert wait_until(lambda: gone(child) and gone(grandchild), 10), "the wrapper's children outlived it"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_wrapper_killed_outright_takes_its_child_along(tmp_path: Path) -> None:
     """SIGKILL cannot be passed on; the child still ends (Linux sends it SIGTERM when its parent dies)."""
-    (tmp_path / "child.py").write_text(CHILD)
-    pids = tmp_path / "pids"
-    wrapper_code = ("import os, sys; from fedcluster.flower.process import run_forwarding_signals as run; "
-                    f"run([sys.executable, {str(tmp_path / 'child.py')!r}, {str(pids)!r}], os.environ)")
-    wrapper = subprocess.Popen([sys.executable, "-c", wrapper_code], env={**os.environ, "PYTHONPATH": SRC},
-                               start_new_session=True)
-    child = grandchild = 0
-    try:
-        assert wait_until(lambda: pids.exists() and pids.read_text().endswith("\n"), 30), "the child never started"
-        grandchild = int(pids.read_text())
-        child = int(Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split()[0])
+    with wrapper_of_a_child(tmp_path) as (wrapper, child, _):
         wrapper.kill()
         wrapper.wait(timeout=10)
         assert wait_until(lambda: gone(child), 10), "the child outlived its killed wrapper"
-    finally:
-        for pid in (wrapper.pid, child, grandchild):
-            if pid and not gone(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 def test_the_childs_exit_status_comes_back() -> None:
