@@ -107,3 +107,48 @@ def test_simulation_equals_in_process(tmp_path: Path) -> None:
     for a, b in zip(read("sim", "rounds.csv"), read("local", "rounds.csv"), strict=True):
         for key in ("val_acc", "test_acc", "ari", "val_loss", "test_loss"):
             assert float(a[key]) == pytest.approx(float(b[key]), abs=1e-5), key
+
+
+@pytest.mark.parametrize("command", ["simulate", "serve"])
+def test_help_names_the_flower_keys_with_their_defaults(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["flower", command, "--help"])
+    out = capsys.readouterr().out
+    defaults = FlowerOptions()
+    assert "flower.min_clients=N" in out and f"(default {defaults.min_clients})" in out
+    assert "flower.timeout=SECONDS" in out and f"(default {defaults.timeout:g})" in out
+
+
+def test_done_line_has_test_acc_as_in_process_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from fedcluster.flower.commands import _print_done
+
+    _print_done({"rounds": 3, "final": {"val_acc": 0.5, "test_acc": 0.25, "ari": 1.0, "num_clusters": 3}}, "/r")
+    out = capsys.readouterr().out
+    assert "val_acc 0.5000" in out and "test_acc 0.2500" in out
+
+
+def test_simulation_drops_only_flowers_run_simulation_notice(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from flwr.supercore.logger import warn_deprecated_feature
+
+    from fedcluster.flower.simulation import quiet_simulation
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    keep = Keep()
+    logging.getLogger("flwr").addHandler(keep)
+    monkeypatch.delenv("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", raising=False)
+    try:
+        with quiet_simulation():
+            warn_deprecated_feature("The `run_simulation` function is deprecated and will be removed")
+            warn_deprecated_feature("Something else")
+            assert __import__("os").environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] == "0"
+        warn_deprecated_feature("The `run_simulation` function is deprecated and will be removed")
+    finally:
+        logging.getLogger("flwr").removeHandler(keep)
+    assert ["run_simulation" in m for m in seen] == [False, True]  # filtered inside only; others pass

@@ -7,7 +7,9 @@ import contextlib
 import csv
 import json
 import math
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,10 +31,11 @@ def _expected(rows: list[dict[str, float]], column: str) -> list[tuple[int, floa
     return [(int(r["round"]), r[column]) for r in rows if not math.isnan(r[column])]
 
 
-def _mlflow(run_dir: Path):  # noqa: ANN202 - MLflow's client type
+def _mlflow(store_dir: Path):  # noqa: ANN202 - MLflow's client type
+    """A client of the SQLite store in ``store_dir`` (by default, the folder that holds the run directories)."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(f"sqlite:///{run_dir / 'mlflow.db'}")
+    return MlflowClient(f"sqlite:///{store_dir / 'mlflow.db'}")
 
 
 def _runs(client, experiment: str = "fedcluster") -> list:  # noqa: ANN001
@@ -48,7 +51,7 @@ def mlflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_mlflow_params_are_the_resolved_config(mlflow_run: Path) -> None:
-    [run] = _runs(_mlflow(mlflow_run), "tiny")
+    [run] = _runs(_mlflow(mlflow_run.parent), "tiny")
     params = run.data.params
     cfg = yaml.safe_load((mlflow_run / "config.yaml").read_text())
     assert params["algorithm"] == "ifca" and params["rounds"] == "3" and params["num_clients"] == "8"
@@ -61,7 +64,7 @@ def test_mlflow_params_are_the_resolved_config(mlflow_run: Path) -> None:
 
 
 def test_mlflow_metrics_per_round_equal_rounds_csv(mlflow_run: Path) -> None:
-    client = _mlflow(mlflow_run)
+    client = _mlflow(mlflow_run.parent)
     [run] = _runs(client, "tiny")
     rows = _rows(mlflow_run)
     columns = [c for c in rows[0] if c != "round"]
@@ -74,14 +77,15 @@ def test_mlflow_metrics_per_round_equal_rounds_csv(mlflow_run: Path) -> None:
 
 
 def test_mlflow_artifacts_are_the_run_directory_files(mlflow_run: Path, tmp_path: Path) -> None:
-    client = _mlflow(mlflow_run)
+    client = _mlflow(mlflow_run.parent)
     [run] = _runs(client, "tiny")
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert names == {"config.yaml", "rounds.csv", "clients.csv", "summary.json", "clusters.jsonl", "accuracy.png"}
     for name in ("rounds.csv", "summary.json"):
         local = client.download_artifacts(run.info.run_id, name, str(tmp_path))
         assert Path(local).read_bytes() == (mlflow_run / name).read_bytes()
-    assert (mlflow_run / "mlartifacts").is_dir() and not (mlflow_run / "tensorboard").exists()
+    assert (mlflow_run.parent / "mlartifacts").is_dir() and not (mlflow_run / "tensorboard").exists()
+    assert not (mlflow_run / "mlflow.db").exists()
 
 
 def _scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -103,7 +107,7 @@ def test_tensorboard_scalars_equal_rounds_csv(tmp_path: Path) -> None:
         assert [s for s, _ in logged] == [s for s, _ in expected], column
         assert [v for _, v in logged] == pytest.approx([v for _, v in expected], rel=1e-5, abs=1e-6), column
     assert [s for s, _ in scalars["val_acc"]] == [2, 3]  # round 1 was not evaluated: nothing, not NaN
-    assert not (out / "mlflow.db").exists()
+    assert not (out / "mlflow.db").exists() and not (tmp_path / "mlflow.db").exists()
 
 
 def test_resumed_run_logs_every_round_once(tmp_path: Path) -> None:
@@ -192,3 +196,87 @@ def test_tracking_ends_with_the_run_status(raised: type[BaseException] | None, s
     assert len(made) == 1 and made[0].ended == [status]
     with loggers.open_tracking(RunConfig(), tmp_path) as nothing:
         assert nothing.observers == []
+
+
+def test_runs_of_one_folder_land_in_one_experiment_by_default(tmp_path: Path) -> None:
+    study = tmp_path / "study"
+    for seed in (1, 2):
+        assert main(["run", *FAST, "rounds=1", f"seed={seed}", f"out={study / f'ifca-{seed}'}", "tracking=mlflow"]) == 0
+    runs = _runs(_mlflow(study))
+    assert sorted(r.info.run_name for r in runs) == ["ifca-1", "ifca-2"]
+    assert sorted(r.data.params["seed"] for r in runs) == ["1", "2"]
+    assert not any((study / f"ifca-{seed}" / "mlflow.db").exists() for seed in (1, 2))
+
+
+def test_search_runs_reads_the_store_back(mlflow_run: Path) -> None:
+    """The usual read-back, ``mlflow.search_runs`` (a pandas DataFrame: the tracking extra installs pandas)."""
+    pytest.importorskip("pandas")
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{mlflow_run.parent / 'mlflow.db'}")
+    try:
+        frame = mlflow.search_runs(experiment_names=["tiny"], filter_string="params.algorithm = 'ifca'")
+    finally:
+        mlflow.set_tracking_uri(None)
+    last = _rows(mlflow_run)[-1]
+    assert len(frame) == 1 and frame["tags.mlflow.runName"].iloc[0] == "run"
+    assert frame["metrics.test_acc"].iloc[0] == pytest.approx(last["test_acc"], rel=1e-6)
+
+
+def test_the_tracking_extra_installs_what_search_runs_needs() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extra = {r.split(">")[0].split("=")[0].split("[")[0].strip() for r in
+             pyproject["project"]["optional-dependencies"]["tracking"]}
+    assert {"mlflow-skinny", "pandas", "sqlalchemy", "alembic"} <= extra
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error" in line]  # the federation's description comes first
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_server_that_refuses_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    start = time.monotonic()
+    assert main(["run", *FAST, f"out={tmp_path / 'r'}", "tracking=mlflow", "tracking_uri=http://127.0.0.1:9"]) == 2
+    assert time.monotonic() - start < 20
+    assert "http://127.0.0.1:9" in _one_error_line(capsys)
+    assert not (tmp_path / "r" / "rounds.csv").exists()
+
+
+def test_a_server_that_never_answers_fails_within_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A port that accepts connections and never replies; MLFLOW_HTTP_REQUEST_TIMEOUT set by the user wins."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        start = time.monotonic()
+        assert main(["run", *FAST, f"out={tmp_path / 'r'}", "tracking=mlflow", f"tracking_uri={uri}"]) == 2
+        elapsed = time.monotonic() - start
+    assert elapsed < 15, elapsed
+    assert uri in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("where", ["folder", "file-as-folder", "proc"])
+def test_a_sqlite_path_that_cannot_be_a_database_is_one_line(where: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a-file").write_text("x")
+    path = {"folder": tmp_path, "file-as-folder": tmp_path / "a-file" / "mlflow.db",
+            "proc": Path("/proc/mlflow.db")}[where]
+    start = time.monotonic()
+    assert main(["run", *FAST, f"out={tmp_path / 'r'}", "tracking=mlflow", f"tracking_uri=sqlite:///{path}"]) == 2
+    assert time.monotonic() - start < 10
+    assert "tracking_uri=" in _one_error_line(capsys)
+    assert not (tmp_path / "r" / "rounds.csv").exists()
+
+
+def test_a_missing_sqlite_folder_is_created(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "deeper" / "mlflow.db"
+    uri = f"tracking_uri=sqlite:///{db}"
+    assert main(["run", *FAST, "rounds=1", f"out={tmp_path / 'r'}", "tracking=mlflow", uri]) == 0
+    assert [r.info.run_name for r in _runs(_mlflow(db.parent))] == ["r"]

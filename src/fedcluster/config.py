@@ -62,7 +62,7 @@ class RunConfig:
     deterministic: bool = True  # same seed, same device => same rounds.csv (slower kernels on CUDA)
     progress: bool = True
     tracking: list[Literal["none", "mlflow", "tensorboard"]] = field(default_factory=list)  # or [mlflow,tensorboard]
-    tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUN_DIR/mlflow.db)
+    tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUNS/mlflow.db beside the run dir)
     tracking_experiment: str = "fedcluster"  # MLflow experiment name
     tensorboard_dir: str | None = None  # TensorBoard log dir (default: RUN_DIR/tensorboard)
     algorithm_params: dict[str, Any] = field(default_factory=dict)

@@ -51,7 +51,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "deterministic": "same seed, same device => same rounds.csv (slower kernels on CUDA)",
     "progress": "progress bars on stderr",
     "tracking": "also log to none, mlflow, tensorboard or a list [mlflow,tensorboard]",
-    "tracking_uri": "MLflow tracking URI (null = sqlite:///RUN_DIR/mlflow.db)",
+    "tracking_uri": ("MLflow tracking URI (null = sqlite:///RUNS/mlflow.db, shared by the runs in the "
+                     "run directory's parent folder)"),
     "tracking_experiment": "MLflow experiment name",
     "tensorboard_dir": "TensorBoard log folder (null = RUN_DIR/tensorboard)",
 }

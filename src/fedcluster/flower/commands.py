@@ -23,19 +23,33 @@ from pathlib import Path
 from typing import Any
 
 from fedcluster.errors import UserError
+from fedcluster.flower.process import DEFAULT_NODE_PORT, check_port_free, run_forwarding_signals, wait_for_superlink
+
+TASK_POLL_SECONDS = 0.2  # FLWR_SUPEREXEC_TASK_POLL_INTERVAL for a node's SuperExec unless set
+FLOWER_KEYS_HELP = """\
+keys besides the run's (fedcluster run --help):
+  flower.min_clients=N   fewest clients a round may run with; a round left with fewer after its failed
+                         clients are dropped is skipped, the models unchanged (default 1)
+  flower.timeout=SECONDS how long the server waits for each reply before it counts the client as failed
+                         and replays the round without it (default 600)
+
+example: fedcluster flower serve configs/flower-ifca-digits.yaml flower.min_clients=4 flower.timeout=120 \\
+             --superlink HOST:8000 --root-certificates ca.pem"""
 
 
 def add_parser(sub: Any) -> None:
     """Register ``fedcluster flower ...`` on the main parser's subcommands."""
     fl = sub.add_parser("flower", help="run a method on Flower: simulate | serve | node | register")
     fsub = fl.add_subparsers(dest="flower_command", required=True)
-    sim = fsub.add_parser("simulate", help="Flower simulation (Ray): simulate [CONFIG] [key=value ...]")
+    sim = fsub.add_parser("simulate", help="Flower simulation (Ray): simulate [CONFIG] [key=value ...]",
+                          epilog=FLOWER_KEYS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sim.add_argument("items", nargs="*", metavar="CONFIG.yaml | key=value")
     sim.add_argument("--gpu-fraction", type=float, default=None,
                      help="GPU share per virtual client (default: 1/cohort size when a GPU is present, else 0)")
     sim.add_argument("--cpus-per-client", type=float, default=1.0)
     sim.set_defaults(fn=cmd_simulate)
-    srv = fsub.add_parser("serve", help="submit a run to a SuperLink: fedcluster flower serve [CONFIG] [key=value ...]")
+    srv = fsub.add_parser("serve", help="submit a run to a SuperLink: fedcluster flower serve [CONFIG] [key=value ...]",
+                          epilog=FLOWER_KEYS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     srv.add_argument("items", nargs="*", metavar="CONFIG.yaml | key=value")
     srv.add_argument("--superlink", default="127.0.0.1:8000", help="SuperLink address host:port")
     _tls_args(srv)
@@ -43,7 +57,15 @@ def add_parser(sub: Any) -> None:
     nd = fsub.add_parser("node", help="start a SuperNode serving one partition of the federation")
     nd.add_argument("--superlink", default="127.0.0.1:8000", help="SuperLink address host:port")
     nd.add_argument("--partition-id", type=int, required=True, help="the client this node holds (0-based)")
-    nd.add_argument("--port", type=int, default=None, help="this node's local ClientApp port (default 9094)")
+    nd.add_argument("--port", type=int, default=None,
+                    help=f"this node's local port for its ClientApps (default {DEFAULT_NODE_PORT}); every node on "
+                         "one machine needs its own")
+    nd.add_argument("--connect-timeout", type=float, default=120.0, metavar="SECONDS",
+                    help="give up with an error when the SuperLink cannot be reached for this long, at the start "
+                         "or after losing it during a run (default 120)")
+    nd.add_argument("--no-warm-worker", action="store_true",
+                    help="let every ClientApp process import PyTorch and build the partition itself (Flower's "
+                         "default) instead of handing the work to this process, which keeps them ready")
     nd.add_argument("--auth-private-key", default=None,
                     help="SuperNode authentication: this node's EC private key (PEM); its public key must be "
                          "registered first (fedcluster flower register)")
@@ -128,7 +150,8 @@ def _print_done(summary: dict[str, Any] | None, out: str) -> None:
         raise UserError(f"the Flower run ended without a summary; see the log above and {out}")
     final = summary["final"]
     print(f"done: {summary['rounds']} rounds on Flower; final val_acc {final.get('val_acc', float('nan')):.4f}, "
-          f"ari {final.get('ari', 0):.3f}, clusters {final.get('num_clusters')}; results in {out}")
+          f"test_acc {final.get('test_acc', float('nan')):.4f}, ari {final.get('ari', 0):.3f}, "
+          f"clusters {final.get('num_clusters')}; results in {out}")
 
 
 def flwr_bin(name: str) -> str:
@@ -201,20 +224,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
+    from fedcluster.flower.wire import WORKER_ENV
+    from fedcluster.flower.worker import warm_worker
+
     _check_tls(args)
     if args.partition_id < 0:
         raise UserError("--partition-id must be >= 0")
     if args.auth_private_key is not None and not Path(args.auth_private_key).is_file():
         raise UserError(f"--auth-private-key {args.auth_private_key!r} is not a file")
+    if not args.connect_timeout > 0:
+        raise UserError("--connect-timeout must be > 0 seconds")
+    port = DEFAULT_NODE_PORT if args.port is None else args.port
+    if not 0 < port < 65536:
+        raise UserError(f"--port must be in 1..65535, got {port}")
+    check_port_free(port)
+    wait_for_superlink(args.superlink, args.connect_timeout, None if args.insecure else args.root_certificates)
     cmd = [flwr_bin("flower-supernode"), "--superlink", args.superlink,
-           "--node-config", f"partition-id={args.partition_id}"]
+           "--node-config", f"partition-id={args.partition_id}", "--port", str(port),
+           "--max-wait-time", str(args.connect_timeout)]
     cmd += ["--insecure"] if args.insecure else ["--root-certificates", args.root_certificates]
-    if args.port is not None:
-        cmd += ["--port", str(args.port)]
     if args.auth_private_key:
         cmd += ["--auth-supernode-private-key", args.auth_private_key]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run(cmd, env=env).returncode
+    # the SuperNode's SuperExec looks for a message to start a ClientApp for every second by default (Flower
+    # 1.41); every message of a round waits half of that on average
+    env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", str(TASK_POLL_SECONDS))
+    if args.no_warm_worker:
+        env.pop(WORKER_ENV, None)
+        code, stopped_by = run_forwarding_signals(cmd, env)
+    else:
+        with warm_worker() as worker:
+            code, stopped_by = run_forwarding_signals(cmd, {**env, WORKER_ENV: worker.path}, on_start=worker.start)
+    if stopped_by is not None:
+        return 128 + stopped_by  # stopped on request: the shell's status for a process ended by that signal
+    if code != 0:
+        raise UserError(f"the SuperNode stopped with exit status {code} (see its log above); if it could not "
+                        f"reach {args.superlink} for --connect-timeout={args.connect_timeout:g} s, check the "
+                        "address, the certificates and that the SuperLink runs")
+    return 0
 
 
 def cmd_register(args: argparse.Namespace) -> int:

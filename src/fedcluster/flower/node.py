@@ -1,89 +1,82 @@
-"""The ClientApp: a node answers the server's requests with the in-process engine's client code
-(engine.protocol.serve) on its own partition.
+"""The ClientApp: a node answers the server's requests with the in-process engine's client code on its own
+partition (:mod:`fedcluster.flower.node_work`).
 
 A node is started with ``partition-id`` in its node config (``flower-supernode --node-config
 "partition-id=3"``; the simulation sets it for every virtual node). The run's resolved config comes with
 every message; the node builds the same seeded federation, keeps only its partition's training rows and
 reports its partition id and, for scoring only, its ground-truth cluster (``query.hello``).
+
+A SuperNode starts a fresh ``flwr-clientapp`` process for every message. Under ``fedcluster flower node``
+(which sets ``FEDCLUSTER_NODE_WORKER``) that process only forwards the message to the node's warm worker,
+which has PyTorch imported and the partition built already; otherwise (simulation, a bare
+``flower-supernode``) it does the work itself. This module imports neither PyTorch nor the engine.
 """
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
+import os
+import socket
+from typing import Any
 
-import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from fedcluster.engine.protocol import node_trainer, serve
-from fedcluster.engine.training import Trainer, auto_path
-from fedcluster.flower.records import RUN, content_request, to_record
+from fedcluster.flower.wire import ARRAYS, RUN, TASK, WORKER_ENV, recv_frame, send_frame
 
 client_app = ClientApp()
 
 
-@dataclass
-class NodeData:
-    partition: int
-    true_cluster: int
-    trainer: Trainer
-    siblings: dict[int, Trainer] = field(default_factory=dict)
+def ask_worker(path: str, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None
+               ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One request to the warm worker at ``path``; raises RuntimeError with the worker's error."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        send_frame(sock, header, arrays)
+        reply, reply_arrays = recv_frame(sock)
+    if "error" in reply:
+        raise RuntimeError(f"node worker: {reply['error']}")
+    return reply, reply_arrays
 
 
-_CACHE: dict[tuple[str, int], NodeData] = {}
+def _scalar(v: object) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
-def resolve_text(config_yaml: str):
-    """(RunConfig, typed params) of a resolved config's YAML text."""
-    from fedcluster.config import load_raw, resolve
+def _hello(partition: int, config_yaml: str) -> dict[str, int]:
+    worker = os.environ.get(WORKER_ENV)
+    if worker:
+        return ask_worker(worker, {"op": "hello", "partition": partition, "config": config_yaml})[0]["hello"]
+    from fedcluster.flower import node_work
 
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "config.yaml"
-        path.write_text(config_yaml)
-        return resolve(load_raw(path, []))
+    return node_work.hello(partition, config_yaml)
 
 
-def node_data(context: Context, config_yaml: str) -> NodeData:
-    """This node's partition of the run's federation and its trainer (cached per config)."""
-    from fedcluster.data.build import build_federation
-    from fedcluster.models.base import build_model
+def _reply_arrays(partition: int, content: RecordDict) -> dict[str, np.ndarray]:
+    task = {k: _scalar(v) for k, v in dict(content.config_records[TASK]).items()}
+    arrays = {k: v.numpy() for k, v in content.array_records[ARRAYS].items()}
+    config_yaml = str(content.config_records[RUN]["config"])
+    worker = os.environ.get(WORKER_ENV)
+    if worker:
+        header = {"op": "work", "partition": partition, "config": config_yaml, "task": task}
+        return ask_worker(worker, header, arrays)[1]
+    from fedcluster.flower import node_work
 
-    partition = int(context.node_config["partition-id"])
-    key = (hashlib.sha256(config_yaml.encode()).hexdigest(), partition)
-    if key not in _CACHE:
-        cfg, typed = resolve_text(config_yaml)
-        fed = build_federation(cfg, typed["scenario"])
-        if not 0 <= partition < fed.num_clients:
-            raise ValueError(f"partition-id {partition} is outside 0..{fed.num_clients - 1}")
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
-        module = build_model(cfg.model, fed.input_shape, fed.output_dim, typed["model"])
-        path = auto_path(cfg.model, "cpu", cfg.precision) if cfg.engine == "auto" else cfg.engine
-        path = "sequential" if path == "pool" else "vectorized" if path == "pool-vectorized" else path
-        x, y = fed.train.client(partition)
-        trainer = node_trainer(module, x.clone(), y.clone(), partition, fed.num_clients, fed.task, cfg.seed, path)
-        _CACHE.clear()  # one run at a time per node process
-        _CACHE[key] = NodeData(partition, int(fed.true_cluster[partition]), trainer)
-    return _CACHE[key]
+    return node_work.work(partition, task, arrays, config_yaml)
 
 
 @client_app.query("hello")
 def hello(msg: Message, context: Context) -> Message:
-    data = node_data(context, str(msg.content.config_records[RUN]["config"]))
-    return Message(RecordDict({"node": ConfigRecord({"partition-id": data.partition,
-                                                      "true-cluster": data.true_cluster})}), reply_to=msg)
+    partition = int(context.node_config["partition-id"])
+    info = _hello(partition, str(msg.content.config_records[RUN]["config"]))
+    return Message(RecordDict({"node": ConfigRecord({"partition-id": int(info["partition-id"]),
+                                                      "true-cluster": int(info["true-cluster"])})}), reply_to=msg)
 
 
 def _work(msg: Message, context: Context) -> Message:
-    request, config_yaml = content_request(msg.content)
-    data = node_data(context, config_yaml)
-    if request.client != data.partition:
-        raise ValueError(f"request for client {request.client} reached the node of partition {data.partition}")
-    reply: ArrayRecord = to_record(serve(data.trainer, request, data.siblings))
-    return Message(RecordDict({"arrays": reply}), reply_to=msg)
+    reply = _reply_arrays(int(context.node_config["partition-id"]), msg.content)
+    record = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in reply.items()})
+    return Message(RecordDict({"arrays": record}), reply_to=msg)
 
 
 @client_app.train()

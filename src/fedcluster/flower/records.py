@@ -6,8 +6,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedcluster.engine.protocol import Arrays, Request
-
-ARRAYS, TASK, RUN = "arrays", "task", "run"
+from fedcluster.flower.wire import ARRAYS, RUN, TASK
 
 
 def to_record(arrays: Arrays) -> ArrayRecord:
@@ -29,13 +28,6 @@ def request_content(req: Request, config_yaml: str) -> RecordDict:
     task.update(kind=req.kind, client=int(req.client))
     return RecordDict({ARRAYS: to_record(req.arrays), TASK: ConfigRecord(task),
                        RUN: ConfigRecord({"config": config_yaml})})
-
-
-def content_request(content: RecordDict) -> tuple[Request, str]:
-    task = dict(content.config_records[TASK])
-    kind, client = str(task.pop("kind")), int(task.pop("client"))
-    arrays = from_record(content.array_records[ARRAYS])
-    return Request(kind, client, arrays, task), str(content.config_records[RUN]["config"])
 
 
 def wire_bytes(content: RecordDict) -> int:

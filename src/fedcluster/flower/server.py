@@ -180,7 +180,7 @@ class FlowerRun(Run):
 def serve_run(grid: Grid, config_yaml: str, options: FlowerOptions) -> dict[str, Any]:
     """The ServerApp's body: resolve the config, run every round, write the run directory."""
     import fedcluster.builtin  # noqa: F401
-    from fedcluster.flower.node import resolve_text
+    from fedcluster.flower.node_work import resolve_text
 
     cfg, typed = resolve_text(config_yaml)
     link = NodeLink(grid, config_yaml, options)

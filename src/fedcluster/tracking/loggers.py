@@ -5,7 +5,11 @@ column as a per-round metric (step = round; rounds without evaluation are skippe
 when the run ends, the run directory's result files as MLflow artefacts. MLflow and TensorBoard are
 imported only when asked for. MLflow 3 refuses its file store (``./mlruns``) unless
 ``MLFLOW_ALLOW_FILE_STORE=true``, so the default store is MLflow's recommended local one, a SQLite
-database: ``sqlite:///RUN_DIR/mlflow.db`` with the artefacts in ``RUN_DIR/mlartifacts``.
+database shared by the runs of one folder: ``sqlite:///RUNS/mlflow.db`` (RUNS = the folder that holds the
+run directory) with the artefacts in ``RUNS/mlartifacts``, so that the runs of a study land in one
+experiment. The store is checked before the first round, quickly: a SQLite path that cannot be a database
+file, or a server that does not answer within ``MLFLOW_HTTP_REQUEST_TIMEOUT`` seconds (10 unless set) with
+``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` retries (0 unless set), ends the run with one line.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import importlib
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,6 +30,7 @@ from fedcluster.config import RunConfig
 from fedcluster.errors import InterruptedRun, UserError
 
 INSTALL_HINT = "pip install 'fedcluster[tracking]'"
+START_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 ARTIFACT_FILES = ("config.yaml", "rounds.csv", "clients.csv", "summary.json", "clusters.jsonl")
 
 
@@ -82,12 +88,56 @@ def _artifact_root(uri: str) -> str | None:
     return (Path(uri[len("sqlite:///"):]).resolve().parent / "mlartifacts").as_uri()
 
 
+def default_tracking_uri(run_dir: Path) -> str:
+    """The SQLite store shared by the runs beside ``run_dir`` (in its parent folder)."""
+    return "sqlite:///" + str(run_dir.resolve().parent / "mlflow.db")
+
+
+def check_sqlite_uri(uri: str) -> None:
+    """One line when a ``sqlite:///PATH`` URI cannot name a database file that this process can write (a
+    folder, a path under a file, a read-only place), before SQLAlchemy's retries and tracebacks. A missing
+    folder is created, as MLflow would."""
+    if not uri.startswith("sqlite:"):
+        return
+    if not uri.startswith("sqlite:///"):
+        raise UserError(f"tracking_uri={uri!r} is not sqlite:///PATH/mlflow.db (three slashes, then the path; "
+                        "an absolute path starts with a fourth)")
+    path = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+    hint = "; use e.g. tracking_uri=sqlite:///PATH/mlflow.db or leave it unset"
+    if path == Path(":memory:") or not path.name:
+        raise UserError(f"tracking_uri={uri!r} names no database file{hint}")
+    if path.is_dir():
+        raise UserError(f"tracking_uri={uri!r} names a folder, not a database file{hint}")
+    if path.exists() and not path.is_file():
+        raise UserError(f"tracking_uri={uri!r} is not a regular file{hint}")
+    try:  # what SQLite will do: create the folder and the file, open it for writing
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab"):
+            pass
+    except OSError as e:
+        raise UserError(f"tracking_uri={uri!r}: cannot write a database there ({e.strerror or e}){hint}") from None
+
+
+@contextmanager
+def bounded_http_requests() -> Iterator[None]:
+    """MLflow's HTTP retries and timeout bounded (``START_HTTP_ENV``, unless set in the environment), so that
+    a server that does not answer fails the start within seconds instead of minutes of retries."""
+    added = {k: v for k, v in START_HTTP_ENV.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 class MlflowLogger:
     """One MLflow run per fedcluster run (a resumed run starts a new MLflow run holding every round)."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, run_dir
-        self.uri = cfg.tracking_uri or "sqlite:///" + str((run_dir / "mlflow.db").resolve())
+        self.uri = cfg.tracking_uri or default_tracking_uri(run_dir)
+        check_sqlite_uri(self.uri)
         _require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
         self.client: Any = None
         self.run_id = ""
@@ -100,19 +150,24 @@ class MlflowLogger:
         for name in ("mlflow", "alembic"):  # schema creation chatter on a fresh store
             logging.getLogger(name).setLevel(logging.WARNING)
         try:
-            self.client = MlflowClient(self.uri)
-            exp = self.client.get_experiment_by_name(self.cfg.tracking_experiment)
-            artifacts = _artifact_root(self.uri)
-            exp_id = exp.experiment_id if exp else self.client.create_experiment(
-                self.cfg.tracking_experiment, artifact_location=artifacts)
-            tags = {"fedcluster.run_dir": str(self.run_dir.resolve())}
-            if rows:
-                tags["fedcluster.resumed_after_round"] = str(int(rows[-1]["round"]))
-            self.run_id = self.client.create_run(exp_id, run_name=self.run_dir.name, tags=tags).info.run_id
-        except MlflowException as e:
-            first = " ".join(str(e.message).split(". ")[0].split())[:200]
-            raise UserError(f"tracking_uri={self.uri!r}: MLflow could not use it ({first}); use e.g. "
-                            "tracking_uri=sqlite:///PATH/mlflow.db or leave it unset") from None
+            with bounded_http_requests():
+                self.client = MlflowClient(self.uri)
+                exp = self.client.get_experiment_by_name(self.cfg.tracking_experiment)
+                artifacts = _artifact_root(self.uri)
+                exp_id = exp.experiment_id if exp else self.client.create_experiment(
+                    self.cfg.tracking_experiment, artifact_location=artifacts)
+                tags = {"fedcluster.run_dir": str(self.run_dir.resolve())}
+                if rows:
+                    tags["fedcluster.resumed_after_round"] = str(int(rows[-1]["round"]))
+                self.run_id = self.client.create_run(exp_id, run_name=self.run_dir.name, tags=tags).info.run_id
+        except (MlflowException, OSError, ImportError) as e:
+            raise UserError(f"tracking_uri={self.uri!r}: MLflow could not use it ({_first_sentence(e)}); use e.g. "
+                            "tracking_uri=sqlite:///PATH/mlflow.db or a server that answers, or leave it "
+                            "unset") from None
+        except Exception as e:  # noqa: BLE001 - SQLAlchemy's errors (locked, corrupt database) and the like
+            raise UserError(f"tracking_uri={self.uri!r}: MLflow could not open it ({type(e).__name__}: "
+                            f"{_first_sentence(e)}); use e.g. tracking_uri=sqlite:///PATH/mlflow.db or leave it "
+                            "unset") from None
         params = [Param(k, v) for k, v in flatten_config(self.cfg).items()]
         for i in range(0, len(params), 100):  # MLflow's limit per batch
             self.client.log_batch(self.run_id, params=params[i:i + 100])
@@ -134,6 +189,11 @@ class MlflowLogger:
             for path in result_files(self.run_dir):
                 self.client.log_artifact(self.run_id, str(path))
         self.client.set_terminated(self.run_id, status=status)
+
+
+def _first_sentence(e: BaseException) -> str:
+    text = str(getattr(e, "message", None) or e)
+    return " ".join(text.split(". ")[0].split())[:200]
 
 
 class TensorBoardLogger:
