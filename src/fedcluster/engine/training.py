@@ -158,7 +158,8 @@ class Trainer:
         self._footprint: UnitFootprint | None = None  # the module's per-unit bytes (engine.memory)
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
-        self.nonfinite: set[int] = set()  # clients whose trained units came back NaN/inf (engine.divergence)
+        # per-unit largest absolute entry of each training call, read by engine.divergence once per round
+        self.pending: list[tuple[np.ndarray, torch.Tensor]] = []
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
         self._forward: StackForward | None = None  # inference forward of the E-step losses
@@ -169,7 +170,7 @@ class Trainer:
         t = Trainer(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
                     self.channels_last, self.max_units, self.precision, self.chunk_mb)
         t.loss = loss
-        t.nonfinite = self.nonfinite
+        t.pending = self.pending
         # the dense path knows the standard losses and engine.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
@@ -213,28 +214,35 @@ class Trainer:
         return out
 
     def _watch(self, out: Params, clients: np.ndarray) -> None:
-        """Remember the clients whose units diverged (the runner stops the run; methods never see this)."""
+        """Remember which units came back non-finite (the runner stops the run; methods never see this).
+
+        Nothing is read back here: each unit's largest absolute entry (NaN or inf exactly when one of its entries
+        is; min/max reductions allocate no stack-sized temporary and cannot overflow) is kept on the device
+        until :meth:`take_watch`, so training adds no host sync to a round."""
         if len(clients) == 0 or next(iter(out.values())).device.type == "meta":  # meta: shapes only, no values
             return
-        bad = None
+        peaks = []
         for v in out.values():
-            # A unit with a NaN/inf entry has a non-finite sum; only units whose sum is not finite (that, or an
-            # overflow of finite entries) are checked entry by entry: no stack-sized temporaries, one read.
-            flat = v.reshape(len(clients), -1)
-            suspect = ~torch.isfinite(flat.sum(1))
-            if not suspect.any():
-                continue
-            b = suspect.clone()
-            b[suspect] = ~torch.isfinite(flat[suspect]).all(1)
-            bad = b if bad is None else bad | b
-        if bad is not None:
-            self.nonfinite.update(int(c) for c in clients[bad.cpu().numpy()])
+            if v[0].numel():
+                low, high = torch.aminmax(v.reshape(len(clients), -1), dim=1)
+                peaks.append(torch.maximum(high, -low))
+        if peaks:
+            self.pending.append((np.asarray(clients), torch.stack(peaks).amax(0)))
+
+    def take_watch(self) -> list[tuple[np.ndarray, torch.Tensor]]:
+        """The (clients, per-unit largest absolute entry) pairs recorded by :meth:`_watch` since the last call."""
+        out = list(self.pending)
+        self.pending.clear()
+        return out
 
     def take_nonfinite(self) -> list[int]:
-        """The clients recorded by :meth:`_watch` since the last call, sorted."""
-        out = sorted(self.nonfinite)
-        self.nonfinite.clear()
-        return out
+        """The clients whose units came back non-finite since the last call, sorted (one host read)."""
+        watched = self.take_watch()
+        if not watched:
+            return []
+        finite = torch.isfinite(torch.cat([s for _, s in watched])).cpu().numpy()
+        clients = np.concatenate([c for c, _ in watched])
+        return sorted({int(c) for c in clients[~finite]})
 
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
