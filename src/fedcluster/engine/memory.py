@@ -88,6 +88,19 @@ def footprint(module: nn.Module, input_shape: tuple[int, ...], sample: torch.Ten
     return UnitFootprint(params, total)
 
 
+INFERENCE_COPIES = 2  # a no-grad forward: each leaf output, plus vmap's layout copies of it
+UNMEASURED_ROW = 2**20  # bytes per row assumed for a model that cannot be measured
+
+
+def inference_row_bytes(module: nn.Module, input_shape: tuple[int, ...], sample: torch.Tensor | None = None) -> int:
+    """Bytes one input row costs one model in a vectorised no-grad forward: ``INFERENCE_COPIES`` times its
+    activations (every leaf module's output: an upper bound, since a no-grad pass frees them as it goes) plus
+    its input; the sizing rule of ``engine.inference``'s rows per call."""
+    fp = footprint(module, input_shape, sample)
+    activations = UNMEASURED_ROW if fp is None else INFERENCE_COPIES * fp.activations
+    return activations + math.prod(input_shape) * 4
+
+
 def free_bytes(device: torch.device) -> int | None:
     """Free memory on an accelerator (a share of it); None on the CPU."""
     if device.type == "cuda":

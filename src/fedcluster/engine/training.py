@@ -247,13 +247,17 @@ class Trainer:
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         """[N, K] per-sample losses of the K stacked ``models`` on training ``rows`` (an E-step's client
-        work): one batched pass over the whole cohort in chunks of LOSS_CHUNK rows."""
+        work): one batched pass over the whole cohort, gathered LOSS_CHUNK rows at a time on the CPU and as
+        many as the free memory allows (one vectorised forward each) on an accelerator."""
         if self._forward is None:
             self._forward = StackForward(self.module)
+        planned = self._forward.rows_per_pass(models, self.x)  # None on the CPU
+        chunk = planned or LOSS_CHUNK
         out = []
-        for i in range(0, len(rows), LOSS_CHUNK):
-            idx = torch.as_tensor(rows[i:i + LOSS_CHUNK])
-            out.append(per_sample_losses(self._forward(models, self.x[idx], shared_body), self.y[idx], self.task).T)
+        for i in range(0, len(rows), chunk):
+            idx = torch.as_tensor(rows[i:i + chunk])
+            outputs = self._forward(models, self.x[idx], shared_body, chunk=planned)
+            out.append(per_sample_losses(outputs, self.y[idx], self.task).T)
         return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, len(next(iter(models.values())))))
 
     # -- process pool ------------------------------------------------------------------------
