@@ -37,7 +37,14 @@ from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
 from fedcluster.engine.evaluation import per_sample_losses
 from fedcluster.engine.inference import StackForward
-from fedcluster.engine.memory import MAX_UNITS, UnitFootprint, budget_bytes, chunk_units, footprint
+from fedcluster.engine.memory import (
+    MAX_UNITS,
+    UnitFootprint,
+    balanced_chunk,
+    budget_bytes,
+    chunk_units,
+    footprint,
+)
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool, stop_pool
@@ -176,9 +183,10 @@ class Trainer:
         self._siblings.append(t)
         return t
 
-    def chunk_size(self, batch_size: int) -> int:
+    def chunk_size(self, batch_size: int, units: int | None = None) -> int:
         """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; on an accelerator
-        what fits the memory budget (``chunk_mb``, or a share of the free device memory)."""
+        what fits the memory budget (``chunk_mb``, or a share of the free device memory), measured once per
+        batch size; for a call of ``units`` units, balanced over the calls it takes (engine.memory)."""
         if batch_size not in self._chunk:
             budget = budget_bytes(self.device, self.chunk_mb)
             if budget is None:
@@ -187,7 +195,8 @@ class Trainer:
                 self._footprint = footprint(self.module, tuple(self.x.shape[1:]), self.x[:1])
             assert self._footprint is not None  # never None with a real sample to fall back on
             self._chunk[batch_size] = chunk_units(budget, self._footprint.step_bytes(batch_size))
-        return self._chunk[batch_size]
+        fit = self._chunk[batch_size]
+        return fit if units is None else balanced_chunk(units, fit)
 
     def train(
         self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
@@ -209,7 +218,7 @@ class Trainer:
             out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
         else:
             out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
-                                   self.chunk_size(solver.batch_size), self.precision)
+                                   self.chunk_size(solver.batch_size, len(clients)), self.precision)
         self._watch(out, clients)
         return out
 
