@@ -70,7 +70,7 @@ def test_normal_runs_stay_far_from_the_thresholds(algorithm: str, tmp_path: Path
 class HostReads(TorchFunctionMode):
     """Counts the calls that copy a tensor's values to the host (each is a device sync on an accelerator)."""
 
-    NAMES = {"__bool__", "item", "tolist", "cpu", "numpy", "__float__", "__int__", "__index__", "nonzero"}
+    NAMES = {"__bool__", "item", "cpu", "__float__", "__int__", "__index__", "nonzero"}  # tolist/numpy: after cpu()
 
     def __init__(self) -> None:
         super().__init__()

@@ -18,7 +18,7 @@ Normal training stays far from both thresholds (measured with the default lr on 
 tests: norms grow by less than 3×, and the evaluation loss falls below ln C within the first rounds).
 
 Cost: one host read per round. The trainer's per-unit peaks and each cluster model's peak and norm are
-reduced on the device into one small tensor, read with a single ``.tolist()``; Ω and the losses are host
+reduced on the device into one small tensor, copied to the host once; Ω and the losses are host
 numbers already.
 """
 
@@ -63,7 +63,7 @@ class DivergenceWatch:
 
     def __init__(self, alg: Algorithm, trainer: Trainer, task: str, num_classes: int) -> None:
         self.alg, self.trainer = alg, trainer
-        norms = model_stats(alg.models)[1].tolist()  # once per run
+        norms = model_stats(alg.models)[1].cpu().tolist()  # once per run
         self.reference = max([NORM_FLOOR, *[n for n in norms if math.isfinite(n)]])
         self.chance = math.log(num_classes) if task == "classification" and num_classes > 1 else None
         self.norm = self.reference  # the largest model norm after the last round
@@ -74,7 +74,7 @@ class DivergenceWatch:
         watched = self.trainer.take_watch()
         stats = model_stats(self.alg.models)
         parts = [stats.flatten(), *(s.float().to(stats.device) for _, s in watched)]
-        values = torch.cat(parts).tolist()  # the round's single host sync
+        values = torch.cat(parts).cpu().tolist()  # the round's single host sync
         k = stats.shape[1]
         peaks, norms, unit_peaks = values[:k], values[k:2 * k], np.asarray(values[2 * k:])
         found = []
