@@ -14,8 +14,10 @@ the methods), one of these holds:
    grew by an order of magnitude and the models are no better than chance (e.g. every ReLU dead after a too
    large step, each sample given one class).
 
-Normal training stays far from both thresholds (measured with the default lr on the demos and the methods'
-tests: norms grow by less than 3×, and the evaluation loss falls below ln C within the first rounds).
+Normal training stays far from both thresholds: on the default setting (digits, concept-swap, MLP), 40 rounds of
+FedAvg and IFCA with lr 0.1–1 grow the largest norm 1.06–1.63-fold, and the loss falls below ln C in the first
+rounds; the diverging runs of the tests (MLP at lr 10 and above, logistic at 1e30, light CNN at 100, IFCA and
+FedRC at 1e6) grow it 15-fold to beyond float32 within one or two rounds.
 
 Cost: one host read per round. The trainer's per-unit peaks and each cluster model's peak and norm are
 reduced on the device into one small tensor, copied to the host once; Ω and the losses are host
