@@ -94,3 +94,22 @@ def test_rows_per_call_follow_the_free_memory() -> None:
     assert inference_rows(GIB, 3, row) == GIB // (3 * row)
     assert inference_rows(8 * GIB, 3, row) == pytest.approx(8 * inference_rows(GIB, 3, row), rel=1e-3)
     assert inference_rows(GIB, 3, row, fixed=GIB) == 1  # never less than one row
+
+
+@pytest.mark.parametrize("algorithm", ["fedrc", "ifca"])
+def test_the_vectorised_inference_keeps_its_tensors_on_the_runs_device(algorithm: str, tmp_path: Path,
+                                                                       forwards: list[int]) -> None:
+    """The accelerator path under the CPU's stand-in for a GPU (tests/fake_device.py): a whole run with
+    vectorised E-steps and evaluations mixes no host and device tensors and reads none without .cpu()."""
+    from fake_device import FakeDevice
+
+    from fedcluster.data.build import build_federation
+
+    cfg, typed = resolve(load_raw(None, [
+        f"algorithm={algorithm}", "num_clients=6", "device=cpu", "progress=false", "rounds=2", "model=light-cnn",
+        "engine=vectorized", f"out={tmp_path / 'run'}", "threads=1"]))
+    fed = build_federation(cfg, typed["scenario"])
+    with FakeDevice() as fake:
+        Run(cfg, typed, fed=fed).execute()
+    assert forwards[0] > 0  # the vectorised path ran
+    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
