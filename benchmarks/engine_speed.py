@@ -12,8 +12,9 @@ batch 32, plain SGD.
 ``--fedrc MODEL`` adds one round of FedRC (K = 3: E-step, K × clients units, aggregation) next to one FedAvg
 round of the whole engine (the ``Run`` an experiment uses), both on the fast path.
 
-On a GPU, fp32 runs with TF32 off and deterministic kernels (the engine's defaults); ``--precision bf16``
-autocasts forward/backward (weights, updates and aggregation stay fp32).
+On a GPU, fp32 runs with TF32 off and deterministic kernels (the engine's defaults; ``--nondeterministic``
+turns TF32 and cuDNN autotuning on); ``--precision bf16`` autocasts forward/backward (weights, updates and
+aggregation stay fp32). The vectorised fast path prints its units per call (engine.memory's chunk planner).
 
 Usage: python benchmarks/engine_speed.py [--rounds 5] [--models logistic,mlp,light-cnn]
        python benchmarks/engine_speed.py --device cuda [--precision bf16]   (models mlp,light-cnn,cnn,resnet18
@@ -122,8 +123,9 @@ def train_table(args: argparse.Namespace, device: torch.device) -> None:
         for tr in trainers.values():
             tr.close()
         t_fw = times["framework"]
+        units = f"  {trainers[fast].chunk_size(BATCH, args.clients)} units/call" if fast == "vectorized" else ""
         print(f"{name:<10} {t_fw:>10.3f} {times['sequential']:>11.3f} {times[fast]:>8.3f} ({fast:<8})"
-              f" {t_fw / times[fast]:>14.1f}× {times['sequential'] / times[fast]:>15.1f}×", flush=True)
+              f" {t_fw / times[fast]:>14.1f}× {times['sequential'] / times[fast]:>15.1f}×{units}", flush=True)
 
 
 def fedrc_table(args: argparse.Namespace, device: torch.device) -> None:
@@ -165,6 +167,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--fedrc", default=None, help="also time a K = 3 FedRC round with this model "
                                                   "(default on a GPU: light-cnn; 'none' to skip)")
+    ap.add_argument("--nondeterministic", action="store_true",
+                    help="TF32 and cuDNN autotuning on, deterministic kernels off (a run's deterministic=false)")
     args = ap.parse_args()
     try:
         device = resolve_device(args.device)
@@ -173,10 +177,12 @@ def main() -> None:
     gpu = device.type != "cpu"
     args.models = args.models or ("mlp,light-cnn,cnn,resnet18" if gpu else "logistic,mlp,light-cnn")
     args.fedrc = args.fedrc or ("light-cnn" if gpu else "none")
-    configure(device, deterministic=True)
+    configure(device, deterministic=not args.nondeterministic)
     where = f"{device_name(device)}, {args.precision}" if gpu else f"{torch.get_num_threads()} threads"
     if args.precision != "fp32" and not gpu:
         where += f", {args.precision}"
+    if args.nondeterministic and gpu:
+        where += ", nondeterministic (TF32, cuDNN autotuning)"
     print(f"torch {torch.__version__}, {where}; seconds per round, "
           f"{args.clients} clients × {PER_CLIENT} samples, batch {BATCH}, median of {args.rounds} interleaved rounds")
     if args.models != "none":

@@ -24,6 +24,7 @@ from fedcluster.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
 from fedcluster.validation import check_config, check_params, check_raw, read_config_file
 
 SECTIONS = ("algorithm", "scenario", "model")
+FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a larger step size or decay overflows in training
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -286,6 +287,10 @@ def _check_ranges(cfg: RunConfig) -> None:
     for k in ("momentum", "weight_decay"):
         if getattr(cfg, k) < 0:
             raise ConfigError(f"{k} must be >= 0, got {getattr(cfg, k)}")
+    for k in ("lr", "global_lr", "momentum", "weight_decay"):  # training computes in float32
+        if not getattr(cfg, k) <= FLOAT32_MAX:
+            raise ConfigError(f"{k}={getattr(cfg, k):g} is beyond the float32 range training computes in "
+                              f"(about 3.4e38): give a smaller {k}")
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
     if cfg.chunk_mb is not None and not 0 < cfg.chunk_mb < float("inf"):

@@ -9,13 +9,17 @@ from torch import nn
 from torch.func import functional_call
 
 from fedcluster.data.federation import Split
+from fedcluster.engine import inference
 from fedcluster.engine.holdout import scored_rows
 from fedcluster.engine.params import Params, num_units
 
 
 @torch.no_grad()
 def model_outputs(module: nn.Module, models: Params, x: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
-    """[K, N, out] outputs of each of the K stacked models on every row of ``x``."""
+    """[K, N, out] outputs of each of the K stacked models on every row of ``x`` (on an accelerator: the K
+    models vmapped, as many rows per call as the free memory allows)."""
+    if inference.row_budget(x.device) is not None:
+        return inference.StackForward(module)(models, x)
     outs = []
     for k in range(num_units(models)):
         pk = {n: v[k] for n, v in models.items()}

@@ -1,11 +1,15 @@
 """Fast no-grad forward passes of K stacked models (E-steps and evaluation of the clustered methods).
 
-For convolutional models PyTorch's eager CPU forward is slow (NCHW max-pooling alone is about half of
+On the CPU, PyTorch's eager forward of convolutional models is slow (NCHW max-pooling alone is about half of
 it), so the K loss passes of an E-step would cost more than the FedAvg round they are compared with.
 A traced, frozen, inference-optimised copy of each model (oneDNN fused conv + ReLU, blocked layouts) runs
-3–4× faster, takes ~50 ms to build and agrees with the eager forward to ~1e-7. Models without
-convolutions, and every model on an accelerator, run eagerly. The last built set is cached, so the evaluation after
+3–4× faster, takes ~50 ms to build and agrees with the eager forward to ~1e-7; it runs ``CHUNK`` rows at a time
+(cache-sized). Models without convolutions run eagerly. The last built set is cached, so the evaluation after
 round t and the E-step of round t + 1, which use the same models, build it once.
+
+On an accelerator a pass is launch-bound, not compute-bound: the K models run as one ``torch.func.vmap`` over
+their stacked parameters (a shared body once, its K heads vmapped), on as many rows per call as the free
+device memory allows (:func:`inference_rows`; a whole E-step or split is usually one call).
 """
 
 from __future__ import annotations
@@ -16,12 +20,25 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from torch.func import functional_call
+from torch.func import functional_call, vmap
 
+from fedcluster.engine.memory import free_bytes, inference_row_bytes
 from fedcluster.engine.params import Params
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
-CHUNK = 256  # rows per call: big enough to amortise per-call costs, small enough to stay in cache
+CHUNK = 256  # CPU rows per call: big enough to amortise per-call costs, small enough to stay in cache
+
+
+def row_budget(device: torch.device) -> int | None:
+    """Bytes one vectorised inference call may use on ``device``: a share of its free memory; None on the CPU
+    (traced per-model forwards, ``CHUNK`` rows at a time)."""
+    return free_bytes(device)
+
+
+def inference_rows(budget: int, k: int, row_bytes: int, fixed: int = 0) -> int:
+    """Rows per vectorised forward of ``k`` models: what fits ``budget`` bytes after ``fixed`` bytes (the
+    models' own copies) when each row costs ``row_bytes`` per model; at least one."""
+    return max(1, (budget - fixed) // max(k * row_bytes, 1))
 
 
 def has_conv(module: nn.Module) -> bool:
@@ -51,6 +68,7 @@ class StackForward:
         self.fast = has_conv(module)
         self._key: tuple | None = None
         self._fns: list[Forward] = []
+        self._row_bytes: dict[tuple[int, ...], int] = {}  # per-row bytes of one model, by input shape
 
     def _build(self, models: Params, example: torch.Tensor, shared_body: bool) -> list[Forward]:
         key = (shared_body, *((id(v), v._version) for v in models.values()))
@@ -64,12 +82,34 @@ class StackForward:
             self._key, self._models = key, models  # keep the tensors alive so their ids stay unique
         return self._fns
 
-    @torch.no_grad()
-    def __call__(self, models: Params, x: torch.Tensor, shared_body: bool = False, chunk: int = CHUNK
-                 ) -> torch.Tensor:
+    def rows_per_pass(self, models: Params, x: torch.Tensor) -> int | None:
+        """Rows per vectorised call of ``models`` on inputs like ``x`` (None on the CPU: ``CHUNK``)."""
+        budget = row_budget(x.device)
+        return None if budget is None else self._rows(models, x, budget)
+
+    def _rows(self, models: Params, x: torch.Tensor, budget: int) -> int:
+        shape = tuple(x.shape[1:])
+        if shape not in self._row_bytes:
+            self._row_bytes[shape] = inference_row_bytes(self.module, shape, x[:1])
         k = len(next(iter(models.values())))
+        fixed = sum(v.numel() * v.element_size() for v in models.values())  # vmap may copy the K weights once
+        return inference_rows(budget, k, self._row_bytes[shape], fixed)
+
+    @torch.no_grad()
+    def __call__(self, models: Params, x: torch.Tensor, shared_body: bool = False, chunk: int | None = None
+                 ) -> torch.Tensor:
+        """[K, N, out] outputs of the K models; ``chunk`` rows per call (default: ``CHUNK`` on the CPU, what
+        the free memory allows on an accelerator)."""
+        k = len(next(iter(models.values())))
+        if not len(x):
+            return functional_call(self.module, {n: v[0] for n, v in models.items()}, (x,)).unsqueeze(0).expand(
+                k, -1, -1)
+        budget = row_budget(x.device)
+        if budget is not None:
+            return self._vectorised(models, x, shared_body, chunk or self._rows(models, x, budget))
+        chunk = CHUNK if chunk is None else chunk
         heads = [{n[5:]: v[j] for n, v in models.items() if n.startswith("head.")} for j in range(k)]
-        if self.fast and len(x) and x.device.type == "cpu":  # oneDNN freezing is a CPU optimisation
+        if self.fast:  # oneDNN freezing is a CPU optimisation
             fns = self._build(models, x[:2], shared_body)
         elif shared_body:
             body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
@@ -85,7 +125,17 @@ class StackForward:
                 outs.append(torch.stack([functional_call(self.module.head, h, (z,)) for h in heads]))
             else:
                 outs.append(torch.stack([f(xb) for f in fns]))
-        if not outs:
-            return functional_call(self.module, {n: v[0] for n, v in models.items()}, (x,)).unsqueeze(0).expand(
-                k, -1, -1)
+        return torch.cat(outs, 1)
+
+    def _vectorised(self, models: Params, x: torch.Tensor, shared_body: bool, rows: int) -> torch.Tensor:
+        """[K, N, out]: one vmapped call over the K models per ``rows`` rows (a shared body runs once)."""
+        if shared_body:
+            body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
+            heads = {n[5:]: v for n, v in models.items() if n.startswith("head.")}
+            run_heads = vmap(lambda h, z: functional_call(self.module.head, h, (z,)), in_dims=(0, None))
+            outs = [run_heads(heads, functional_call(self.module.body, body, (x[i:i + rows],)))
+                    for i in range(0, len(x), rows)]
+        else:
+            run = vmap(lambda p, xb: functional_call(self.module, p, (xb,)), in_dims=(0, None))
+            outs = [run(models, x[i:i + rows]) for i in range(0, len(x), rows)]
         return torch.cat(outs, 1)

@@ -88,11 +88,27 @@ def footprint(module: nn.Module, input_shape: tuple[int, ...], sample: torch.Ten
     return UnitFootprint(params, total)
 
 
+INFERENCE_COPIES = 2  # a no-grad forward: each leaf output, plus vmap's layout copies of it
+UNMEASURED_ROW = 2**20  # bytes per row assumed for a model that cannot be measured
+
+
+def inference_row_bytes(module: nn.Module, input_shape: tuple[int, ...], sample: torch.Tensor | None = None) -> int:
+    """Bytes one input row costs one model in a vectorised no-grad forward: ``INFERENCE_COPIES`` times its
+    activations (every leaf module's output: an upper bound, since a no-grad pass frees them as it goes) plus
+    its input; the sizing rule of ``engine.inference``'s rows per call."""
+    fp = footprint(module, input_shape, sample)
+    activations = UNMEASURED_ROW if fp is None else INFERENCE_COPIES * fp.activations
+    return activations + math.prod(input_shape) * 4
+
+
 def free_bytes(device: torch.device) -> int | None:
-    """Free memory on an accelerator (a share of it); None on the CPU."""
+    """A share (``FREE_SHARE``) of the memory an accelerator can still give: what the driver reports free plus
+    what PyTorch's caching allocator holds unused (freed tensors of earlier phases, reusable without the
+    driver; the driver counts them as taken); None on the CPU."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
-        return int(free * FREE_SHARE)
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int((free + max(cached, 0)) * FREE_SHARE)
     return None
 
 
@@ -105,6 +121,15 @@ def budget_bytes(device: torch.device, chunk_mb: float | None) -> int | None:
 def chunk_units(budget: int, step_bytes: int) -> int:
     """Units per vectorised call: ``budget`` over the per-unit bytes, at least one."""
     return max(1, budget // max(step_bytes, 1))
+
+
+def balanced_chunk(units: int, fit: int) -> int:
+    """Units per call when ``units`` go in calls of at most ``fit``: as many calls as needed, all of (nearly)
+    the same size (100 units that fit 45 at a time: 34 + 33 + 33, not 45 + 45 + 10, whose last call would
+    leave most of the device idle)."""
+    if units <= fit:
+        return max(units, 1)
+    return math.ceil(units / math.ceil(units / fit))
 
 
 @dataclass

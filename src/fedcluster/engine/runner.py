@@ -23,7 +23,7 @@ from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
-from fedcluster.engine.divergence import check_finite
+from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.interrupts import sigint_held
@@ -164,16 +164,18 @@ class Run:
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
         checkpointed, done = start, start
+        with default_device(self.device):
+            watch = DivergenceWatch(self.alg, self.ctx.trainer, self.fed.task, self.fed.output_dim)
         try:
             for t in bar:
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
                 with default_device(self.device):
                     res = self.play_round(t)
-                    check_finite(t + 1, self.alg, self.ctx.trainer, {})
+                    watch.after_round(t + 1)
                     if (t + 1) % cfg.eval_every == 0 or last:
                         metrics, val_acc = evaluate(self.alg, self.fed)
-                        check_finite(t + 1, self.alg, self.ctx.trainer, self._scored(metrics))
+                        watch.after_evaluation(t + 1, self._scored(metrics))
                     else:
                         metrics = {}
                 seconds = time.perf_counter() - t0

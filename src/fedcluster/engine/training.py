@@ -37,7 +37,14 @@ from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
 from fedcluster.engine.evaluation import per_sample_losses
 from fedcluster.engine.inference import StackForward
-from fedcluster.engine.memory import MAX_UNITS, UnitFootprint, budget_bytes, chunk_units, footprint
+from fedcluster.engine.memory import (
+    MAX_UNITS,
+    UnitFootprint,
+    balanced_chunk,
+    budget_bytes,
+    chunk_units,
+    footprint,
+)
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool, stop_pool
@@ -158,7 +165,8 @@ class Trainer:
         self._footprint: UnitFootprint | None = None  # the module's per-unit bytes (engine.memory)
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
-        self.nonfinite: set[int] = set()  # clients whose trained units came back NaN/inf (engine.divergence)
+        # per-unit largest absolute entry of each training call, read by engine.divergence once per round
+        self.pending: list[tuple[np.ndarray, torch.Tensor]] = []
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
         self._forward: StackForward | None = None  # inference forward of the E-step losses
@@ -169,15 +177,16 @@ class Trainer:
         t = type(self)(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
                        self.channels_last, self.max_units, self.precision, self.chunk_mb)
         t.loss = loss
-        t.nonfinite = self.nonfinite
+        t.pending = self.pending
         # the dense path knows the standard losses and engine.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
         return t
 
-    def chunk_size(self, batch_size: int) -> int:
+    def chunk_size(self, batch_size: int, units: int | None = None) -> int:
         """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; on an accelerator
-        what fits the memory budget (``chunk_mb``, or a share of the free device memory)."""
+        what fits the memory budget (``chunk_mb``, or a share of the free device memory), measured once per
+        batch size; for a call of ``units`` units, balanced over the calls it takes (engine.memory)."""
         if batch_size not in self._chunk:
             budget = budget_bytes(self.device, self.chunk_mb)
             if budget is None:
@@ -186,7 +195,8 @@ class Trainer:
                 self._footprint = footprint(self.module, tuple(self.x.shape[1:]), self.x[:1])
             assert self._footprint is not None  # never None with a real sample to fall back on
             self._chunk[batch_size] = chunk_units(budget, self._footprint.step_bytes(batch_size))
-        return self._chunk[batch_size]
+        fit = self._chunk[batch_size]
+        return fit if units is None else balanced_chunk(units, fit)
 
     def train(
         self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
@@ -208,44 +218,55 @@ class Trainer:
             out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
         else:
             out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
-                                   self.chunk_size(solver.batch_size), self.precision)
+                                   self.chunk_size(solver.batch_size, len(clients)), self.precision)
         self._watch(out, clients)
         return out
 
     def _watch(self, out: Params, clients: np.ndarray) -> None:
-        """Remember the clients whose units diverged (the runner stops the run; methods never see this)."""
+        """Remember which units came back non-finite (the runner stops the run; methods never see this).
+
+        Nothing is read back here: each unit's largest absolute entry (NaN or inf exactly when one of its entries
+        is; min/max reductions allocate no stack-sized temporary and cannot overflow) is kept on the device
+        until :meth:`take_watch`, so training adds no host sync to a round."""
         if len(clients) == 0 or next(iter(out.values())).device.type == "meta":  # meta: shapes only, no values
             return
-        bad = None
+        peaks = []
         for v in out.values():
-            # A unit with a NaN/inf entry has a non-finite sum; only units whose sum is not finite (that, or an
-            # overflow of finite entries) are checked entry by entry: no stack-sized temporaries, one read.
-            flat = v.reshape(len(clients), -1)
-            suspect = ~torch.isfinite(flat.sum(1))
-            if not suspect.any():
-                continue
-            b = suspect.clone()
-            b[suspect] = ~torch.isfinite(flat[suspect]).all(1)
-            bad = b if bad is None else bad | b
-        if bad is not None:
-            self.nonfinite.update(int(c) for c in clients[bad.cpu().numpy()])
+            if v[0].numel():
+                low, high = torch.aminmax(v.reshape(len(clients), -1), dim=1)
+                peaks.append(torch.maximum(high, -low))
+        if peaks:
+            self.pending.append((np.asarray(clients), torch.stack(peaks).amax(0)))
+
+    def take_watch(self) -> list[tuple[np.ndarray, torch.Tensor]]:
+        """The (clients, per-unit largest absolute entry) pairs recorded by :meth:`_watch` since the last call."""
+        out = list(self.pending)
+        self.pending.clear()
+        return out
 
     def take_nonfinite(self) -> list[int]:
-        """The clients recorded by :meth:`_watch` since the last call, sorted."""
-        out = sorted(self.nonfinite)
-        self.nonfinite.clear()
-        return out
+        """The clients whose units came back non-finite since the last call, sorted (one host read)."""
+        watched = self.take_watch()
+        if not watched:
+            return []
+        finite = torch.isfinite(torch.cat([s for _, s in watched])).cpu().numpy()
+        clients = np.concatenate([c for c, _ in watched])
+        return sorted({int(c) for c in clients[~finite]})
 
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         """[N, K] per-sample losses of the K stacked ``models`` on training ``rows`` (an E-step's client
-        work): one batched pass over the whole cohort in chunks of LOSS_CHUNK rows."""
+        work): one batched pass over the whole cohort, gathered LOSS_CHUNK rows at a time on the CPU and as
+        many as the free memory allows (one vectorised forward each) on an accelerator."""
         if self._forward is None:
             self._forward = StackForward(self.module)
+        planned = self._forward.rows_per_pass(models, self.x)  # None on the CPU
+        chunk = planned or LOSS_CHUNK
         out = []
-        for i in range(0, len(rows), LOSS_CHUNK):
-            idx = torch.as_tensor(rows[i:i + LOSS_CHUNK])
-            out.append(per_sample_losses(self._forward(models, self.x[idx], shared_body), self.y[idx], self.task).T)
+        for i in range(0, len(rows), chunk):
+            idx = torch.as_tensor(rows[i:i + chunk])
+            outputs = self._forward(models, self.x[idx], shared_body, chunk=planned)
+            out.append(per_sample_losses(outputs, self.y[idx], self.task).T)
         return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, len(next(iter(models.values())))))
 
     # -- process pool ------------------------------------------------------------------------

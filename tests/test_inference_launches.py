@@ -1,0 +1,115 @@
+"""Inference on an accelerator is vectorised: the forward calls of an E-step and an evaluation do not grow with
+the number of clients or models, and the rows per call follow the free memory. The accelerator is simulated
+on the CPU by giving ``engine.inference.row_budget`` a free-memory figure (what CUDA's mem_get_info gives)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedcluster.config import load_raw, resolve
+from fedcluster.engine import inference
+from fedcluster.engine.evaluation import model_outputs
+from fedcluster.engine.inference import CHUNK, StackForward, inference_rows
+from fedcluster.engine.memory import inference_row_bytes
+from fedcluster.engine.params import get_params, stack
+from fedcluster.engine.runner import Run, evaluate
+from fedcluster.models import build_model
+
+GIB = 2**30
+
+
+@pytest.fixture
+def forwards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Simulate an accelerator with 1 GiB free and count the model forward calls of engine.inference."""
+    calls = [0]
+    real = inference.functional_call
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "row_budget", lambda device: 1 * GIB)
+    monkeypatch.setattr(inference, "functional_call", counted)
+    return calls
+
+
+def _launches(algorithm: str, clients: int, tmp_path: Path, calls: list[int]) -> tuple[int, int]:
+    """Forward calls of one E-step (over every client's training rows) and of one evaluation, and the rows."""
+    cfg, typed = resolve(load_raw(None, [
+        f"algorithm={algorithm}", f"num_clients={clients}", "device=cpu", "progress=false", "rounds=2",
+        "model.hidden=[16]", f"out={tmp_path / f'{algorithm}-{clients}'}", "threads=1"]))
+    run = Run(cfg, typed)
+    try:
+        run.play_round(0)  # every client trained once: the evaluation needs no extra pass for unseen clients
+        rows, _ = run.alg.rows(np.arange(clients))
+        calls[0] = 0
+        run.alg.losses(rows)  # the clients' E-step work
+        evaluate(run.alg, run.fed)  # validation and test predictions
+        return calls[0], len(rows)
+    finally:
+        run.ctx.trainer.close()
+        run.dir.release()
+
+
+@pytest.mark.parametrize("algorithm", ["ifca", "fedrc"])
+def test_e_step_and_evaluation_forward_calls_do_not_grow_with_clients(algorithm: str, tmp_path: Path,
+                                                                      forwards: list[int]) -> None:
+    few, few_rows = _launches(algorithm, 4, tmp_path, forwards)
+    many, many_rows = _launches(algorithm, 40, tmp_path, forwards)
+    assert many_rows > 3 * CHUNK  # chunks of CHUNK rows, or one call per model, would show below
+    assert few == many == 3, (few, many)  # one vmapped call each: the E-step, the validation, the test split
+
+
+def test_vectorised_forward_matches_the_per_model_one(forwards: list[int]) -> None:
+    torch.manual_seed(0)
+    for name in ("mlp", "light-cnn"):
+        module = build_model(name, (1, 12, 12), 10)
+        models = stack([get_params(build_model(name, (1, 12, 12), 10)) for _ in range(3)])
+        x = torch.rand(300, 1, 12, 12)
+        ref = torch.stack([torch.func.functional_call(module, {n: v[k] for n, v in models.items()}, (x,))
+                           for k in range(3)])
+        forwards[0] = 0
+        torch.testing.assert_close(StackForward(module)(models, x), ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(StackForward(module)(models, x, chunk=7), ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model_outputs(module, models, x), ref, rtol=1e-5, atol=1e-5)
+        assert forwards[0] == 1 + 43 + 1  # whole / 300 rows in chunks of 7 / whole
+        for n, v in models.items():  # shared body: body of model 0, each model's head
+            if n.startswith("body."):
+                v[1:] = v[0]
+        ref = torch.stack([torch.func.functional_call(module, {n: v[k] for n, v in models.items()}, (x,))
+                           for k in range(3)])
+        torch.testing.assert_close(StackForward(module)(models, x, shared_body=True), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_per_call_follow_the_free_memory() -> None:
+    """Light CNN on 1×28×28, K = 3: rows per call scale with the free memory, far above the CPU's CHUNK."""
+    module = build_model("light-cnn", (1, 28, 28), 10)
+    row = inference_row_bytes(module, (1, 28, 28))
+    assert 10_000 < row < 2**20  # a few hundred KiB of activations per row
+    assert inference_rows(70 * GIB, 3, row) > 50_000  # an H100: a paper-scale E-step (48,000 rows) in one call
+    assert inference_rows(GIB, 3, row) == GIB // (3 * row)
+    assert inference_rows(8 * GIB, 3, row) == pytest.approx(8 * inference_rows(GIB, 3, row), rel=1e-3)
+    assert inference_rows(GIB, 3, row, fixed=GIB) == 1  # never less than one row
+
+
+@pytest.mark.parametrize("algorithm", ["fedrc", "ifca"])
+def test_the_vectorised_inference_keeps_its_tensors_on_the_runs_device(algorithm: str, tmp_path: Path,
+                                                                       forwards: list[int]) -> None:
+    """The accelerator path under the CPU's stand-in for a GPU (tests/fake_device.py): a whole run with
+    vectorised E-steps and evaluations mixes no host and device tensors and reads none without .cpu()."""
+    from fake_device import FakeDevice
+
+    from fedcluster.data.build import build_federation
+
+    cfg, typed = resolve(load_raw(None, [
+        f"algorithm={algorithm}", "num_clients=6", "device=cpu", "progress=false", "rounds=2", "model=light-cnn",
+        "engine=vectorized", f"out={tmp_path / 'run'}", "threads=1"]))
+    fed = build_federation(cfg, typed["scenario"])
+    with FakeDevice() as fake:
+        Run(cfg, typed, fed=fed).execute()
+    assert forwards[0] > 0  # the vectorised path ran
+    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
