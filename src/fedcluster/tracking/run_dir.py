@@ -158,10 +158,12 @@ class RunDir:
         """Keep the rows of rounds ≤ ``completed`` (a resumed run rewrites the rest; a row torn by a
         crash is dropped). The kept rows must be rounds 1..``completed``, one each: a checkpoint of round
         ``completed`` beside a ``rounds.csv`` that lacks some of them is refused."""
-        header, rows = parse_rounds(self.rounds_csv, ROUND_COLUMNS, torn_tail=True)
-        if not header and completed == 0:
+        if completed == 0:  # the run starts over: nothing of the file is kept
+            with writing(self.rounds_csv, self.hint):
+                self.rounds_csv.unlink(missing_ok=True)
             self._columns = None
             return []
+        header, rows = parse_rounds(self.rounds_csv, ROUND_COLUMNS, torn_tail=True)
         rows = [r for r in rows if float(r[header.index("round")]) <= completed]
         rounds = [int(float(r[header.index("round")])) for r in rows]
         if rounds != list(range(1, completed + 1)):
@@ -183,7 +185,10 @@ class RunDir:
         """Keep the records of rounds ≤ ``completed`` (a resumed run rewrites the rest; a line torn by a
         crash is dropped)."""
         path = self.path / name
-        if path.exists() or path.is_symlink():
+        if completed == 0:
+            with writing(path, self.hint):
+                path.unlink(missing_ok=True)
+        elif path.exists() or path.is_symlink():
             keep = [line for line, rec in parse_jsonl(path, torn_tail=True) if rec["round"] <= completed]
             atomic_write(path, "".join(line + "\n" for line in keep).encode(), self.hint)
 

@@ -64,8 +64,8 @@ def parse_rounds(path: Path, required: list[str], torn_tail: bool = False) -> tu
     text = read_text(path)
     if text is None:
         return [], []
-    if torn_tail and text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
+    if torn_tail and text and not text.endswith("\n") and text[text.rfind("\n") + 1:][:1].isdigit():
+        text = text[: text.rfind("\n") + 1]  # a row cut short by a crash (rows start with their round)
     csv.field_size_limit(1 << 20)
     try:
         lines = list(csv.reader(io.StringIO(text)))
@@ -145,8 +145,8 @@ def parse_jsonl(path: Path, torn_tail: bool = False) -> list[tuple[str, dict[str
     text = read_text(path)
     if text is None:
         return []
-    if torn_tail and text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
+    if torn_tail and text and not text.endswith("\n") and text[text.rfind("\n") + 1:].startswith('{"round": '):
+        text = text[: text.rfind("\n") + 1]  # a record cut short by a crash (records start with their round)
     out = []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
