@@ -366,9 +366,6 @@ def api_cases() -> list[Case]:
         "missing config path": lambda d: fedcluster.run(d / "nope.yaml"),
         "config path a folder": lambda d: fedcluster.run(d),
         "use_cache a string": lambda d: fedcluster.build_federation(small, use_cache="no"),
-        "federation of another size": lambda d: fedcluster.run(
-            {"num_clients": 4, "rounds": 1, "progress": False, "out": str(d / "r")},
-            federation=fedcluster.build_federation({"num_clients": 6})),
         "lr a numpy array": lambda d: fedcluster.run(lr=np.array([0.1, 0.2]), **small),
         "seed a numpy float NaN": lambda d: fedcluster.run(seed=np.float32("nan"), **small),
     }
@@ -377,6 +374,11 @@ def api_cases() -> list[Case]:
         Case("library API", "np.int64 and np.float32 values", expect="ok", check=lambda d, out: True,
              call=accepts(lambda d: fedcluster.load_config(num_clients=np.int64(4), lr=np.float32(0.05),
                                                            rounds=np.int32(2), **{"scenario.alpha": np.float64(1)}))),
+        Case("library API", "federation of another size: not silent", expect="ok",
+             check=lambda d, out: "is replaced by the 6 clients" in out,
+             call=accepts(lambda d: fedcluster.run({"num_clients": 4, "rounds": 1, "progress": False,
+                                                    "out": str(d / "r")},
+                                                   federation=fedcluster.build_federation({"num_clients": 6})))),
         Case("library API", "np.bool_ value", expect="ok", check=lambda d, out: True,
              call=accepts(lambda d: fedcluster.load_config(progress=np.bool_(False)))),
     ]
@@ -384,9 +386,13 @@ def api_cases() -> list[Case]:
 
 
 def smaller_cases() -> list[Case]:
-    def summary_precision(d: Path, out: str) -> bool:
-        rows = (d / "run" / "rounds.csv").read_text().splitlines()
-        return all(len(c) > 8 or "." not in c for c in rows[1].split(",")[1:3])
+    def straight_run(d: Path) -> None:
+        copy_run(d.parent, d)
+        _quiet(["run", "algorithm=ifca", "num_clients=6", "rounds=3", "progress=false", f"out={d / 'straight'}"])
+
+    def same_summary(d: Path, out: str) -> bool:
+        resumed, straight = (json.loads((d / p / "summary.json").read_text()) for p in ("run", "straight"))
+        return resumed["best"] == straight["best"] and resumed["at_best_val"] == straight["at_best_val"]
 
     def interrupted_after_summary(d: Path) -> None:
         copy_run(d.parent, d)
@@ -407,14 +413,15 @@ def smaller_cases() -> list[Case]:
                 save_state(c, state, "federation", meta_key)
 
     return [
-        Case("smaller", "rounds.csv keeps full precision", lambda d: ["report", str(d / "run")],
-             lambda d: copy_run(d.parent, d), expect="ok", check=summary_precision),
+        Case("smaller", "a resumed summary equals a straight run's (full precision)",
+             lambda d: ["resume", str(d / "run"), "rounds=3", "progress=false"], straight_run, expect="ok",
+             check=same_summary),
         Case("smaller", "resume after a kill before accuracy.png", lambda d: ["resume", str(d / "run")],
              interrupted_after_summary, expect="ok", check=lambda d, out: (d / "run" / "accuracy.png").exists()),
         Case("smaller", "cache with out-of-range labels and a recomputed checksum",
              lambda d: ["run", "algorithm=ifca", "num_clients=6", "rounds=2", "progress=false", f"out={d / 'r'}"],
              crafted_cache, expect="either",
-             check=lambda d, out: "note" in out and (d / "r" / "summary.json").exists()),
+             check=lambda d, out: "discarding" in out and (d / "r" / "summary.json").exists()),
     ]
 
 
@@ -470,6 +477,8 @@ def outcome(case: Case, d: Path) -> tuple[str, str]:
               and not line.startswith("  ") and "%|" not in line]
     errors = [line for line in errors if line.startswith("fedcluster: error") or rc == 2]
     ok_check = case.check is not None and rc == 0 and case.check(d, text)
+    if case.call is not None and case.expect == "refuse" and rc == 2:  # a UserError of one line
+        return "clean", "UserError"
     if case.expect in ("refuse", "either") and rc == 2 and len(errors) == 1:
         return "clean", errors[0][:200]
     if case.expect in ("ok", "either") and ok_check:

@@ -130,12 +130,12 @@ def test_bad_library_calls_raise_fedcluster_errors(tmp_path: Path) -> None:
             call()
 
 
-def test_a_federation_of_another_size_does_not_override_num_clients(tmp_path: Path) -> None:
+def test_a_federation_of_another_size_overrides_num_clients_with_a_note(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     fed = fedcluster.build_federation({"num_clients": 6})
-    with pytest.raises(ConfigError, match="6 clients"):
-        fedcluster.run({"num_clients": 4, "rounds": 1, "progress": False, "out": str(tmp_path / "r")}, federation=fed)
-    res = fedcluster.run({"rounds": 1, "progress": False, "out": str(tmp_path / "r2")}, federation=fed)
-    assert res.config.num_clients == 6
+    capsys.readouterr()
+    res = fedcluster.run({"num_clients": 4, "rounds": 1, "progress": False, "out": str(tmp_path / "r")}, federation=fed)
+    assert res.config.num_clients == 6 and "num_clients=4 is replaced by the 6 clients" in capsys.readouterr().err
 
 
 # -- resumed runs ---------------------------------------------------------------------------------------------

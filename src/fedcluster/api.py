@@ -81,7 +81,7 @@ def build_federation(config: Config = None, /, use_cache: bool = True, **overrid
 
 def run(config: Config = None, /, federation: Federation | None = None, **overrides: Any) -> Result:
     """Run one experiment; ``federation`` reuses an already built one (e.g. to compare methods on it).
-    Its number of clients is the run's: a ``num_clients`` that differs from it is refused."""
+    Its number of clients is the run's: a ``num_clients`` that differs from it is replaced, with a note."""
     from fedcluster.data.federation import Federation
     from fedcluster.engine.runner import Run
 
@@ -92,8 +92,9 @@ def run(config: Config = None, /, federation: Federation | None = None, **overri
                               f"{type(federation).__name__}")
         n = federation.num_clients
         if "num_clients" in raw and raw["num_clients"] != n:
-            raise ConfigError(f"num_clients={raw['num_clients']!r} but the federation passed has {n} clients; "
-                              f"leave num_clients out or pass num_clients={n}")
+            from fedcluster.validation import note
+
+            note(f"num_clients={raw['num_clients']!r} is replaced by the {n} clients of the federation passed")
         raw["num_clients"] = n
     cfg, typed = resolve(raw)
     job = Run(cfg, typed, fed=federation)
