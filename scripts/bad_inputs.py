@@ -298,7 +298,7 @@ def parsing_cases() -> list[Case]:
         Case("parsing", "override seed=0777", lambda d: [*RUN, "seed=0777", f"out={d / 'r'}"], expect="either",
              check=lambda d, out: _seed_of(d / "r") == 777),
         Case("parsing", "fedmd num_anchors=-1", lambda d: [*RUN, "algorithm=fedmd", "algorithm.num_anchors=-1"]),
-        Case("parsing", "fedmd num_anchors=0", lambda d: [*RUN, "algorithm=fedmd", "algorithm.num_anchors=0"]),
+        Case("parsing", "fedmd without delta on real data", lambda d: [*RUN, "algorithm=fedmd"]),
         Case("parsing", "cflgp t_cl=-1", lambda d: [*RUN, "algorithm=cflgp", "algorithm.t_cl=-1"]),
         Case("parsing", "idx images of zero width", mnist(), mnist_files(np.zeros((12, 6, 0)))),
         Case("parsing", "idx images 1x1 with the CNN", mnist("model=cnn"),
