@@ -22,6 +22,8 @@ def output_path(text: str | Path, what: str, folder: bool) -> Path:
     """``text`` as a path where a folder (``folder``) or a file can be created or reused; ``what`` names the
     option in messages (e.g. ``out=runs/x``, ``--out x.png``)."""
     raw = str(text)
+    if len(what) > 100:  # a very long path is not repeated whole in the message
+        what = what[:60] + "..." + what[-30:]
     if not raw.strip():
         raise UserError(f"{what}: the path is empty; give a {'folder' if folder else 'file'} name")
     try:
