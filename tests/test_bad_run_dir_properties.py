@@ -350,3 +350,20 @@ def test_scenario_out_folder_draws_inside_it(tmp_path: Path) -> None:
 def test_replicas_beyond_memory_are_refused(tmp_path: Path, copies: int) -> None:
     refused([*RUN, "scenario=diverse-shift", f"scenario.replicate={copies}", f"out={tmp_path / 'r'}"],
             "scenario.replicate")
+
+
+# -- and no false refusals: every method's own checkpoint fits its schema --------------------------------------
+SLOW_METHODS = ["cfl", "fedem", "fedprox", "fedrc", "fedrc-adaptive", "fedsoft", "fesem", "hcfl-plus", "hcfl-prime",
+                "icfl", "oneshot", "oracle", "pacfl", "stocfl", "fedmd"]
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "hcfl", "cflgp",
+                                       *(pytest.param(a, marks=pytest.mark.slow) for a in SLOW_METHODS)])
+def test_every_methods_checkpoint_resumes(tmp_path: Path, algorithm: str) -> None:
+    extra = ["algorithm.delta=1.0"] if algorithm == "fedmd" else []
+    out = tmp_path / "run"
+    rc, lines = outcome(["run", f"algorithm={algorithm}", "num_clients=6", "rounds=3", "progress=false",
+                         f"out={out}", *extra])
+    assert rc == 0, lines
+    rc, lines = outcome(["resume", str(out), "rounds=4", "progress=false"])
+    assert rc == 0, lines
