@@ -42,30 +42,61 @@ class Result:
 
 def load_config(config: Config = None, /, **overrides: Any) -> tuple[RunConfig, dict[str, Any]]:
     """The validated :class:`RunConfig` and the typed algorithm/scenario/model parameters."""
+    return resolve(_raw(config, overrides))
+
+
+def _raw(config: Config, overrides: dict[str, Any]) -> dict[str, Any]:
     if config is None or isinstance(config, Mapping):
         raw: dict[str, Any] = {}
-        merge_mapping(raw, dict(config or {}))
+        merge_mapping(raw, plain(dict(config or {})))
     elif isinstance(config, str | Path):
         raw = load_raw(config, [])
     else:
         raise ConfigError(f"a configuration is a YAML path, a mapping or None, got {type(config).__name__}")
-    merge_mapping(raw, overrides)
-    return resolve(raw)
+    merge_mapping(raw, plain(overrides))
+    return raw
+
+
+def plain(value: Any) -> Any:
+    """``value`` with NumPy scalars (``np.int64(4)``, ``np.float32(0.1)``, ``np.bool_``) as Python numbers, in
+    mappings and lists too: they are what a user's NumPy code passes."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
 
 
 def build_federation(config: Config = None, /, use_cache: bool = True, **overrides: Any) -> Federation:
     """The federation a run with this configuration trains on (seeded, cached on disk like the CLI's)."""
     from fedcluster.data.build import build_federation as build
 
+    if not isinstance(use_cache, bool):
+        raise ConfigError(f"use_cache must be True or False, got {use_cache!r}")
     cfg, typed = load_config(config, **overrides)
     return build(cfg, typed["scenario"], use_cache=use_cache)
 
 
 def run(config: Config = None, /, federation: Federation | None = None, **overrides: Any) -> Result:
-    """Run one experiment; ``federation`` reuses an already built one (e.g. to compare methods on it)."""
+    """Run one experiment; ``federation`` reuses an already built one (e.g. to compare methods on it).
+    Its number of clients is the run's: a ``num_clients`` that differs from it is replaced, with a note."""
+    from fedcluster.data.federation import Federation
     from fedcluster.engine.runner import Run
 
-    cfg, typed = load_config(config, **overrides)
+    raw = _raw(config, overrides)
+    if federation is not None:
+        if not isinstance(federation, Federation):
+            raise ConfigError(f"federation= must be a Federation (from fedcluster.build_federation), got "
+                              f"{type(federation).__name__}")
+        n = federation.num_clients
+        if "num_clients" in raw and raw["num_clients"] != n:
+            from fedcluster.validation import note
+
+            note(f"num_clients={raw['num_clients']!r} is replaced by the {n} clients of the federation passed")
+        raw["num_clients"] = n
+    cfg, typed = resolve(raw)
     job = Run(cfg, typed, fed=federation)
     summary = job.execute()
     return Result(rows=job.dir.read_rounds(), summary=summary, run_dir=job.dir.path, config=cfg)

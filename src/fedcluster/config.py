@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from fedcluster.config_yaml import load_yaml
 from fedcluster.errors import ConfigError
 from fedcluster.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
 from fedcluster.validation import check_config, check_params, check_raw, read_config_file
@@ -96,7 +97,7 @@ def parse_value(text: str) -> Any:
             return float(number)
         return int(number)
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError:
         return text
 
@@ -196,7 +197,11 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"argument {item!r} is not of the form key=value (e.g. rounds=50)")
-        _apply(raw, key.strip(), parse_value(text))
+        try:
+            value = parse_value(text)
+        except ConfigError as e:
+            raise ConfigError(f"{key.strip()}: {e}") from None
+        _apply(raw, key.strip(), value)
     if path is not None:
         _drop_foreign_file_params(raw, from_file)
     return raw

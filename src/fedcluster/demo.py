@@ -33,7 +33,9 @@ def run_demo(out: str | None = None, progress: bool = True) -> int:
     from fedcluster.storage import folders
 
     if out is not None:
-        return _demo(Path(out), progress)
+        from fedcluster.storage.paths import output_path
+
+        return _demo(output_path(out, f"--out {out}", folder=True), progress)
     # -2, -3, ... when a demo started in the same second has the name
     root = folders.claim_new_dir(Path("runs") / f"{folders.stamp()}-demo")
     with folders.removed_if_empty(root):  # a demo stopped before its first run leaves no folder

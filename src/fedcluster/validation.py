@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +17,12 @@ from typing import Any
 
 import yaml
 
-from fedcluster.errors import ConfigError
+from fedcluster.config_yaml import load_yaml
+from fedcluster.errors import ConfigError, UserError
+from fedcluster.storage.paths import output_path
 
 SECTIONS = ("algorithm", "scenario", "model")
+_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 # numpy's and torch's generators take larger seeds, but scikit-learn's random_state (KMeans) stops here
 SEED_MAX = 2**32 - 1
 INT_MAX = 2**63 - 1  # every integer key must fit in int64 (numpy/torch index arithmetic)
@@ -55,9 +59,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {name} is not UTF-8 text (bad byte 0x{raw[e.start]:02x} on line {line}); "
                           "save it as UTF-8") from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {name} is not valid YAML: {_yaml_problem(e)}") from None
+    except ConfigError as e:
+        raise ConfigError(f"config file {name}: {e}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -81,6 +87,10 @@ def _check_keys(data: dict[Any, Any], name: str, section: str) -> None:
             where = f" under {section}" if section else ""
             raise ConfigError(f"config file {name}: key {k!r}{where} is not a name; keys are words such as "
                               "`rounds: 50` or `lr: 0.1` (a number, ~ or null cannot be a key)")
+        if not _KEY_NAME.match(k):  # not a setting: the file is no config (e.g. /etc/passwd); its text is not shown
+            where = f" under {section}" if section else ""
+            raise ConfigError(f"config file {name} is not a fedcluster config: it holds a key{where} that is not a "
+                              "setting name (keys are words such as `rounds` or `lr`); check the path")
         if isinstance(v, dict):
             _check_keys(v, name, f"{section}.{k}" if section else k)
 
@@ -153,6 +163,7 @@ def check_config(cfg: Any) -> None:
         cfg.threads = cpus
     if cfg.out is not None:
         check_out_dir(cfg.out)
+    check_tracking_paths(cfg)
 
 
 def check_params(section: str, params: dict[str, Any]) -> None:
@@ -173,18 +184,25 @@ def check_params(section: str, params: dict[str, Any]) -> None:
 
 def check_out_dir(out: str) -> None:
     """``out=`` must be (or be creatable as) a writable directory outside /proc, /sys and /dev."""
-    p = Path(out).expanduser()
-    resolved = p.resolve()
-    if any(resolved == Path(s) or Path(s) in resolved.parents for s in ("/proc", "/sys", "/dev")):
-        raise ConfigError(f"out={out} is inside {resolved.parts[1] and '/' + resolved.parts[1]}, which is not "
-                          "for files; pass out= a folder such as runs/my-run")
-    if p.exists() and not p.is_dir():
-        raise ConfigError(f"out={out} is an existing file, not a folder; pass out= a new or run folder")
-    existing = next((a for a in (p, *p.parents) if a.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise ConfigError(f"out={out}: {existing} is a file, so no folder can be made there; pass another out=")
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"out={out}: {existing} is not writable; pass out= a folder you can write to")
+    _checked_path(out, f"out={out}", folder=True)
+
+
+def check_tracking_paths(cfg: Any) -> None:
+    """``tensorboard_dir=`` (a folder) and the file of ``tracking_uri=sqlite:///FILE``, as ``out=`` is checked."""
+    if cfg.tensorboard_dir is not None:
+        _checked_path(cfg.tensorboard_dir, f"tensorboard_dir={cfg.tensorboard_dir}", folder=True)
+    uri = cfg.tracking_uri
+    if uri is not None and uri.startswith("sqlite:"):
+        if not uri.startswith("sqlite:///") or uri == "sqlite:///":
+            raise ConfigError(f"tracking_uri={uri}: an SQLite URI names a file, e.g. sqlite:///runs/mlflow.db")
+        _checked_path(uri[len("sqlite:///"):], f"tracking_uri={uri}", folder=False)
+
+
+def _checked_path(text: str, what: str, folder: bool) -> None:
+    try:
+        output_path(text, what, folder)
+    except UserError as e:
+        raise ConfigError(str(e)) from None
 
 
 def note(message: str) -> None:

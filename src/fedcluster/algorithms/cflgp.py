@@ -62,6 +62,9 @@ class CFLGPParams:
             raise ValueError(f"compression_ratio must be >= 1, got {self.compression_ratio}")
         if self.quantize_digits is not None and self.quantize_digits < 0:
             raise ValueError("quantize_digits must be >= 0")
+        if self.t_cl is not None and self.t_cl < 1:
+            raise ValueError(f"t_cl (the round from which clusters stay fixed) must be >= 1, got {self.t_cl}; "
+                             "leave it out to update clusters for the whole run")
 
 
 @ALGORITHMS.register("cflgp", "CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)",

@@ -56,6 +56,7 @@ from fedcluster.algorithms.spectral import orthogonal_iteration
 from fedcluster.engine.evaluation import model_outputs, per_sample_losses
 from fedcluster.engine.params import Params, flatten, num_bytes, select
 from fedcluster.engine.training import per_sample_loss
+from fedcluster.errors import ConfigError
 from fedcluster.metrics_regression import regression_extras
 from fedcluster.models.base import SplitModel, flat_dim
 from fedcluster.registry import ALGORITHMS, MODELS
@@ -91,6 +92,8 @@ class FedMDParams:
             raise ValueError("num_clusters and local_steps must be >= 1, phase1_rounds >= 0")
         if self.delta is not None and self.delta <= 0:
             raise ValueError("delta must be > 0")
+        if self.num_anchors < 0:
+            raise ValueError(f"num_anchors must be >= 0 (0 picks ⌈3k ln k⌉), got {self.num_anchors}")
 
 
 def default_num_anchors(k: int) -> int:
@@ -222,7 +225,8 @@ class FedMD(Algorithm):
 
     def theta_star_vectors(self) -> np.ndarray:
         if self.theta_star is None:
-            raise ValueError("init='oracle' needs a federation with extras['theta_star']")
+            raise ConfigError("algorithm.init=oracle needs a scenario with known true models (a synthetic one); "
+                              "choose another algorithm.init")
         ts = np.asarray(self.theta_star, dtype=np.float64)
         if ts.shape[1] == self.dim:
             return ts.copy()
@@ -234,7 +238,8 @@ class FedMD(Algorithm):
         if self.params.delta is not None:
             return self.params.delta
         if self.theta_star is None:
-            raise ValueError("fedmd needs algorithm.delta (Δ) when the federation has no theta_star")
+            raise ConfigError("fedmd needs algorithm.delta (Δ, the separation of the true models) on a scenario "
+                              "whose true models are unknown; pass e.g. algorithm.delta=1.0")
         ts = np.asarray(self.theta_star, dtype=np.float64)
         d = np.linalg.norm(ts[:, None] - ts[None], axis=-1)
         return float(d[~np.eye(len(ts), dtype=bool)].min()) if len(ts) > 1 else 1.0

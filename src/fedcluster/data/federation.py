@@ -165,6 +165,35 @@ class Federation:
             np.add.at(hist, (owner, self.train.y.cpu().numpy()), 1)
         return hist
 
+    def check_values(self) -> None:
+        """Raise ValueError unless the data are usable: float inputs of one shape, finite; labels in
+        0..num_classes-1 (classification) or finite (regression); ground-truth ids >= 0 (styles >= -1).
+        A cache file can be rewritten with a fresh checksum, so what it holds is checked, not trusted."""
+        if self.task not in ("classification", "regression"):
+            raise ValueError(f"task {self.task!r} is neither classification nor regression")
+        if not isinstance(self.num_classes, int) or self.num_classes < (1 if self.task == "classification" else 0):
+            raise ValueError(f"num_classes {self.num_classes!r} does not fit a {self.task} task")
+        shape = tuple(self.train.x.shape[1:])
+        for name, s in (("train", self.train), ("val", self.val), ("test", self.test)):
+            if not (isinstance(s.x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or not s.x.is_floating_point():
+                raise ValueError(f"{name} inputs are not float tensors")
+            if tuple(s.x.shape[1:]) != shape or s.y.dim() != 1:
+                raise ValueError(f"{name} inputs have shape {tuple(s.x.shape[1:])}, train {shape}")
+            if not bool(torch.isfinite(s.x).all()):
+                raise ValueError(f"{name} inputs hold non-finite values")
+            if self.task == "classification":
+                if s.y.is_floating_point() or (len(s.y) and not 0 <= int(s.y.min()) <= int(s.y.max())
+                                               < self.num_classes):
+                    raise ValueError(f"{name} labels lie outside 0..{self.num_classes - 1}")
+            elif not (s.y.is_floating_point() and bool(torch.isfinite(s.y).all())):
+                raise ValueError(f"{name} targets are not finite numbers")
+        for name, ids, low in (("true_cluster", self.true_cluster, 0), ("test_cluster", self.test_cluster, 0),
+                               ("style", self.style, -1)):
+            if len(ids) and ids.min() < low:
+                raise ValueError(f"{name} holds ids below {low}")
+        if len(self.style) != self.num_clients:
+            raise ValueError("style needs one entry per client")
+
     # -- persistence -------------------------------------------------------------------------
     def save(self, path: str | Path, key: str = "") -> None:
         """Write atomically as a checksummed state file (safetensors + JSON; see ``storage.state_file``)."""
@@ -177,7 +206,9 @@ class Federation:
         state = load_state(Path(path), "federation", key)
         try:
             splits = {k: Split(**state.pop(k)) for k in ("train", "val", "test")}
-            return Federation(**splits, **state)
+            fed = Federation(**splits, **state)
+            fed.check_values()
+            return fed
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise StateFileError(Path(path), f"does not describe a federation ({e})") from None
 

@@ -17,6 +17,8 @@ from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation, cache_path
 from fedcluster.data.federation import Federation
 from fedcluster.registry import DATASETS
+from fedcluster.storage.atomic import writing
+from fedcluster.storage.paths import picture_path
 
 MAX_ROWS = 12  # client rows printed in the label-histogram table
 DEFAULT_DIR = Path("runs") / "scenarios"  # where pictures go without --out (not the current directory)
@@ -29,6 +31,8 @@ def inspect_scenario(scenario: str, overrides: list[str], out: str | None) -> in
     if "dataset" not in raw:  # synthetic scenarios imply their data set
         raw["dataset"] = next((e.name for e in DATASETS if e.obj.synthetic_scenario == scenario), "digits")
     cfg, typed = resolve(raw)
+    default_name = f"{scenario}-{cfg.dataset}.png"
+    picture = picture_path(out, f"--out {out}", default_name) if out is not None else DEFAULT_DIR / default_name
     path = cache_path(cfg, typed["scenario"])
     cached = path.is_file()
     start = time.perf_counter()
@@ -36,8 +40,8 @@ def inspect_scenario(scenario: str, overrides: list[str], out: str | None) -> in
     took = time.perf_counter() - start
     print(f"{'loaded from cache' if cached else 'built'} in {took:.2f}s ({path})")
     print(describe(fed))
-    picture = Path(out) if out is not None else DEFAULT_DIR / f"{scenario}-{cfg.dataset}.png"
-    draw(fed, picture, cfg.dataset)
+    with writing(picture, "choose another --out"):
+        draw(fed, picture, cfg.dataset)
     print(f"picture: {picture}")
     sys.stdout.flush()
     return 0

@@ -35,6 +35,7 @@ from fedcluster.metrics import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.registry import ALGORITHMS
 from fedcluster.storage.atomic import writing
+from fedcluster.tracking.checkpoint_schema import check_algorithm_state
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
@@ -145,17 +146,23 @@ class Run:
 
     def _execute(self) -> dict[str, Any]:
         cfg = self.cfg
-        start, rows, elapsed = 0, [], 0.0
+        start, rows, elapsed, saved_rows = 0, [], 0.0, None
         if self.resume:
             if self.dir.checkpoint.exists():
                 state = self.dir.load_checkpoint()
+                shapes = {k: tuple(v.shape) for k, v in self.ctx.module.state_dict().items()}
+                check_algorithm_state(state["algorithm"], to_device(self.alg.state_dict(), torch.device("cpu")),
+                                      shapes, str(self.dir.checkpoint))
                 with default_device(self.device):
                     self.alg.load_state_dict(to_device(state["algorithm"], self.device))
                 start, elapsed = state["round"], state["elapsed"]
+                saved_rows = state.get("rows")
             else:
                 print(f"fedcluster: note: {self.dir.path} has no checkpoint yet; starting it again from round 0",
                       file=sys.stderr)
             rows = self.dir.restart_at(start)
+            if saved_rows is not None:  # the checkpoint's rows keep full precision (rounds.csv has 6 digits)
+                rows = [dict(r) for r in saved_rows]
             self.dir.write_config(dump_config(cfg))  # what this run really uses (e.g. the new rounds)
         else:
             self.dir.create(dump_config(cfg))
@@ -197,7 +204,7 @@ class Run:
                     if (t + 1) % cfg.checkpoint_every == 0 or last:
                         state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
                         self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(),
-                                                  "algorithm": state})
+                                                  "algorithm": state, "rows": rows})
                         checkpointed = t + 1
                     done = t + 1
         except DivergedError as e:

@@ -73,6 +73,9 @@ def _two_conv_cnn(input_shape: tuple[int, ...], output_dim: int, params: CNNPara
     if len(input_shape) != 3:
         raise ConfigError(f"CNN models need image inputs [C,H,W], this dataset gives {list(input_shape)}")
     c, h, w = input_shape
+    if h < 4 or w < 4:
+        raise ConfigError(f"CNN models need images of at least 4x4 pixels (two 2x2 max-pools), this dataset gives "
+                          f"{h}x{w}; use model=mlp")
     c1, c2 = params.channels
     body = nn.Sequential(
         nn.Conv2d(c, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),

@@ -12,6 +12,7 @@ from fedcluster.errors import UserError
 from fedcluster.reproduce.catalogue import EXPERIMENTS, get
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import BUDGETS
+from fedcluster.storage.paths import output_path
 
 RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "lines": "run_synthetic:run_lines",
            "s2-rotation": "run_s2:run"}
@@ -47,7 +48,7 @@ def list_experiments(out: Path) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+    out = output_path(args.out, f"--out {args.out}", folder=True)
     if args.list:
         return list_experiments(out)
     if not args.name:

@@ -20,7 +20,6 @@ from typing import Any
 
 import matplotlib
 import numpy as np
-import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -28,6 +27,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from fedcluster.errors import UserError  # noqa: E402
 from fedcluster.reproduce.stats import mean_sd  # noqa: E402
 from fedcluster.storage import folders  # noqa: E402
+from fedcluster.storage.atomic import writing  # noqa: E402
+from fedcluster.storage.paths import output_path  # noqa: E402
+from fedcluster.tracking.run_files import ROUND_COLUMNS, parse_rounds, parse_summary, rows_as_floats  # noqa: E402
+from fedcluster.validation import read_config_file  # noqa: E402
 
 CONTRACT = ("config.yaml", "rounds.csv", "summary.json")
 # keys that name where or how a run is computed or logged, not what it computes
@@ -115,15 +118,16 @@ def expand(paths: Sequence[Path]) -> list[Path]:
 
 
 def load_run(path: Path) -> RunRecord:
+    """The contract files of one run, checked (a damaged or foreign file is refused in one line)."""
     try:
-        config = yaml.safe_load((path / "config.yaml").read_text())
-        summary = json.loads((path / "summary.json").read_text())
-        with (path / "rounds.csv").open() as f:
-            rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
-    except (yaml.YAMLError, json.JSONDecodeError, ValueError, TypeError) as e:
-        raise UserError(f"{str(path)!r}: unreadable run directory file ({' '.join(str(e).split())[:120]})") from None
-    if not isinstance(config, dict) or not isinstance(summary, dict) or not rows or "round" not in rows[0]:
-        raise UserError(f"{str(path)!r}: config.yaml, summary.json or rounds.csv does not hold a fedcluster run")
+        config = read_config_file(path / "config.yaml")
+    except UserError as e:
+        raise UserError(f"{str(path)!r}: {e}") from None
+    summary = parse_summary(path / "summary.json")
+    rows = rows_as_floats(*parse_rounds(path / "rounds.csv", ROUND_COLUMNS))
+    if not rows or summary is None:
+        raise UserError(f"{str(path)!r}: rounds.csv has no rows or summary.json is missing; it does not hold a "
+                        "finished fedcluster run")
     return RunRecord(path, config, rows, summary)
 
 
@@ -253,16 +257,16 @@ def compare_runs(paths: Sequence[Path], by: str = "algorithm", out: Path | None 
     runs = [load_run(p) for p in expand([Path(p) for p in paths])]
     groups = group_runs(runs, by)
     if out:
-        out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise UserError(f"--out {str(out)!r} is a file; pass a directory")
-        out.mkdir(parents=True, exist_ok=True)
+        out = output_path(out, f"--out {out}", folder=True)
+        with writing(out, "choose another --out"):
+            out.mkdir(parents=True, exist_ok=True)
     else:  # a new folder: -2, -3, ... when a comparison of the same second has it
         out = folders.claim_new_dir(runs[0].path.parent / f"compare-{folders.stamp()}")
     table = markdown_table(groups, by)
     print(table)
-    (out / "comparison.md").write_text(table + "\n")
-    write_csv(groups, by, out / "comparison.csv")
-    plot_curves(groups, out / "curves.png", f"{len(runs)} runs by {by}: mean ± sd over seeds")
+    with writing(out, "choose another --out"):
+        (out / "comparison.md").write_text(table + "\n")
+        write_csv(groups, by, out / "comparison.csv")
+        plot_curves(groups, out / "curves.png", f"{len(runs)} runs by {by}: mean ± sd over seeds")
     print(f"wrote {out / 'comparison.csv'}, {out / 'comparison.md'} and {out / 'curves.png'}", file=sys.stderr)
     return 0

@@ -19,9 +19,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fedcluster.errors import UserError  # noqa: E402
+from fedcluster.storage.atomic import writing  # noqa: E402
 from fedcluster.tracking.kplot import plot_num_clusters  # noqa: E402
 from fedcluster.tracking.run_dir import RunDir  # noqa: E402
 
+MAX_COLUMNS = 60  # groups (classes, styles, ...) drawn per heatmap: the picture stays readable and in memory
+MAX_CLUSTERS = 60  # clusters (heatmap rows) drawn per heatmap
 GROUP_TITLES = {"concept": "true concept", "class": "class", "style": "feature style"}
 
 
@@ -32,17 +35,48 @@ def report_run(run_dir: Path) -> int:
     if not rows:
         raise UserError(f"{str(run_dir)!r} has no rounds.csv: it is not a fedcluster run directory "
                         "or no round has finished yet")
-    written = [plot_curves(rows, rd.path / "curves.png", rd.path.name)]
-    written.append(plot_num_clusters({rd.path.name: rows}, rd.path / "num_clusters.png",
-                                     f"{rd.path.name}: number of clusters $K^t$"))
     records = rd.read_jsonl("clusters.jsonl")
-    if records:
-        written.append(plot_cluster_shares(records, rd.path / "clusters.png", rd.path.name))
-    else:
-        print(f"{rd.path}: no clusters.jsonl (single-model method); only the curves are drawn", file=sys.stderr)
+    with writing(rd.path, "check the folder's permissions and free space"):
+        written = draw_all(rd, rows, records)
     for p in written:
         print(p)
     return 0
+
+
+def draw_all(rd: RunDir, rows: list[dict[str, float]], records: list[dict]) -> list[Path]:
+    written = [plot_curves(rows, rd.path / "curves.png", rd.path.name)]
+    written.append(plot_num_clusters({rd.path.name: rows}, rd.path / "num_clusters.png",
+                                     f"{rd.path.name}: number of clusters $K^t$"))
+    if records and not [g for g in GROUP_TITLES if all(g in r for r in snapshot_rounds(records))]:
+        print(f"fedcluster: note: {rd.path / 'clusters.jsonl'} names no grouping ({', '.join(GROUP_TITLES)}) in "
+              "every round drawn; clusters.png is not drawn", file=sys.stderr)
+    elif records:
+        records, capped = capped_records(records)
+        if capped:
+            print(f"fedcluster: note: clusters.png shows at most {MAX_COLUMNS} groups and {MAX_CLUSTERS} clusters "
+                  f"per heatmap ({capped} are larger); the full numbers stay in clusters.jsonl", file=sys.stderr)
+        written.append(plot_cluster_shares(records, rd.path / "clusters.png", rd.path.name))
+    else:
+        print(f"{rd.path}: no clusters.jsonl (single-model method); only the curves are drawn", file=sys.stderr)
+    return written
+
+
+def capped_records(records: list[dict]) -> tuple[list[dict], str]:
+    """The records with every heatmap cut to its first MAX_CLUSTERS clusters and MAX_COLUMNS groups, and
+    which groupings were cut (empty when none)."""
+    cut: set[str] = set()
+    out = []
+    for rec in records:
+        rec = dict(rec)
+        for g in GROUP_TITLES:
+            if g not in rec:
+                continue
+            names, mass = rec[g]["names"], rec[g]["mass"]
+            if len(names) > MAX_COLUMNS or len(mass) > MAX_CLUSTERS:
+                cut.add(GROUP_TITLES[g])
+                rec[g] = {"names": names[:MAX_COLUMNS], "mass": [row[:MAX_COLUMNS] for row in mass[:MAX_CLUSTERS]]}
+        out.append(rec)
+    return out, ", ".join(sorted(cut))
 
 
 def plot_curves(rows: list[dict[str, float]], path: Path, title: str) -> Path:
@@ -82,8 +116,8 @@ def snapshot_rounds(records: list[dict]) -> list[dict]:
 
 
 def plot_cluster_shares(records: list[dict], path: Path, title: str) -> Path:
-    groups = [g for g in GROUP_TITLES if g in records[-1]]
     snaps = snapshot_rounds(records)
+    groups = [g for g in GROUP_TITLES if all(g in r for r in snaps)]
     widths = [max(len(records[-1][g]["names"]), 3) for g in groups]
     fig, axes = plt.subplots(len(snaps), len(groups), squeeze=False,
                              figsize=(1.2 + 0.42 * sum(widths) + 1.2 * len(groups), 1.0 + 1.3 * len(snaps)),

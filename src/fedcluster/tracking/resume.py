@@ -17,6 +17,7 @@ from fedcluster.config import RunConfig, load_raw, resolve
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir
 
+FINAL_FILES = ("clients.csv", "summary.json", "accuracy.png")  # written in this order when a run ends
 MAY_CHANGE = ("rounds", "eval_every", "checkpoint_every", "progress", "threads", "workers", "tracking", "tracking_uri",
               "tracking_experiment", "tensorboard_dir", "ranks")
 
@@ -30,7 +31,7 @@ class ResumePlan:
 
     @property
     def finished(self) -> bool:
-        return self.done == self.cfg.rounds and (self.run_dir.path / "summary.json").is_file()
+        return self.done == self.cfg.rounds and all((self.run_dir.path / name).is_file() for name in FINAL_FILES)
 
 
 def plan_resume(path: Path, overrides: list[str]) -> ResumePlan:

@@ -25,9 +25,10 @@ from fedcluster.errors import ConfigError, UserError
 from fedcluster.storage import folders
 from fedcluster.storage.atomic import atomic_write, remove_stale_temporaries, storage_error, writing
 from fedcluster.storage.state_file import StateFileError, load_state, save_state
+from fedcluster.tracking.checkpoint_schema import check_header
+from fedcluster.tracking.run_files import ROUND_COLUMNS, RunFileError, parse_jsonl, parse_rounds, rows_as_floats
 from fedcluster.tracking.run_lock import MARKER, RunLock
 
-ROUND_COLUMNS = ["round", "val_acc", "test_acc", "ari", "num_clusters", "bytes_up", "bytes_down", "seconds"]
 CLIENT_COLUMNS = ["client", "true_cluster", "cluster", "val_acc"]
 END_FILES = ("clients.csv", "summary.json", "accuracy.png", "curves.png", "num_clusters.png", "clusters.png")
 
@@ -150,40 +151,45 @@ class RunDir:
                 raise storage_error(e, path, self.hint) from None
 
     def read_rounds(self) -> list[dict[str, float]]:
-        if not self.rounds_csv.exists():
-            return []
-        with self.rounds_csv.open() as f:
-            return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+        """The rows of ``rounds.csv`` as numbers (checked: a damaged or foreign file is refused in one line)."""
+        return rows_as_floats(*parse_rounds(self.rounds_csv, ROUND_COLUMNS))
 
     def truncate_rounds(self, completed: int) -> list[dict[str, float]]:
         """Keep the rows of rounds ≤ ``completed`` (a resumed run rewrites the rest; a row torn by a
-        crash is dropped)."""
-        if not self.rounds_csv.exists():
+        crash is dropped). The kept rows must be rounds 1..``completed``, one each: a checkpoint of round
+        ``completed`` beside a ``rounds.csv`` that lacks some of them is refused."""
+        if completed == 0:  # the run starts over: nothing of the file is kept
+            with writing(self.rounds_csv, self.hint):
+                self.rounds_csv.unlink(missing_ok=True)
             self._columns = None
             return []
-        with self.rounds_csv.open() as f:
-            reader = csv.DictReader(f)
-            columns = reader.fieldnames or ROUND_COLUMNS
-            rows = [r for r in reader if _round_of(r) <= completed]
-        atomic_write(self.rounds_csv, _csv_text([columns] + [[r[c] for c in columns] for r in rows]).encode(),
-                     self.hint)
-        self._columns = list(columns)
-        return [{k: float(v) for k, v in r.items()} for r in rows]
+        header, rows = parse_rounds(self.rounds_csv, ROUND_COLUMNS, torn_tail=True)
+        rows = [r for r in rows if float(r[header.index("round")]) <= completed]
+        rounds = [int(float(r[header.index("round")])) for r in rows]
+        if rounds != list(range(1, completed + 1)):
+            raise RunFileError(f"{self.rounds_csv} has {_rounds_text(rounds)} but the checkpoint is of round "
+                               f"{completed}: the file is damaged or from another run; restore it from a backup or "
+                               "start the run again with another out=")
+        atomic_write(self.rounds_csv, _csv_text([header] + rows).encode(), self.hint)
+        self._columns = list(header)
+        return rows_as_floats(header, rows)
 
     # -- per-round JSON lines (e.g. clusters.jsonl) --------------------------------------------
     def append_jsonl(self, name: str, record: dict[str, Any]) -> None:
         self._append(self.path / name, json.dumps(record) + "\n")
 
     def read_jsonl(self, name: str) -> list[dict[str, Any]]:
-        path = self.path / name
-        return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+        return [rec for _, rec in parse_jsonl(self.path / name)]
 
     def truncate_jsonl(self, name: str, completed: int) -> None:
         """Keep the records of rounds ≤ ``completed`` (a resumed run rewrites the rest; a line torn by a
         crash is dropped)."""
         path = self.path / name
-        if path.exists():
-            keep = [line for line in path.read_text().splitlines() if _record_round(line) <= completed]
+        if completed == 0:
+            with writing(path, self.hint):
+                path.unlink(missing_ok=True)
+        elif path.exists() or path.is_symlink():
+            keep = [line for line, rec in parse_jsonl(path, torn_tail=True) if rec["round"] <= completed]
             atomic_write(path, "".join(line + "\n" for line in keep).encode(), self.hint)
 
     # -- end-of-run files ----------------------------------------------------------------------
@@ -204,22 +210,15 @@ class RunDir:
     def load_checkpoint(self) -> dict[str, Any]:
         """The last checkpoint, verified; a corrupt, modified or pickled file is refused in one line."""
         try:
-            return load_state(self.checkpoint, "checkpoint")
+            state = load_state(self.checkpoint, "checkpoint")
         except StateFileError as e:
             raise UserError(f"checkpoint {e}; it was not loaded: restore it from a backup or start the run "
                             "again with another out=") from None
+        check_header(state, str(self.checkpoint))
+        return state
 
 
-def _round_of(row: dict[str, Any]) -> float:
-    """The round of a CSV row; infinity for a row torn by a crash."""
-    try:
-        return float(row["round"]) if all(v is not None for v in row.values()) else math.inf
-    except (TypeError, ValueError):
-        return math.inf
-
-
-def _record_round(line: str) -> float:
-    try:
-        return float(json.loads(line)["round"])
-    except (ValueError, KeyError, TypeError):
-        return math.inf
+def _rounds_text(rounds: list[int]) -> str:
+    if not rounds:
+        return "no rows"
+    return f"{len(rounds)} row{'s' if len(rounds) > 1 else ''} (rounds {rounds[0]}-{rounds[-1]})"

@@ -39,6 +39,8 @@ from fedcluster.data.scenarios.common import (
 from fedcluster.data.shifts.assignment import diverse_shift_assignment, ratio_assignment, uniform_assignment
 from fedcluster.data.shifts.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from fedcluster.data.sources.base import ArrayDataset
+from fedcluster.errors import ResourceError
+from fedcluster.memory import available_bytes, format_bytes
 from fedcluster.registry import SCENARIOS
 
 STYLE_NAMES: list[str] = list(CORRUPTIONS)  # style id = index; 0 = "original"
@@ -78,6 +80,7 @@ def _build(
 ) -> Federation:
     """Partition (optionally replicated) training data, attach concept maps and style corruptions, assemble."""
     n = len(data.y_train)
+    check_replicas_fit(data, params.replicate)
     pool = np.tile(data.y_train, params.replicate)  # FedRC paper: CIFAR training set replicated 3× for 300 clients
     parts = partition(pool, num_clients, params.split, params.alpha, params.classes_per_client, rng)
     severity = np.where(style > 0, rng.choice(params.severities, size=num_clients), 0).astype(np.int64)
@@ -92,6 +95,19 @@ def _build(
     fed.extras.update(label_maps=maps, severity=severity)
     add_label_noise(fed, params.noise, params.noise_rate, rng)
     return fed
+
+
+def check_replicas_fit(data: ArrayDataset, replicate: int) -> None:
+    """Refuse ``replicate`` copies of the training set that would not fit in the available memory: every copy
+    becomes training samples (inputs, labels and their index), held about twice while the clients are assembled."""
+    per_sample = data.x_train[:1].nbytes + 16
+    need = 2 * replicate * len(data.y_train) * per_sample
+    free = available_bytes()
+    if free is not None and need > free:
+        fits = max(1, free // max(1, 2 * len(data.y_train) * per_sample))
+        raise ResourceError(f"scenario.replicate={replicate} copies of the training set need about "
+                            f"{format_bytes(need)} but only {format_bytes(free)} is available; use at most "
+                            f"scenario.replicate={fits}")
 
 
 @dataclass

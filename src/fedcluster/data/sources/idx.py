@@ -151,11 +151,18 @@ def load_idx_dataset(
             )
         if images.dtype.kind == "f" and not np.isfinite(images).all():
             raise DataFileError(f"{image_file} holds NaN or infinite pixel values; use the original files")
+        if 0 in images.shape[1:]:
+            raise DataFileError(f"{image_file} holds images of {images.shape[1]}x{images.shape[2]} pixels (no "
+                                "pixels at all); it is corrupt: use the original files")
         if labels.dtype.kind not in "iu":
             raise DataFileError(f"{label_file} holds {labels.dtype} labels, not integers; use the original files")
         if transpose:
             images = images.transpose(0, 2, 1)
-        parts[f"x_{split}"] = images_to_float(images)
+        with np.errstate(over="ignore"):
+            parts[f"x_{split}"] = images_to_float(images)
+        if not np.isfinite(parts[f"x_{split}"]).all():
+            raise DataFileError(f"{image_file} holds pixel values beyond the float32 range (|x| > 3.4e38); it is "
+                                "corrupt or not an image file: use the original files")
         y = labels.astype(np.int64) - label_offset
         if len(y) and (y.min() < 0 or y.max() >= num_classes):
             raise DataFileError(f"{label_file} holds labels outside {label_offset}..{num_classes - 1 + label_offset}"

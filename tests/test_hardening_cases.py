@@ -1,0 +1,188 @@
+"""Single bad inputs that once ended in a traceback or a silent result, each pinned: config YAML quirks, method
+parameters, image files, the library API, resumed runs (precision, the end picture) and poisoned caches."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import struct
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fedcluster
+from fedcluster.cli import main
+from fedcluster.config import load_raw, parse_value
+from fedcluster.errors import ConfigError, UserError
+from fedcluster.validation import read_config_file
+
+RUN = ["run", "num_clients=4", "rounds=1", "progress=false"]
+
+
+def outcome(argv: list[str]) -> tuple[int, str]:
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        rc = main(argv)
+    return rc, err.getvalue()
+
+
+def one_line(argv: list[str], needle: str) -> str:
+    rc, err = outcome(argv)
+    lines = [ln for ln in err.splitlines() if not ln.startswith("fedcluster: note:")]
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("fedcluster: error:"), (rc, err[-1500:])
+    assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# -- YAML ------------------------------------------------------------------------------------------------------
+def _yaml(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "c.yaml").write_text(text)
+    return tmp_path / "c.yaml"
+
+
+def test_duplicate_keys_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'rounds' is given twice"):
+        read_config_file(_yaml(tmp_path, "rounds: 2\nlr: 0.1\nrounds: 3\n"))
+    with pytest.raises(ConfigError, match="'name' is given twice"):
+        read_config_file(_yaml(tmp_path, "algorithm:\n  name: ifca\n  name: cfl\n"))
+
+
+def test_yaml_11_numbers_are_read_as_meant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert read_config_file(_yaml(tmp_path, "rounds: 1:0\n")) == {"rounds": "1:0"}  # not 60
+    assert read_config_file(_yaml(tmp_path, "seed: 0777\n")) == {"seed": 777}  # not octal 511
+    assert "read as the decimal 777" in capsys.readouterr().err
+    assert read_config_file(_yaml(tmp_path, "lr: 1e-3\nx: 0x10\ny: .5\nz: -.inf\n")) == {
+        "lr": 0.001, "x": 16, "y": 0.5, "z": -np.inf}
+    assert parse_value("1:0") == "1:0"
+    one_line(["run", str(_yaml(tmp_path, "rounds: 1:0\n"))], "rounds must be an integer")
+
+
+def test_huge_and_deep_values_are_one_line(tmp_path: Path) -> None:
+    one_line(["run", str(_yaml(tmp_path, f"rounds: {'9' * 5000}\n"))], "5000 digits")
+    one_line(["run", str(_yaml(tmp_path, "rounds: " + "[" * 5000 + "]" * 5000 + "\n"))], "too deeply")
+    one_line([*RUN, "algorithm.x=" + "[" * 5000 + "]" * 5000], "algorithm.x")
+    one_line([*RUN, f"rounds={'9' * 5000}"], "rounds")
+
+
+def test_a_file_that_is_no_config_is_not_echoed(tmp_path: Path) -> None:
+    secret = "root:$6$SECRETHASH:19000:0:99999:7:::"
+    line = one_line(["run", str(_yaml(tmp_path, secret + "\n"))], "not a fedcluster config")
+    assert "SECRETHASH" not in line and "99999" not in line
+
+
+# -- method parameters, images and models --------------------------------------------------------------------
+def test_method_parameter_ranges() -> None:
+    one_line([*RUN, "algorithm=fedmd", "algorithm.num_anchors=-1"], "num_anchors")
+    one_line([*RUN, "algorithm=cflgp", "algorithm.t_cl=-1"], "t_cl")
+    one_line([*RUN, "algorithm=cflgp", "algorithm.t_cl=0"], "t_cl")
+
+
+MNIST = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def _idx(a: np.ndarray, code: int) -> bytes:
+    dtype = {0x08: ">u1", 0x0E: ">f8"}[code]
+    return bytes([0, 0, code, a.ndim]) + struct.pack(f">{a.ndim}I", *a.shape) + a.astype(dtype).tobytes()
+
+
+def _mnist(d: Path, images: np.ndarray, code: int = 0x08) -> None:
+    n = len(images)
+    for name, data in zip(MNIST, (_idx(images, code), _idx(np.arange(n) % 10, 0x08), _idx(images[: n // 2], code),
+                                  _idx(np.arange(n // 2) % 10, 0x08)), strict=True):
+        (d / name).write_bytes(data)
+
+
+@pytest.mark.parametrize(("images", "code", "needle"), [
+    (np.zeros((12, 6, 0)), 0x08, "no pixels"),
+    (np.full((12, 6, 6), 1e300), 0x0E, "float32 range"),
+    (np.full((12, 6, 6), -1e300), 0x0E, "float32 range"),
+])
+def test_unusable_idx_images_are_data_errors(tmp_path: Path, images: np.ndarray, code: int, needle: str) -> None:
+    _mnist(tmp_path, images, code)
+    one_line([*RUN, "dataset=mnist", f"data_dir={tmp_path}", f"out={tmp_path / 'r'}"], needle)
+
+
+@pytest.mark.parametrize("model", ["cnn", "light-cnn"])
+def test_cnns_refuse_images_too_small_for_their_pools(tmp_path: Path, model: str) -> None:
+    _mnist(tmp_path, np.random.default_rng(0).integers(0, 256, (400, 1, 1)))
+    one_line([*RUN, "dataset=mnist", f"data_dir={tmp_path}", f"model={model}", f"out={tmp_path / 'r'}"], "4x4")
+
+
+# -- library API -----------------------------------------------------------------------------------------------
+def test_numpy_scalars_are_accepted() -> None:
+    cfg, _ = fedcluster.load_config(num_clients=np.int64(4), lr=np.float32(0.05), rounds=np.int32(2),
+                                    progress=np.bool_(False), **{"scenario.val_fraction": np.float64(0.3)})
+    assert (cfg.num_clients, cfg.rounds, cfg.progress) == (4, 2, False) and abs(cfg.lr - 0.05) < 1e-7
+    assert type(cfg.num_clients) is int and type(cfg.lr) is float
+    with pytest.raises(ConfigError, match="finite"):
+        fedcluster.load_config(lr=np.float32("nan"))
+
+
+def test_bad_library_calls_raise_fedcluster_errors(tmp_path: Path) -> None:
+    for call in (lambda: fedcluster.run(federation="fed", num_clients=4, out=str(tmp_path / "r")),
+                 lambda: fedcluster.build_federation(use_cache="no"),
+                 lambda: fedcluster.run([1, 2]), lambda: fedcluster.run(tmp_path)):
+        with pytest.raises(UserError):
+            call()
+
+
+def test_a_federation_of_another_size_overrides_num_clients_with_a_note(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    fed = fedcluster.build_federation({"num_clients": 6})
+    capsys.readouterr()
+    res = fedcluster.run({"num_clients": 4, "rounds": 1, "progress": False, "out": str(tmp_path / "r")}, federation=fed)
+    assert res.config.num_clients == 6 and "num_clients=4 is replaced by the 6 clients" in capsys.readouterr().err
+
+
+# -- resumed runs ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hard") / "run"
+    rc, err = outcome(["run", "algorithm=ifca", "num_clients=6", "rounds=2", "progress=false", f"out={out}"])
+    assert rc == 0, err
+    return out
+
+
+def _copy(finished: Path, tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    return run
+
+
+def test_resume_redoes_the_picture_after_a_kill_before_it(finished: Path, tmp_path: Path) -> None:
+    run = _copy(finished, tmp_path)
+    (run / "accuracy.png").unlink()
+    rc, err = outcome(["resume", str(run), "progress=false"])
+    assert rc == 0 and "nothing to do" not in err, err
+    assert (run / "accuracy.png").stat().st_size > 0
+
+
+def test_a_resumed_summary_keeps_full_precision(finished: Path, tmp_path: Path) -> None:
+    """rounds.csv holds 6 digits; the summary of a resumed run must equal a straight run's, not those digits."""
+    run = _copy(finished, tmp_path)
+    assert outcome(["resume", str(run), "rounds=3", "progress=false"])[0] == 0
+    straight = tmp_path / "straight"
+    assert outcome(["run", "algorithm=ifca", "num_clients=6", "rounds=3", "progress=false", f"out={straight}"])[0] == 0
+    resumed, plain = (json.loads((p / "summary.json").read_text()) for p in (run, straight))
+    assert resumed["best"] == plain["best"] and resumed["at_best_val"] == plain["at_best_val"]
+
+
+def test_a_poisoned_cache_with_a_fresh_checksum_is_rebuilt(tmp_path: Path) -> None:
+    from fedcluster.config import resolve
+    from fedcluster.data.build import cache_key, cache_path
+    from fedcluster.storage.state_file import load_state, save_state
+
+    cfg, typed = resolve(load_raw(None, ["num_clients=5", "seed=11"]))
+    fedcluster.build_federation({"num_clients": 5, "seed": 11})
+    path, key = cache_path(cfg, typed["scenario"]), cache_key(cfg, typed["scenario"])
+    state = load_state(path, "federation", key)
+    state["train"]["y"] = torch.full_like(state["train"]["y"], 99)
+    save_state(path, state, "federation", key)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        fed = fedcluster.build_federation({"num_clients": 5, "seed": 11})
+    assert "labels lie outside" in err.getvalue() and int(fed.train.y.max()) < fed.num_classes
