@@ -6,9 +6,9 @@ from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Result
 from fedcluster.reproduce.verdicts import judge
 
 # Phase-2 step sizes in the engine's scale (loss (ŷ − y)², lr = η_S2/2): γ = η‖X_i‖²/n_i ≈ 0.5 for the smallest
-# clients (CATALOG E.2.7; S2 does not report η).
+# clients.
 MIXREG_LR = {"A": 0.04, "B": 0.0125, "C": 0.0125}
-MIXREG_PAPER = {  # CATALOG D.4, qualitative (S2 has no tables)
+MIXREG_PAPER = {  # qualitative (S2 has no tables)
     "A": {"two-phase": "≈ oracle", "fedavg": "plateaus high", "one-shot": "performs well",
           "ifca-random": "stuck on an error floor", "oracle": "reference"},
     "B": {"two-phase": "≈ oracle", "fedavg": "plateaus high", "one-shot": "degrades (small clients mis-clustered)",
@@ -42,7 +42,7 @@ def _mixreg(config: str) -> Experiment:
     return Experiment(
         name=f"s2-mixreg-{config.lower()}",
         title=f"S2 Fig. {'ABC'.index(config) + 1}: mixed linear regression, configuration {config}",
-        source=f"S2 §V-A..C, Fig. {'ABC'.index(config) + 1} (CATALOG B.1, D.4)",
+        source=f"S2 §V-A..C, Fig. {'ABC'.index(config) + 1}",
         claim=("two-phase (moment-descent init + FedX clustering) reaches the oracle's estimation error; FedAvg "
                "plateaus high; " + MIXREG_PAPER[config]["one-shot"].join(["one-shot clustering ", ""])),
         kind="mixreg", budgets={"small": budget, "paper": budget},
@@ -50,9 +50,8 @@ def _mixreg(config: str) -> Experiment:
                       for m in ("two-phase", "fedavg", "one-shot", "ifca-random", "oracle")),
         metrics=MIXREG_METRICS, read="error", curve="param_error", overrides=(f"scenario.config={config}",),
         differences=("S2 does not report the Phase-2 step size: lr is chosen so that γ = η‖X_i‖²/n_i ≈ 0.5 for the "
-                     "smallest clients (CATALOG E.2.7)",
-                     "S2 writes N = 1000 samples, contradicting its own (M, n_i); we follow (M, n_i), N = 10,000 "
-                     "(CATALOG E.2.1)",
+                     "smallest clients",
+                     "S2 writes N = 1000 samples, contradicting its own (M, n_i); we follow (M, n_i), N = 10,000",
                      "the baselines run 405 Phase-2 rounds, two-phase 5 Phase-1 + 400 Phase-2 rounds"),
         verdict=_mixreg_verdict(config), tiny_rounds=8)
 
@@ -66,7 +65,7 @@ def _large_population_verdict(r: Results) -> tuple[str, str]:
 S2_LARGE = Experiment(
     name="s2-large-population",
     title="S2 Figs. 4–5: FedMD on a large population of tiny rotated-image clients (k = 2)",
-    source="S2 §V-D, Figs. 4–5 (CATALOG B.2, D.4)",
+    source="S2 §V-D, Figs. 4–5",
     claim="two-phase reaches the oracle's test error; random-start IFCA can stall; FedAvg is clearly worse",
     kind="s2-rotation",
     budgets={"small": Budget(10000, 100, "multinomial logistic regression on 14×14 images",
