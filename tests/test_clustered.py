@@ -313,3 +313,25 @@ def test_oneshot_clusters_local_models_once_then_averages_within_clusters(tmp_pa
     first = alg.assigned.copy()
     alg.run_round(1, run.stream[1])
     np.testing.assert_array_equal(alg.assigned, first)
+
+
+def test_ifca_zero_fill_is_s4s_code_as_run(tmp_path: Path) -> None:
+    """zero_fill: a model no client picked becomes all zeros (S4's code averages an empty list); default: kept."""
+    runs = {}
+    for fill in (False, True):
+        run = _run(["algorithm=ifca", "algorithm.num_clusters=3", f"algorithm.zero_fill={str(fill).lower()}",
+                    "rounds=1", "lr=0.3", f"out={tmp_path / str(fill)}"])
+        # model 2 predicts class 0 with certainty: the worst model for every client, so nobody picks it
+        run.alg.models = {n: v.clone() for n, v in run.alg.models.items()}
+        run.alg.models["head.bias"][2, 0] = 100.0
+        before = {n: v[2].clone() for n, v in run.alg.models.items()}
+        run.alg.run_round(0, run.stream[0])
+        assert 2 not in run.alg.omega.argmax(1)[run.stream[0]]
+        runs[fill] = (before, {n: v[2] for n, v in run.alg.models.items()}, run)
+    before, after, _ = runs[False]
+    for n in before:
+        torch.testing.assert_close(after[n], before[n])  # the paper's IFCA: an unpicked model is unchanged
+    _, after, run = runs[True]
+    assert all(float(v.abs().max()) == 0.0 for v in after.values())
+    picked = {n: v[:2] for n, v in run.alg.models.items()}
+    assert any(float(v.abs().max()) > 0 for v in picked.values())

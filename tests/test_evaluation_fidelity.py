@@ -104,3 +104,15 @@ def test_fedrc_ft_global_accuracy_uses_the_averaged_fine_tuned_models(tmp_path: 
     w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32)
     mixed = (w[torch.as_tensor(test.owner())].T.unsqueeze(-1) * outputs.softmax(-1)).sum(0)
     torch.testing.assert_close(alg.predict(test, False), mixed)
+
+
+def test_test_fit_90_10_fits_on_nine_tenths_and_scores_the_rest() -> None:
+    """test_fit=90-10 (FedRC's public code): 90 % of each test client's rows fit the weights, 10 % are scored."""
+    ptr = np.array([0, 100, 300, 301])
+    split = Split(torch.zeros(301, 1), torch.zeros(301, dtype=torch.long), ptr)
+    fit = with_fit_rows(split, "90-10", seed=0).fit
+    assert [int(fit[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:], strict=True)] == [90, 180, 1]
+    scored = scored_rows(with_fit_rows(split, "90-10", seed=0))
+    assert [int(scored[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:], strict=True)] == [10, 20, 1]
+    half = with_fit_rows(split, "half", seed=0).fit
+    assert [int(half[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:], strict=True)] == [50, 100, 1]

@@ -29,6 +29,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "rounds": "communication rounds T",
     "local_epochs": "local epochs E per round",
     "batch_size": "local mini-batch size",
+    "drop_last": "drop each local epoch's short last batch, as PyTorch's drop_last (a client with fewer samples "
+                 "than batch_size takes no step)",
     "lr": "local SGD step size η",
     "momentum": "local SGD momentum (reset every round)",
     "weight_decay": "local L2 weight decay",
