@@ -335,3 +335,22 @@ def test_ifca_zero_fill_is_s4s_code_as_run(tmp_path: Path) -> None:
     assert all(float(v.abs().max()) == 0.0 for v in after.values())
     picked = {n: v[:2] for n, v in run.alg.models.items()}
     assert any(float(v.abs().max()) > 0 for v in picked.values())
+
+
+def test_hcfl_head_update_prototypes_follow_the_head_change(tmp_path: Path) -> None:
+    """prototypes=head-update (S1's public code): eq. 9's rows are each client's head update per class; clients
+    whose head moved the same way are at distance 0, opposite ones at 2 (CSCP: max over the class rows)."""
+    run = _run(["algorithm=hcfl-plus", "algorithm.prototypes=head-update", "algorithm.principle=cscp",
+                "rounds=1", f"out={tmp_path / 'h'}"])
+    alg = run.alg
+    k = alg.num_clusters
+    local = {n: v.unsqueeze(0).repeat(3, *[1] * v.dim()).clone() for n, v in alg.models.items()}  # [m=3, K, ...]
+    bump = torch.zeros_like(alg.models["head.weight"][0])
+    bump[:, 0] = 1.0
+    local["head.weight"][0, 0] += bump
+    local["head.weight"][1, 0] += 2 * bump
+    local["head.weight"][2, 0] -= bump
+    d = alg.head_update_distance(local, np.zeros(3, dtype=np.int64), np.full(3, -1))
+    assert k >= 1 and d.shape == (3, 3)
+    np.testing.assert_allclose(d[0, 1], 0.0, atol=1e-9)
+    np.testing.assert_allclose(d[0, 2], 2.0, atol=1e-9)
