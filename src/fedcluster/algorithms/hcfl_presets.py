@@ -116,7 +116,8 @@ def to_hcfl(p: HCFLPlusParams | HCFLPrimeParams | FedRCAdaptiveParams) -> HCFLPa
     principle = p.principle if p.principle != "auto" else ("cscp" if p.backbone == "fedrc" else "ascp")
     distance = "update-cosine" if p.distance == "update-cosine" else f"prototype-{principle}"
     return HCFLParams(num_clusters=p.num_clusters, split=True, adaptive=p.adaptive, distance=distance,
-                      reduce=p.reduce, prototypes=p.prototypes, confidence=p.confidence, rho=p.rho, include_diagonal=p.include_diagonal,
+                      reduce=p.reduce, prototypes=p.prototypes, confidence=p.confidence, rho=p.rho,
+                      include_diagonal=p.include_diagonal,
                       strict=p.strict, scwu=p.scwu, warmup=p.warmup, max_clusters=p.max_clusters,
                       test_em_iters=p.test_em_iters, **tiers)  # type: ignore[arg-type]
 
