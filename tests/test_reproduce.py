@@ -26,7 +26,7 @@ HEADLINES = {
     "s1-fig4-kt", "s2-mixreg-a", "s2-mixreg-b", "s2-mixreg-c", "s2-large-population", "s3-lines-sweeps",
     "s3-rotation-8", "s3-mixture-kappa", "s3-merge", "s3-labelmaps-5",
 }
-OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse", "q-s4-ifca-protocol"}
+OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse", "q-s4-ifca-protocol", "q-hcfl-s1-code"}
 
 
 def test_mean_sd_is_the_sample_sd_over_finite_values() -> None:

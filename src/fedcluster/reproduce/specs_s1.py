@@ -141,4 +141,20 @@ Q_STOCFL = _exp(
     verdict_uses_budget=True, open_question=True,
     more=("λ = 0 removes the proximal pull toward the global model (a suspect for the collapse)",))
 
-EXPERIMENTS = (S1_TABLE1, S1_TABLE6, S1_TABLE7, S1_FIG4, Q_HCFL_RHO, Q_STOCFL)
+_S1_CODE = (("as implemented (feature prototypes, K^0 = 1)", ()),
+            ("head-update prototypes", ("algorithm.prototypes=head-update",)),
+            ("K^0 = 3", ("algorithm.num_clusters=3",)),
+            ("head-update prototypes, K^0 = 3", ("algorithm.prototypes=head-update", "algorithm.num_clusters=3")))
+Q_HCFL_S1_CODE = _exp(
+    "q-hcfl-s1-code", "Open question: HCFL+(FedRC)'s K^T at ρ = 0.3 with S1's public code's choices",
+    "open question; S1 Table 1",
+    "HCFL+(FedRC) at ρ = 0.3 ends with about 3 clusters on a 3-concept federation (S1: 3)",
+    tuple(Method(f"HCFL+(FedRC) ρ=0.3 {lab}", ("algorithm=hcfl-plus", "algorithm.backbone=fedrc", "algorithm.rho=0.3",
+                                               *o), {"kt": "3"}) for lab, o in _S1_CODE),
+    verdict=lambda r: judge([("lowest mean K^T over the variants", bottom(
+        mean_of(r, "", m, "kt") for m in {x for _, x in r}), 4.0, "<=")]), open_question=True,
+    more=("the variants: eq. 9-10 on each client's per-class head update instead of feature prototypes (S1's "
+          "public code computes the distance on client updates), and K^0 = 3 clusters from the start (S1's K^T "
+          "equals its fixed K); the label split is Dirichlet α = 1, as S1",))
+
+EXPERIMENTS = (S1_TABLE1, S1_TABLE6, S1_TABLE7, S1_FIG4, Q_HCFL_RHO, Q_STOCFL, Q_HCFL_S1_CODE)
