@@ -298,6 +298,20 @@ def test_checks_encode_the_claims_as_the_papers_state_them() -> None:
     assert hard(_cells(**{**recorded, "TrHC": {"global": 30.0}}))[0] == "holds"
 
 
+def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
+    """q-s4-ifca-protocol: with S4's code as run, FedRC − IFCA (zero-fill) must clear 0 by 2 standard errors and
+    reach half of S4's 27.7-point gap on average."""
+    verdict = EXPERIMENTS["q-s4-ifca-protocol"].verdict
+    s = "Fashion-MNIST-C styles"
+
+    def cells(fedrc: list[float], ifca: list[float]) -> dict[tuple[str, str], dict[str, list[float]]]:
+        return {(s, "FedRC"): {"global": fedrc}, (s, "IFCA zero-fill"): {"global": ifca}}
+
+    assert verdict(cells([60.0, 62.0, 58.0], [30.0, 33.0, 31.0]))[0] == "holds"
+    assert verdict(cells([60.0, 62.0, 58.0], [52.0, 53.0, 51.0]))[0] == "partly"  # beyond noise, not S4's size
+    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "does not hold"
+
+
 def test_stored_verdicts_are_rejudged_with_the_current_check(tmp_path: Path) -> None:
     """`--rejudge` rewrites the page from the stored records with the spec's check: no run."""
     from fedcluster.reproduce.results import Stored
