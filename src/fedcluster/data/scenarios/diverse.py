@@ -143,8 +143,9 @@ class _StyledConceptParams:
 @dataclass
 class DiverseShiftParams(_StyledConceptParams):
     """S4 App. H.8 (``assignment=proportions``) or S4 §3 (``assignment=uniform``; ``ratios`` then fixes the
-    clients per concept, e.g. [8,1,1] for S4 Fig. 6b). ``styles``: the corruptions to draw from (default the
-    19 for corrupted clients, all 20 incl. "original" under ``uniform``). ``replicate``: copies of the
+    clients per concept, e.g. [8,1,1] for S4 Fig. 6b). ``family``: cifar-c (default) or mnist-c (FedRC's
+    Fashion-MNIST-C). ``styles``: the corruptions of the family to draw from (default: all but the clean one for
+    corrupted clients, all incl. the clean one under ``uniform``). ``replicate``: copies of the
     training set before splitting (S4: 3 for CIFAR with 300 clients). ``corrupt_test``: mix the 20 styles
     evenly into the test clients (CATALOG E.4-12; default: clean official test set). ``noise``: label noise
     on training labels at ``noise_rate`` (S4 Table 13). ``split``/``alpha``/``classes_per_client``: the label
