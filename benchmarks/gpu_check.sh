@@ -13,7 +13,7 @@
 #   bf16      the same with --precision bf16 (MLP and CNNs)
 #   resnet    ResNet-18 fast path with --nondeterministic (TF32, cuDNN autotuning): what determinism costs
 #   scaling   benchmarks/scaling.py --devices cuda (FedAvg and FedRC at 100, 1,000 and 10,000 clients)
-#   paper     benchmarks/diverse_shift.py --scale paper --seeds 0 (S4 Table 1's setting, one seed) with the
+#   paper     benchmarks/diverse_shift.py --scale paper --seeds 0 (the FedRC paper Table 1's setting, one seed) with the
 #             time left; its run folders keep every finished round if the time runs out
 # --quick runs every step on the CPU with tiny settings (2-5 minutes): a check of the script itself.
 set -u

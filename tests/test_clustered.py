@@ -313,3 +313,44 @@ def test_oneshot_clusters_local_models_once_then_averages_within_clusters(tmp_pa
     first = alg.assigned.copy()
     alg.run_round(1, run.stream[1])
     np.testing.assert_array_equal(alg.assigned, first)
+
+
+def test_ifca_zero_fill_is_s4s_code_as_run(tmp_path: Path) -> None:
+    """zero_fill: a model no client picked becomes all zeros (S4's code averages an empty list); default: kept."""
+    runs = {}
+    for fill in (False, True):
+        run = _run(["algorithm=ifca", "algorithm.num_clusters=3", f"algorithm.zero_fill={str(fill).lower()}",
+                    "rounds=1", "lr=0.3", f"out={tmp_path / str(fill)}"])
+        # model 2 predicts class 0 with certainty: the worst model for every client, so nobody picks it
+        run.alg.models = {n: v.clone() for n, v in run.alg.models.items()}
+        run.alg.models["head.bias"][2, 0] = 100.0
+        before = {n: v[2].clone() for n, v in run.alg.models.items()}
+        run.alg.run_round(0, run.stream[0])
+        assert 2 not in run.alg.omega.argmax(1)[run.stream[0]]
+        runs[fill] = (before, {n: v[2] for n, v in run.alg.models.items()}, run)
+    before, after, _ = runs[False]
+    for n in before:
+        torch.testing.assert_close(after[n], before[n])  # the paper's IFCA: an unpicked model is unchanged
+    _, after, run = runs[True]
+    assert all(float(v.abs().max()) == 0.0 for v in after.values())
+    picked = {n: v[:2] for n, v in run.alg.models.items()}
+    assert any(float(v.abs().max()) > 0 for v in picked.values())
+
+
+def test_hcfl_head_update_prototypes_follow_the_head_change(tmp_path: Path) -> None:
+    """prototypes=head-update (S1's public code): eq. 9's rows are each client's head update per class; clients
+    whose head moved the same way are at distance 0, opposite ones at 2 (CSCP: max over the class rows)."""
+    run = _run(["algorithm=hcfl-plus", "algorithm.prototypes=head-update", "algorithm.principle=cscp",
+                "rounds=1", f"out={tmp_path / 'h'}"])
+    alg = run.alg
+    k = alg.num_clusters
+    local = {n: v.unsqueeze(0).repeat(3, *[1] * v.dim()).clone() for n, v in alg.models.items()}  # [m=3, K, ...]
+    bump = torch.zeros_like(alg.models["head.weight"][0])
+    bump[:, 0] = 1.0
+    local["head.weight"][0, 0] += bump
+    local["head.weight"][1, 0] += 2 * bump
+    local["head.weight"][2, 0] -= bump
+    d = alg.head_update_distance(local, np.zeros(3, dtype=np.int64), np.full(3, -1))
+    assert k >= 1 and d.shape == (3, 3)
+    np.testing.assert_allclose(d[0, 1], 0.0, atol=1e-9)
+    np.testing.assert_allclose(d[0, 2], 2.0, atol=1e-9)

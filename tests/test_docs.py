@@ -22,7 +22,7 @@ def test_configuration_reference_covers_every_name_and_key() -> None:
     page = configuration_reference()
     for table in (catalog.ALGORITHMS, catalog.SCENARIOS, catalog.MODELS, catalog.DATASETS):
         assert all(f"### `{name}`" in page for name in table)
-    assert "| `test_fit` | `half|all` | `half` |" in page and "`algorithm.num_clusters`" in page
+    assert "| `test_fit` | `half|all|90-10` | `half` |" in page and "`algorithm.num_clusters`" in page
 
 
 def test_method_catalogue_cites_every_paper_in_full() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -120,6 +122,36 @@ def test_schedule_covers_each_sample_once_per_epoch() -> None:
     assert torch.equal(sched.local[1], sched.local[3])
     other = make_schedule(sizes, np.array([1]), seed=0, round_=1, epochs=2, batch_size=8)
     assert not torch.equal(other.local[0], sched.local[1])
+
+
+def test_schedule_drop_last_gives_full_batches_only() -> None:
+    """drop_last (S4's code: one step of exactly 128 per round at 160 samples): full batches, a small client none."""
+    sizes = np.array([160, 100, 300])
+    sched = make_schedule(sizes, np.array([0, 1, 2]), seed=0, round_=0, epochs=1, batch_size=128, drop_last=True)
+    assert sched.steps.tolist() == [1, 0, 2]
+    assert sched.mask[0, 0].sum() == 128 and sched.mask[1].sum() == 0 and sched.mask[2].sum() == 256
+    seen = sched.local[2][sched.mask[2] > 0].numpy()
+    assert len(set(seen.tolist())) == 256  # distinct samples of one shuffled pass
+    keep = make_schedule(sizes, np.array([0, 1, 2]), seed=0, round_=0, epochs=1, batch_size=128)
+    assert keep.steps.tolist() == [2, 1, 3]  # default: the short last batch is a step
+
+
+def test_drop_last_reaches_training_through_the_run_config(tmp_path: Path) -> None:
+    """drop_last=true with a batch larger than every client: nobody takes a step, the model stays put (up to the
+    rounding of averaging identical copies); without it the batch is capped to the largest client and trains."""
+    from fedcluster.config import load_raw, resolve
+    from fedcluster.engine.runner import Run
+
+    moved = {}
+    for drop in (False, True):
+        cfg, typed = resolve(load_raw(None, ["algorithm=fedavg", f"drop_last={str(drop).lower()}", "batch_size=1000",
+                                             "rounds=1", "progress=false", f"out={tmp_path / str(drop)}"]))
+        run = Run(cfg, typed)
+        before = {n: v.clone() for n, v in run.alg.models.items()}
+        run.alg.run_round(0, run.stream[0])
+        moved[drop] = max(float((run.alg.models[n] - v).abs().max()) for n, v in before.items()) > 1e-5
+        run.ctx.trainer.close()
+    assert moved == {False: True, True: False}
 
 
 def test_schedule_max_steps() -> None:

@@ -117,3 +117,15 @@ def test_a_fit_row_with_an_infinite_loss_does_not_turn_the_score_into_nan() -> N
                               Split(torch.zeros(4, 1), torch.tensor([0, 0, 1, 1]), np.array([0, 4]),
                                     fit=np.array([True, True, False, False])), "classification")
     assert acc.tolist() == [0.5] and np.isfinite(loss).all()
+
+
+def test_test_fit_90_10_fits_on_nine_tenths_and_scores_the_rest() -> None:
+    """test_fit=90-10 (FedRC's public code): 90 % of each test client's rows fit the weights, 10 % are scored."""
+    ptr = np.array([0, 100, 300, 301])
+    split = Split(torch.zeros(301, 1), torch.zeros(301, dtype=torch.long), ptr)
+    fit = with_fit_rows(split, "90-10", seed=0).fit
+    assert [int(fit[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:], strict=True)] == [90, 180, 1]
+    scored = scored_rows(with_fit_rows(split, "90-10", seed=0))
+    assert [int(scored[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:], strict=True)] == [10, 20, 1]
+    half = with_fit_rows(split, "half", seed=0).fit
+    assert [int(half[a:b].sum()) for a, b in zip(ptr[:-1], ptr[1:], strict=True)] == [50, 100, 1]

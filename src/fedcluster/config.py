@@ -42,6 +42,7 @@ class RunConfig:
     rounds: int = 60
     local_epochs: int = 1
     batch_size: int = 32
+    drop_last: bool = False  # drop every epoch's short last batch (FedRC paper's code); smaller clients take no step
     lr: float = 0.1
     momentum: float = 0.0
     weight_decay: float = 0.0
@@ -49,7 +50,7 @@ class RunConfig:
     seed: int = 0
     data_seed: int | None = None  # defaults to seed
     data_dir: str | None = None
-    test_fit: Literal["half", "all"] = "half"  # test clients: fit weights on half, score the other (engine.holdout)
+    test_fit: Literal["half", "all", "90-10"] = "half"  # test clients: fit on a share, score the rest (engine.holdout)
     normalize: bool | None = None  # standardise image inputs per channel (data.normalize); None: dataset default
     out: str | None = None
     eval_every: int = 1

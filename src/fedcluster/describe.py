@@ -29,6 +29,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "rounds": "communication rounds T",
     "local_epochs": "local epochs E per round",
     "batch_size": "local mini-batch size",
+    "drop_last": "drop each local epoch's short last batch, as PyTorch's drop_last (a client with fewer samples "
+                 "than batch_size takes no step)",
     "lr": "local SGD step size η",
     "momentum": "local SGD momentum (reset every round)",
     "weight_decay": "local L2 weight decay",
@@ -36,7 +38,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "seed": "seed of the partition, participation, initialisation and batch order",
     "data_seed": "seed of the federation only (null = seed): vary training with the data fixed",
     "data_dir": "folder of the data set files (nothing is downloaded)",
-    "test_fit": "test clients fit their cluster weights on half their samples, scored on the rest (all: on all)",
+    "test_fit": "test clients fit their cluster weights on half their samples, scored on the rest (all: on all; 90-10: "
+                "fit on 90 %, scored on 10 %)",
     "normalize": "standardise image inputs per channel (null = the data set's default: images but digits)",
     "out": "run directory (null = runs/<time>-<algorithm>-<scenario>/)",
     "eval_every": "evaluate every this many rounds (and always at the last round)",

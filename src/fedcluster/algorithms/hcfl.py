@@ -79,6 +79,7 @@ class HCFLParams(FedEMParams):
     adaptive: Adaptive = "split-remove"  # tier 3
     distance: Distance = "prototype-ascp"  # tier 4
     reduce: Reduce = "max"  # eq. 9 max over prototype rows, or the Table 2 ablation "mean"
+    prototypes: Literal["features", "head-update"] = "features"  # eq. 11-12 rows, or HCFL paper's public code's
     confidence: bool = True  # D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)
     rho: float = 0.1  # eq. 8 threshold
     include_diagonal: bool = True  # mean(D_k) over the whole matrix (reference code) or off-diagonal only
@@ -173,6 +174,23 @@ class HCFL(ClusterChanges):
                for n, v in local.items()}
         return flatten(loc) - flatten({n: v.index_select(0, own) for n, v in self.models.items()})
 
+    def head_update_distance(self, local: Params, members: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """[m, m] eq. 9-10 with the prototype rows replaced by the rows of each client's head update (the HCFL
+        paper's public code, github.com/LINs-lab/HCFL, computes the distance on client updates): row c is the change
+        of class c's output weights and bias, the last row their mean (ASCP's P_lf)."""
+        rows = torch.arange(len(members))
+        own = torch.as_tensor(np.where(start >= 0, start, members))
+        parts = []
+        for name in ("head.weight", "head.bias"):
+            v, cur = local[name], self.models[name]
+            mine = v if v.dim() == cur.dim() else v[rows, torch.as_tensor(members)]
+            delta = mine - cur.index_select(0, own.to(cur.device))
+            parts.append(delta if delta.dim() == 3 else delta.unsqueeze(-1))
+        per_class = torch.cat(parts, -1)  # [m, C, d + 1]
+        protos = torch.cat([per_class, per_class.mean(1, keepdim=True)], 1)
+        counts = torch.ones(protos.shape[:2], dtype=torch.float64, device=protos.device)
+        return prototype_distance(protos, counts, self.params.distance.removeprefix("prototype-"), self.params.reduce)
+
     def client_distance(self, rows: np.ndarray, owner: np.ndarray, members: np.ndarray, update: torch.Tensor
                         ) -> np.ndarray:
         """[m, m] d̃ between the cohort's clients (tier 4). Prototypes (eq. 11–12) use φ^t — the body of each
@@ -206,8 +224,11 @@ class HCFL(ClusterChanges):
             return []
         if p.max_clusters is not None and k >= p.max_clusters:
             return []
-        update = self.updates(local, members, start) if not p.distance.startswith("prototype") else None
-        d = self.client_distance(rows, owner, members, update)
+        if p.distance.startswith("prototype") and p.prototypes == "head-update":
+            d = self.head_update_distance(local, members, start)
+        else:
+            update = self.updates(local, members, start) if not p.distance.startswith("prototype") else None
+            d = self.client_distance(rows, owner, members, update)
         groups, mats = cluster_matrices(d, omega, weighted=p.confidence)
         tested = [j for j in range(k) if len(mats[j]) >= 2]
         if tested:

@@ -53,6 +53,7 @@ class HCFLPlusParams:
     rho: float = 0.3  # eq. 8 (HCFL paper: 0.05, 0.1, 0.3)
     principle: Literal["auto", "ascp", "cscp"] = "auto"  # auto: CSCP for FedRC, ASCP otherwise (our reading)
     distance: Literal["prototype", "update-cosine"] = "prototype"  # update-cosine: Table 2 ablation ①
+    prototypes: Literal["features", "head-update"] = "features"  # head-update: HCFL paper's public code's rows
     confidence: bool = True  # Table 2 ablation ②: false drops the ω̃ factors of eq. 9
     reduce: Reduce = "max"  # Table 2 ablation ③: mean
     scwu: bool = True  # Table 7 ablation: false = hard re-assignment after a split
@@ -115,7 +116,8 @@ def to_hcfl(p: HCFLPlusParams | HCFLPrimeParams | FedRCAdaptiveParams) -> HCFLPa
     principle = p.principle if p.principle != "auto" else ("cscp" if p.backbone == "fedrc" else "ascp")
     distance = "update-cosine" if p.distance == "update-cosine" else f"prototype-{principle}"
     return HCFLParams(num_clusters=p.num_clusters, split=True, adaptive=p.adaptive, distance=distance,
-                      reduce=p.reduce, confidence=p.confidence, rho=p.rho, include_diagonal=p.include_diagonal,
+                      reduce=p.reduce, prototypes=p.prototypes, confidence=p.confidence, rho=p.rho,
+                      include_diagonal=p.include_diagonal,
                       strict=p.strict, scwu=p.scwu, warmup=p.warmup, max_clusters=p.max_clusters,
                       test_em_iters=p.test_em_iters, **tiers)  # type: ignore[arg-type]
 

@@ -10,6 +10,12 @@ Composition: tier 1 ``conditional``, tier 2 ``hard-loss`` (client scope), fixed 
 3. θ_k ← θ_k + η_g Σ_{i: k_i = k} N_i (θ_i − θ_k) / Σ_{i: k_i = k} N_i; a model nobody picked is unchanged
    (the per-cluster average note on Phase-2 averaging rules).
 
+``zero_fill`` (default off) is FedRC paper's public code as run (github.com/LINs-lab/FedRC, ``IFCAAggregator.mix``):
+it averages, for every model, the list of clients that picked it, and an empty list leaves the model all zeros.
+A zeroed model (zero logits: a loss of log C on every sample) stays on offer, clients whose loss on the other
+models exceeds log C pick it, and with zero weights only its output bias can learn. It is not in the IFCA paper
+(Ghosh et al. 2020); it is offered to test whether it explains FedRC paper's low IFCA numbers (FedRC Table 1).
+
 With ``split`` all layers but the head are shared and trained by every client — IFCA's weight-sharing
 variant and HCFL+'s layout. Communication: K models down, one up. Test clients take the
 cluster with the lowest loss (FedRC paper H.8).
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import torch
 
 from fedcluster.algorithms.base import RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
@@ -31,6 +38,7 @@ from fedcluster.tiers.weights import best_cluster
 @dataclass
 class IFCAParams(ClusteredParams):
     variant: Literal["model", "gradient"] = "model"  # option II (model averaging) / option I (gradient)
+    zero_fill: bool = False  # FedRC paper's code as run: a model no sampled client picked becomes all zeros
 
 
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",
@@ -45,6 +53,18 @@ class IFCA(ClusteredAlgorithm):
             solver = replace_solver(solver, epochs=1, batch_size=full, max_steps=1, momentum=0.0)
         local = self.train_single(clients, assign, round_, solver)
         self.aggregate(local, self.cluster_sizes_weights(clients, assign))
+        if self.params.zero_fill:
+            self.zero_unpicked(np.bincount(assign, minlength=self.num_clusters) > 0)
         self.set_hard(clients, assign)
         m = len(clients)
         return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * self.nbytes(self.num_clusters))
+
+    def zero_unpicked(self, picked: np.ndarray) -> None:
+        """Set every model ``k`` with ``picked[k]`` False to zeros (the shared extractor of ``split`` is kept)."""
+        if picked.all():
+            return
+        for name, cur in self.models.items():
+            if self.split and name.startswith("body."):
+                continue
+            dead = torch.as_tensor(~picked, device=cur.device).view(-1, *[1] * (cur.dim() - 1))
+            self.models[name] = torch.where(dead, torch.zeros_like(cur), cur)

@@ -33,10 +33,11 @@ def client_order(seed: int, round_: int, client: int, stream: int, n: int, epoch
 
 def make_schedule(
     sizes: np.ndarray, clients: np.ndarray, seed: int, round_: int, epochs: int, batch_size: int,
-    stream: int = 0, max_steps: int | None = None,
+    stream: int = 0, max_steps: int | None = None, drop_last: bool = False,
 ) -> Schedule:
-    """Batches of ``batch_size`` over ``epochs`` shuffled passes; the last batch of a pass may be short."""
-    per_epoch = [int(np.ceil(sizes[c] / batch_size)) for c in clients]
+    """Batches of ``batch_size`` over ``epochs`` shuffled passes; the last batch of a pass may be short, or is
+    dropped with ``drop_last`` (then a client with fewer than ``batch_size`` samples takes no step)."""
+    per_epoch = [int(sizes[c] // batch_size if drop_last else np.ceil(sizes[c] / batch_size)) for c in clients]
     steps = np.array([p * epochs for p in per_epoch], dtype=np.int64)
     if max_steps is not None:
         steps = np.minimum(steps, max_steps)

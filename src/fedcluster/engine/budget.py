@@ -43,7 +43,7 @@ def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> None:
     sizes = fed.train.sizes
     largest = int(sizes.max(initial=1))
     cohort = cfg.cohort_size()
-    if cfg.batch_size > largest:
+    if cfg.batch_size > largest and not cfg.drop_last:  # with drop_last a larger batch means no step: kept
         note(f"batch_size={cfg.batch_size} is larger than the largest client ({largest} training samples); "
              f"using batch_size={largest} (the same full-client batches)")
         cfg.batch_size = max(1, largest)

@@ -119,7 +119,7 @@ class Run:
         self.engine_path = path
         trainer = self.make_trainer(module)
         solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum,
-                        weight_decay=cfg.weight_decay)
+                        weight_decay=cfg.weight_decay, drop_last=cfg.drop_last)
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
         with default_device(self.device):
             self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])

@@ -207,7 +207,7 @@ class Trainer:
         units need not be copied once per unit) on client ``clients[u]``; return the stack [U, ...]."""
         clients = np.asarray(clients, dtype=np.int64)
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
-                              stream, solver.max_steps)
+                              stream, solver.max_steps, solver.drop_last)
         batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device, init_index)
         if self.path == "sequential":
             out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,

@@ -22,7 +22,8 @@ DEFAULT_OUT = "docs/reproduction"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="experiment name (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds, 0 … N−1 (default 3)")
+    p.add_argument("--seeds", type=int, default=None,
+                   help="number of seeds, 0 … N−1 (default 3; with --report-only: the seeds stored)")
     p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"], metavar="{small,paper}",
                    help="small: sized for about 20 min on 2 CPU cores; paper: the paper's clients and rounds "
                         "(tiny, for the tests: seconds)")
@@ -33,8 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
     p.add_argument("--fresh", action="store_true",
                    help="move stored results aside and start afresh instead of continuing them")
-    p.add_argument("--report-only", action="store_true",
-                   help="rewrite NAME.md and the summary from the stored results (even unfinished) without running")
+    p.add_argument("--report-only", "--rejudge", action="store_true", dest="report_only",
+                   help="re-judge the stored results with the experiment's current check and rewrite NAME.md and "
+                        "the summary (even unfinished results), without running")
 
 
 def list_experiments(out: Path) -> int:
@@ -57,7 +59,7 @@ def run_command(args: argparse.Namespace) -> int:
         exp = get(args.name).trimmed(args.budget)
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed")
     bad = [s for s in args.set if "=" not in s]
     if bad:
@@ -71,12 +73,14 @@ def run_command(args: argparse.Namespace) -> int:
         if stored is None:
             raise UserError(f"{path} holds no results to report; run `fedcluster reproduce {exp.name}` first")
         exp = get(exp.name).trimmed(stored.budget)
-        stored.seeds = min(args.seeds, stored.seeds)  # e.g. --seeds 2: the seeds already complete
+        if args.seeds is not None:
+            stored.seeds = min(args.seeds, stored.seeds)  # e.g. --seeds 2: the seeds already complete
         want = {(seed, s.name, m.label) for seed in range(stored.seeds) for s in exp.settings for m in exp.methods}
         stored.finished = want <= {(r["seed"], r["setting"], r["method"]) for r in stored.records}
         page = write_experiment(exp, stored, out)  # the stored file itself is left as it is
         print(f"wrote {page} and {write_summary(out, {exp.name: stored})}")
         return 0
+    args.seeds = 3 if args.seeds is None else args.seeds
     device, dev_over = device_overrides(args.device)
     budget = exp.budget(args.budget)
     out.mkdir(parents=True, exist_ok=True)

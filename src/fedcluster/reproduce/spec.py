@@ -61,6 +61,7 @@ class Metric:
 
 Results = Mapping[tuple[str, str], Mapping[str, Sequence[float]]]  # (setting, method) -> metric -> per-seed
 Verdict = Callable[[Results], tuple[str, str]]  # -> ("holds" | "does not hold" | "partly", why)
+ScaledVerdict = Callable[[Results, "Budget"], tuple[str, str]]  # a check whose bound scales with the federation
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class Experiment:
 
     name: str
     title: str
-    source: str  # paper and table/figure
+    source: str  # paper and table/figure (user-facing: no internal references)
     claim: str  # the statement being checked, in words
     kind: str  # runner: suite | mixreg | lines | s2-rotation
     budgets: Mapping[str, Budget]
@@ -80,7 +81,8 @@ class Experiment:
     overrides: tuple[str, ...] = ()  # run-config overrides of every budget (dataset, scenario, ...)
     differences: tuple[str, ...] = ()  # every budget-independent way this differs from the paper
     curve: str = "test_acc"  # rounds.csv column drawn per method (mean over seeds) in the figure
-    verdict: Verdict | None = None
+    verdict: Verdict | ScaledVerdict | None = None
+    verdict_uses_budget: bool = False  # verdict(results, budget): e.g. a cluster count scaled to the clients
     open_question: bool = False
     tiny_rounds: int = 2  # rounds of the test budget (methods with a fixed first phase need more)
 
@@ -101,6 +103,15 @@ class Experiment:
             return self
         methods = self.methods[:3] if self.kind == "suite" else self.methods
         return replace(self, settings=self.settings[:2], methods=methods)
+
+    def judge(self, results: Results, budget: str) -> tuple[str, str]:
+        """The verdict of recorded ``results`` measured at the named budget (the check fixed in the spec, so
+        that re-judging stored records after a check changes needs no rerun)."""
+        if self.verdict is None:
+            return "no verdict", "this experiment has no automatic check"
+        if self.verdict_uses_budget:
+            return self.verdict(results, self.budget(budget))  # type: ignore[call-arg]
+        return self.verdict(results)  # type: ignore[call-arg]
 
     def paper_value(self, setting: Setting, method: Method, key: str) -> str:
         return setting.paper.get(method.label, {}).get(key) or method.paper.get(key, "")

@@ -9,7 +9,7 @@ from fedcluster.reproduce.verdicts import judge
 # Phase-2 step sizes in the engine's scale (loss (ŷ − y)², lr = η_S2/2): γ = η‖X_i‖²/n_i ≈ 0.5 for the smallest
 # clients.
 MIXREG_LR = {"A": 0.04, "B": 0.0125, "C": 0.0125}
-MIXREG_PAPER = {  #, qualitative (FedMD paper has no tables)
+MIXREG_PAPER = {  # qualitative (FedMD paper has no tables)
     "A": {"two-phase": "≈ oracle", "fedavg": "plateaus high", "one-shot": "performs well",
           "ifca-random": "stuck on an error floor", "oracle": "reference"},
     "B": {"two-phase": "≈ oracle", "fedavg": "plateaus high", "one-shot": "degrades (small clients mis-clustered)",
@@ -54,8 +54,7 @@ def _mixreg(config: str) -> Experiment:
                      "for the "
                      "smallest clients",
                      "FedMD paper writes N = 1000 samples, contradicting its own (M, n_i); we follow (M, n_i), N = "
-                     "10,000 "
-                     "",
+                     "10,000",
                      "the baselines run 405 Phase-2 rounds, two-phase 5 Phase-1 + 400 Phase-2 rounds"),
         verdict=_mixreg_verdict(config), tiny_rounds=8)
 

@@ -8,13 +8,17 @@
 * ``hcfl-shift`` — HCFL (HCFL paper) §5.1 / App. E.1–E.2: the same uniform per-client style and
   concept draw with HCFL paper's β concept rule.
 
-Ground truth: ``true_cluster`` = concept, ``style`` = index into ``style_names`` (the 20 corruption names,
-"original" = 0), ``extras["severity"]`` (0 for "original"), ``extras["label_maps"]``.
+``family`` picks the corruption family of both: ``cifar-c`` (default; the 19 CIFAR-10-C corruptions scaled to
+the image size, :mod:`fedcluster.data.shifts.corruptions`) or ``mnist-c`` (Mu & Gilmer's MNIST-C family as FedRC's
+Fashion-MNIST-C uses it, grey images only, :mod:`fedcluster.data.shifts.mnist_c`).
+
+Ground truth: ``true_cluster`` = concept, ``style`` = index into ``style_names`` (the family's style names,
+"original" / "identity" = 0), ``extras["severity"]`` (0 for the clean style), ``extras["label_maps"]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -38,37 +42,45 @@ from fedcluster.data.scenarios.common import (
 )
 from fedcluster.data.shifts.assignment import diverse_shift_assignment, ratio_assignment, uniform_assignment
 from fedcluster.data.shifts.corruptions import CORRUPTIONS, SEVERITIES, corrupt
+from fedcluster.data.shifts.mnist_c import MNIST_C, corrupt_mnist_c
 from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.errors import ResourceError
 from fedcluster.memory import available_bytes, format_bytes
 from fedcluster.registry import SCENARIOS
 
-STYLE_NAMES: list[str] = list(CORRUPTIONS)  # style id = index; 0 = "original"
+STYLE_NAMES: list[str] = list(CORRUPTIONS)  # style id = index; 0 = "original" (family cifar-c)
+Family = Literal["cifar-c", "mnist-c"]
+Corrupt = Callable[[np.ndarray, str, int, np.random.Generator], np.ndarray]
+FAMILIES: dict[str, tuple[tuple[str, ...], Corrupt]] = {"cifar-c": (CORRUPTIONS, corrupt),
+                                                        "mnist-c": (MNIST_C, corrupt_mnist_c)}
 
 
-def _check_styles(styles: Sequence[str] | None, severities: Sequence[int]) -> None:
+def _check_styles(styles: Sequence[str] | None, severities: Sequence[int], family: str = "cifar-c") -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"unknown corruption family {family!r}; valid: {', '.join(FAMILIES)}")
+    names = FAMILIES[family][0]
     if styles is not None:
-        bad = [s for s in styles if s not in CORRUPTIONS]
+        bad = [s for s in styles if s not in names]
         if bad or not styles:
-            raise ValueError(f"unknown corruption styles {bad}; valid: {', '.join(CORRUPTIONS)}")
+            raise ValueError(f"unknown corruption styles {bad} in family {family}; valid: {', '.join(names)}")
     if not severities or any(s not in SEVERITIES for s in severities):
         raise ValueError(f"severities must be a non-empty list drawn from {list(SEVERITIES)}, got {severities}")
 
 
-def _corruptor(style: str, severity: int) -> Transform:
+def _corruptor(style: str, severity: int, fn: Corrupt = corrupt) -> Transform:
     def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return corrupt(x, style, severity, rng)
+        return fn(x, style, severity, rng)
 
     return apply
 
 
-def _balanced_styles(styles: Sequence[str], severities: Sequence[int]) -> Transform:
-    """Test-set feature balance: equal shares of every style, random severity."""
+def _balanced_styles(styles: Sequence[str], severities: Sequence[int], fn: Corrupt = corrupt) -> Transform:
+    """Test-set feature balance (FedRC paper Fig. 2 reading): equal shares of every style, random severity."""
 
     def apply(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         out = np.empty(x.shape, dtype=np.float32)
         for chunk, style in zip(np.array_split(rng.permutation(len(x)), len(styles)), styles, strict=True):
-            out[chunk] = corrupt(x[chunk], style, int(rng.choice(severities)), rng)
+            out[chunk] = fn(x[chunk], style, int(rng.choice(severities)), rng)
         return out
 
     return apply
@@ -79,19 +91,23 @@ def _build(
     concept: np.ndarray, style: np.ndarray, maps: np.ndarray, rng: np.random.Generator,
 ) -> Federation:
     """Partition (optionally replicated) training data, attach concept maps and style corruptions, assemble."""
+    names, fn = FAMILIES[params.family]
+    if params.family == "mnist-c" and data.x_train.shape[1] != 1:
+        raise ValueError(f"family=mnist-c corrupts grey images; {data.name} has {data.x_train.shape[1]} channels "
+                         "(use family=cifar-c)")
     n = len(data.y_train)
     check_replicas_fit(data, params.replicate)
     pool = np.tile(data.y_train, params.replicate)  # FedRC paper: CIFAR training set replicated 3× for 300 clients
     parts = partition(pool, num_clients, params.split, params.alpha, params.classes_per_client, rng)
     severity = np.where(style > 0, rng.choice(params.severities, size=num_clients), 0).astype(np.int64)
     clients = [
-        ClientPlan(p % n, int(c), maps[c], _corruptor(STYLE_NAMES[s], int(v)) if s > 0 else None, int(s))
+        ClientPlan(p % n, int(c), maps[c], _corruptor(names[s], int(v), fn) if s > 0 else None, int(s))
         for p, c, s, v in zip(parts, concept, style, severity, strict=True)
     ]
-    test_styles = params.styles or list(CORRUPTIONS)
-    transform = _balanced_styles(test_styles, params.severities) if params.corrupt_test else None
+    test_styles = params.styles or list(names)
+    transform = _balanced_styles(test_styles, params.severities, fn) if params.corrupt_test else None
     tests = [full_test(data, c, maps[c], transform, -1 if params.corrupt_test else 0) for c in range(len(maps))]
-    fed = assemble(data, clients, tests, params.val_fraction, rng, scenario_info(name, data, params), STYLE_NAMES)
+    fed = assemble(data, clients, tests, params.val_fraction, rng, scenario_info(name, data, params), list(names))
     fed.extras.update(label_maps=maps, severity=severity)
     add_label_noise(fed, params.noise, params.noise_rate, rng)
     return fed
@@ -119,7 +135,8 @@ class _StyledConceptParams:
     ratios: list[float] | None = None  # clients per concept in this ratio (assignment=uniform; null = equal)
     split: SplitKind = "dirichlet-global"  # label split: dirichlet-global (FedRC code), dirichlet, classes or iid
     classes_per_client: int = 2  # classes each client holds with split=classes
-    styles: list[str] | None = None  # corruptions to draw from (null = all)
+    styles: list[str] | None = None  # corruptions to draw from (null = all of the family)
+    family: Family = "cifar-c"  # corruption family: cifar-c (CIFAR-10-C, 19 + original) or mnist-c (MNIST-C)
     severities: list[int] = field(default_factory=lambda: list(SEVERITIES))  # corruption severities to draw from
     replicate: int = 1  # copies of the training set before splitting
     corrupt_test: bool = False  # mix the styles into the test clients (default: clean test set)
@@ -131,7 +148,7 @@ class _StyledConceptParams:
         check_val_fraction(self.val_fraction)
         check_split(self.alpha, self.classes_per_client)
         check_noise_rate(self.noise_rate)
-        _check_styles(self.styles, self.severities)
+        _check_styles(self.styles, self.severities, self.family)
         if self.concepts < 1:
             raise ValueError(f"concepts must be >= 1, got {self.concepts}")
         if self.replicate < 1:
@@ -142,11 +159,11 @@ class _StyledConceptParams:
 @dataclass
 class DiverseShiftParams(_StyledConceptParams):
     """FedRC paper App. H.8 (``assignment=proportions``) or FedRC paper §3 (``assignment=uniform``; ``ratios`` then
-    fixes the
-    clients per concept, e.g. [8,1,1] for FedRC paper Fig. 6b). ``styles``: the corruptions to draw from (default the
-    19 for corrupted clients, all 20 incl. "original" under ``uniform``). ``replicate``: copies of the
+    fixes the clients per concept, e.g. [8,1,1] for FedRC paper Fig. 6b). ``family``: cifar-c (default) or mnist-c
+    (FedRC's Fashion-MNIST-C). ``styles``: the corruptions of the family to draw from (default: all but the clean
+    one for corrupted clients, all incl. the clean one under ``uniform``). ``replicate``: copies of the
     training set before splitting (FedRC paper: 3 for CIFAR with 300 clients). ``corrupt_test``: mix the 20 styles
-    evenly into the test clients. ``noise``: label noise
+    evenly into the test clients (default: clean official test set). ``noise``: label noise
     on training labels at ``noise_rate`` (FedRC paper Table 13). ``split``/``alpha``/``classes_per_client``: the label
     shift as in ``label-skew``; the default is the FedRC code's LDA (Dir(α·p_global), equal client sizes)."""
 
@@ -171,7 +188,8 @@ def diverse_shift(data: ArrayDataset | None, num_clients: int, params: DiverseSh
     maps = label_maps("fedrc", data.num_classes, params.concepts)
     if params.assignment == "proportions":
         concept, corrupted = diverse_shift_assignment(num_clients, rng, params.concepts)
-        pool = [STYLE_NAMES.index(s) for s in (params.styles or CORRUPTIONS[1:])]
+        names = FAMILIES[params.family][0]
+        pool = [names.index(s) for s in (params.styles or names[1:])]
         style = np.where(corrupted, rng.choice(pool, size=num_clients), 0)
     else:
         concept, style = _uniform_draw(num_clients, params, rng)
@@ -185,7 +203,8 @@ def _uniform_draw(num_clients: int, params: DiverseShiftParams | HCFLShiftParams
         concept = uniform_assignment(num_clients, params.concepts, rng)
     else:
         concept = ratio_assignment(num_clients, params.ratios, rng)
-    pool = np.array([STYLE_NAMES.index(s) for s in (params.styles or CORRUPTIONS)])
+    names = FAMILIES[params.family][0]
+    pool = np.array([names.index(s) for s in (params.styles or names)])
     return concept, pool[uniform_assignment(num_clients, len(pool), rng)]
 
 
