@@ -92,7 +92,7 @@ class Algorithm(ABC):
         losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double().cpu().numpy()
         owner = split.owner()
         mean = np.stack([np.bincount(owner, lk, split.num_clients) for lk in losses], 1)
-        return torch.as_tensor(np.eye(self.num_clusters)[mean.argmin(1)], dtype=torch.float32)
+        return torch.as_tensor(np.eye(self.num_clusters)[mean.argmin(1)], dtype=torch.float32, device=outputs.device)
 
     def fit_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor | np.ndarray:
         """``test_weights`` fitted on the rows of ``split`` in its ``fit`` mask only (engine.holdout), so that a
@@ -104,8 +104,8 @@ class Algorithm(ABC):
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""
         outputs = self._forward(self.models, split.x)
-        w = (torch.as_tensor(self.omega, dtype=torch.float32) if participating
-             else torch.as_tensor(self.fit_weights(outputs, split), dtype=torch.float32))
+        w = torch.as_tensor(self.omega if participating else self.fit_weights(outputs, split), dtype=torch.float32,
+                            device=outputs.device)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:
@@ -115,4 +115,4 @@ class Algorithm(ABC):
         self.models, self.omega = state["models"], state["omega"]
 
     def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(self.ctx.fed.train.sizes[clients], dtype=torch.float64)
+        return torch.as_tensor(self.ctx.fed.train.sizes[clients], dtype=torch.float64, device=self.ctx.device)
