@@ -17,6 +17,7 @@ from fedcluster.data.federation import Federation, Split
 from fedcluster.engine import runner
 from fedcluster.engine.device import check_engine
 from fedcluster.engine.training import auto_path
+from fedcluster.reproduce import run_common
 from fedcluster.storage import state_file
 
 
@@ -37,7 +38,8 @@ def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
     """The test runs on a simulated accelerator with no global default device: tensors built from NumPy or by
     a factory without a device are host tensors, the federation the runner moves (``Federation.to``) and the
     models are device tensors; a run picks its engine as on a GPU (engine=auto is vectorised, CPU-only engines
-    are refused). The test asserts ``strict_device.problems`` is empty."""
+    are refused). A run with ``device=cpu`` ends the simulation for the rest of the test (its tensors are all
+    on the CPU). The test asserts ``strict_device.problems`` is empty."""
     accelerator, fake = torch.device("cuda"), FakeDevice(strict=True)
 
     class HostFile:  # state files (cached federations, checkpoints) load onto the host
@@ -57,12 +59,19 @@ def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
         def get_tensor(self, name: str) -> torch.Tensor:
             return fake.on_host(self.file.get_tensor(name))
 
+    def resolve_device(name: str) -> torch.device:  # the simulated accelerator, unless a run asks for the CPU
+        fake.paused = fake.paused or name == "cpu"
+        return torch.device("cpu")
+
     monkeypatch.setattr(state_file, "safe_open", HostFile)
+    monkeypatch.setattr(runner, "resolve_device", resolve_device)
+    monkeypatch.setattr(run_common, "device_overrides",  # `reproduce --device auto` picks the accelerator
+                        lambda name: ("cpu", ["device=cpu"]) if name == "cpu" else ("cuda", ["device=cuda"]))
     monkeypatch.setattr(Federation, "to", _moved)
     monkeypatch.setattr(runner, "auto_path", lambda model, device="cpu", precision="fp32":
-                        auto_path(model, accelerator, precision))
+                        auto_path(model, device if fake.paused else accelerator, precision))
     monkeypatch.setattr(runner, "check_engine", lambda engine, device, precision:
-                        check_engine(engine, accelerator, precision))
+                        check_engine(engine, device if fake.paused else accelerator, precision))
     with fake:
         yield fake
 

@@ -39,6 +39,7 @@ class FakeDevice(TorchFunctionMode):
     def __init__(self, strict: bool = False) -> None:
         super().__init__()
         self.strict = strict
+        self.paused = False  # while True nothing is tagged or recorded (e.g. after a run chose device=cpu)
         self._host: dict[int, weakref.ref] = {}
         self.problems: list[str] = []
 
@@ -88,6 +89,8 @@ class FakeDevice(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
         if name in READS and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
             self.problems.append(f"{name}() of a device tensor at {_where()}")
