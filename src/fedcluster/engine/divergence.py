@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Algorithm
+from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.training import Trainer
 from fedcluster.errors import DivergedError
 

@@ -17,10 +17,10 @@ import torch
 from tqdm import tqdm
 
 import fedcluster
-from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
+from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
 from fedcluster.engine.divergence import check_finite

@@ -34,7 +34,7 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from sklearn.cluster import AgglomerativeClustering, KMeans
 
-from fedcluster.engine.params import Params
+from fedcluster.models.params import Params
 from fedcluster.tiers.distance import cosine_distance, cosine_similarity
 
 AdaptiveKind = Literal["fixed", "cfl", "split", "split-remove", "merge", "icfl"]
