@@ -16,10 +16,10 @@ from fake_device import FakeDevice
 from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
+from fedcluster.engine.algorithm import Context
 from fedcluster.engine.device import check_engine, resolve_device
 from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
-from fedcluster.engine.algorithm import Context
 from fedcluster.engine.runner import Run, evaluate, to_device
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
