@@ -22,7 +22,7 @@ from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.budget import check_federation_fits, fit_run
-from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
+from fedcluster.engine.device import check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import check_finite
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
@@ -120,8 +120,7 @@ class Run:
         solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum,
                         weight_decay=cfg.weight_decay)
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
-        with default_device(self.device):
-            self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
+        self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
@@ -149,8 +148,7 @@ class Run:
         if self.resume:
             if self.dir.checkpoint.exists():
                 state = self.dir.load_checkpoint()
-                with default_device(self.device):
-                    self.alg.load_state_dict(to_device(state["algorithm"], self.device))
+                self.alg.load_state_dict(to_device(state["algorithm"], self.device))
                 start, elapsed = state["round"], state["elapsed"]
             else:
                 print(f"fedcluster: note: {self.dir.path} has no checkpoint yet; starting it again from round 0",
@@ -168,14 +166,13 @@ class Run:
             for t in bar:
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
-                with default_device(self.device):
-                    res = self.play_round(t)
-                    check_finite(t + 1, self.alg, self.ctx.trainer, {})
-                    if (t + 1) % cfg.eval_every == 0 or last:
-                        metrics, val_acc = evaluate(self.alg, self.fed)
-                        check_finite(t + 1, self.alg, self.ctx.trainer, self._scored(metrics))
-                    else:
-                        metrics = {}
+                res = self.play_round(t)
+                check_finite(t + 1, self.alg, self.ctx.trainer, {})
+                if (t + 1) % cfg.eval_every == 0 or last:
+                    metrics, val_acc = evaluate(self.alg, self.fed)
+                    check_finite(t + 1, self.alg, self.ctx.trainer, self._scored(metrics))
+                else:
+                    metrics = {}
                 seconds = time.perf_counter() - t0
                 elapsed += seconds
                 row = {"round": t + 1, **{k: metrics.get(k, float("nan")) for k in ("val_acc", "test_acc", "ari")},
@@ -206,8 +203,7 @@ class Run:
             bar.close()
             self.ctx.trainer.close()
         if np.isnan(val_acc).all() and self.fed.task == "classification":
-            with default_device(self.device):
-                _, val_acc = evaluate(self.alg, self.fed)
+            _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
 
     def _scored(self, metrics: dict[str, float]) -> dict[str, float]:
