@@ -8,8 +8,11 @@ operation that mixes host and device tensors (other than CPU scalars, and CPU in
 accepts), and a device tensor read as NumPy (``.numpy()``, ``np.asarray``, ``.tolist()``) without ``.cpu()``.
 
 A factory without a device (``torch.zeros(3)``, ``torch.as_tensor(array)``) makes a *device* tensor by default,
-as under a runner's ``torch.device`` context; with ``strict=True`` it makes a *host* tensor, as on a GPU when
-no global default device is set: code that is right under ``strict`` takes its devices from its data.
+as under a ``torch.device`` context; with ``strict=True`` it makes a *host* tensor, as on a GPU when no global
+default device is set: code that is right under ``strict`` takes its devices from its data.
+
+The ``strict_device`` fixture (tests/conftest.py) runs one test this way; ``pytest --strict-device tests/...``
+runs every selected test this way (a test whose run says ``device=cpu`` is checked up to that run only).
 """
 
 from __future__ import annotations
