@@ -2,12 +2,88 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import torch
+from fake_device import FakeDevice
+from safetensors import safe_open
 
 import fedcluster.builtin  # noqa: F401  (register everything)
+from fedcluster.data.federation import Federation, Split
+from fedcluster.engine import runner
+from fedcluster.engine.device import check_engine
+from fedcluster.engine.training import auto_path
+from fedcluster.reproduce import run_common
+from fedcluster.storage import state_file
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--strict-device", action="store_true",
+                     help="run every test on a simulated accelerator (tests/fake_device.py, strict): a test whose "
+                          "code mixes host and device tensors, or relies on a global default device, fails")
+
+
+def _moved(fed: Federation, device: torch.device | str) -> Federation:
+    """``Federation.to`` that always copies (tensors a test built are host tensors until moved to the device)."""
+    return dataclasses.replace(fed, **{k: Split(s.x.to(device), s.y.to(device), s.ptr)
+                                       for k, s in (("train", fed.train), ("val", fed.val), ("test", fed.test))})
+
+
+@pytest.fixture
+def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
+    """The test runs on a simulated accelerator with no global default device: tensors built from NumPy or by
+    a factory without a device are host tensors, the federation the runner moves (``Federation.to``) and the
+    models are device tensors; a run picks its engine as on a GPU (engine=auto is vectorised, CPU-only engines
+    are refused). A run with ``device=cpu`` ends the simulation for the rest of the test (its tensors are all
+    on the CPU). The test asserts ``strict_device.problems`` is empty."""
+    accelerator, fake = torch.device("cuda"), FakeDevice(strict=True)
+
+    class HostFile:  # state files (cached federations, checkpoints) load onto the host
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.file = safe_open(*args, **kwargs)
+
+        def __enter__(self) -> HostFile:
+            self.file.__enter__()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.__exit__(*exc)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.file, name)
+
+        def get_tensor(self, name: str) -> torch.Tensor:
+            return fake.on_host(self.file.get_tensor(name))
+
+    def resolve_device(name: str) -> torch.device:  # the simulated accelerator, unless a run asks for the CPU
+        fake.paused = fake.paused or name == "cpu"
+        return torch.device("cpu")
+
+    monkeypatch.setattr(state_file, "safe_open", HostFile)
+    monkeypatch.setattr(runner, "resolve_device", resolve_device)
+    monkeypatch.setattr(run_common, "device_overrides",  # `reproduce --device auto` picks the accelerator
+                        lambda name: ("cpu", ["device=cpu"]) if name == "cpu" else ("cuda", ["device=cuda"]))
+    monkeypatch.setattr(Federation, "to", _moved)
+    monkeypatch.setattr(runner, "auto_path", lambda model, device="cpu", precision="fp32":
+                        auto_path(model, device if fake.paused else accelerator, precision))
+    monkeypatch.setattr(runner, "check_engine", lambda engine, device, precision:
+                        check_engine(engine, device if fake.paused else accelerator, precision))
+    with fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _strict_device_everywhere(request: pytest.FixtureRequest) -> Iterator[None]:
+    if not request.config.getoption("--strict-device") or "strict_device" in request.fixturenames:
+        yield
+        return
+    fake = request.getfixturevalue("strict_device")
+    yield
+    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
 
 
 @pytest.fixture(autouse=True, scope="session")

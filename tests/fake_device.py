@@ -1,11 +1,18 @@
 """A CPU stand-in for an accelerator, to test on machines without one that a run keeps its tensors together.
 
 Under :class:`FakeDevice` every tensor is either *host* (made by ``.cpu()``, ``from_numpy`` or from host
-tensors only) or *device* (everything else: what the runner's device context, ``.to(device)`` or the moved
-federation would put on the GPU; on a CPU run the run's device is the CPU, so a named device is the run's).
-It records what would fail on CUDA: an operation that mixes host and device tensors (other than CPU scalars
-and indices, which CUDA accepts), and a device tensor read as NumPy (``.numpy()``, ``np.asarray``,
-``.tolist()``) without ``.cpu()`` first.
+tensors only) or *device* (everything else: tensors that existed before the mode started, i.e. the moved
+federation and models, and what ``.to(device)`` or a factory naming a device would put on the GPU; on a CPU
+run the run's device is the CPU, so a named device is the run's). It records what would fail on CUDA: an
+operation that mixes host and device tensors (other than CPU scalars, and CPU indices of ``t[i]``, which CUDA
+accepts), and a device tensor read as NumPy (``.numpy()``, ``np.asarray``, ``.tolist()``) without ``.cpu()``.
+
+A factory without a device (``torch.zeros(3)``, ``torch.as_tensor(array)``) makes a *device* tensor by default,
+as under a ``torch.device`` context; with ``strict=True`` it makes a *host* tensor, as on a GPU when no global
+default device is set: code that is right under ``strict`` takes its devices from its data.
+
+The ``strict_device`` fixture (tests/conftest.py) runs one test this way; ``pytest --strict-device tests/...``
+runs every selected test this way (a test whose run says ``device=cpu`` is checked up to that run only).
 """
 
 from __future__ import annotations
@@ -20,18 +27,22 @@ from torch.utils._pytree import tree_leaves
 
 TO_HOST = {"cpu", "from_numpy"}
 READS = {"numpy", "__array__", "tolist"}
-INDEXING = {"__getitem__", "__setitem__", "index_select", "index_copy_", "index_add_", "index_put_", "gather",
-            "take", "put_", "masked_select", "scatter", "scatter_", "scatter_add", "scatter_add_"}
+INDEXING = {"__getitem__", "__setitem__", "index_put_"}  # CUDA takes CPU indices here (not in index_select & co)
+FACTORIES = {"as_tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "eye", "zeros_like", "ones_like",
+             "empty_like", "full_like", "rand", "randn", "randint", "randperm", "linspace", "logspace"}
 
 
-def _where(depth: int = 12) -> str:
-    frames = [f for f in traceback.extract_stack()[:-3] if "/fedcluster/" in f.filename]
-    return " <- ".join(f"{f.filename.split('/fedcluster/')[-1]}:{f.lineno}" for f in frames[::-1][:3])
+def _where() -> str:
+    frames = [f for f in traceback.extract_stack()[:-2] if "/fedcluster/" in f.filename or "/tests/" in f.filename]
+    return " <- ".join(f"{f.filename.split('/src/fedcluster/')[-1].split('/tests/')[-1]}:{f.lineno}"
+                       for f in frames[::-1][:3])
 
 
 class FakeDevice(TorchFunctionMode):
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = False) -> None:
         super().__init__()
+        self.strict = strict
+        self.paused = False  # while True nothing is tagged or recorded (e.g. after a run chose device=cpu)
         self._host: dict[int, weakref.ref] = {}
         self.problems: list[str] = []
 
@@ -55,6 +66,11 @@ class FakeDevice(TorchFunctionMode):
         r = self._host.get(id(t))
         return r is not None and r() is t
 
+    def on_host(self, t: torch.Tensor) -> torch.Tensor:
+        """Tag ``t`` (made outside PyTorch's functions, e.g. read from a file onto the CPU) as a host tensor."""
+        self._mark(t)
+        return t
+
     def _mark(self, out: Any) -> None:
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
@@ -76,6 +92,8 @@ class FakeDevice(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
         if name in READS and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
             self.problems.append(f"{name}() of a device tensor at {_where()}")
@@ -86,12 +104,16 @@ class FakeDevice(TorchFunctionMode):
                 out = out.view_as(out)
             self._mark(out)
             return out
-        if name in ("to", "as_tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "eye", "zeros_like",
-                    "ones_like", "empty_like", "full_like", "rand", "randn", "randint", "linspace") and \
-                self._names_device(args[1:] if name == "to" else args, kwargs):
-            return out  # on the run's device
+        if name == "to" or name in FACTORIES:
+            if self._names_device(args[1:] if name == "to" else args, kwargs):
+                if out is args[0] and self.host(out):  # .to(device) of a CPU tensor on a CPU run: no copy
+                    out = out.view_as(out)
+                return out  # on the run's device
+            if name in FACTORIES and self.strict and not any(isinstance(t, torch.Tensor) for t in args[:1]):
+                self._mark(out)  # no global default device: a factory without a device makes a host tensor
+                return out
         if name in INDEXING:
-            tensors = tensors[:1]  # CUDA takes CPU indices; the result follows the indexed tensor
+            tensors = [t for t in (args[0], *args[2:3]) if isinstance(t, torch.Tensor)]  # the tensor and values
         if not tensors:
             return out  # a factory without a device: the runner's device context puts it on the device
         big = [t for t in tensors if t.dim() > 0]

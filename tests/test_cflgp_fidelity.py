@@ -29,7 +29,7 @@ def _full_gradient(run: Run, client: int, model: int) -> np.ndarray:
     out = torch.func.functional_call(run.ctx.module, params, (x,)).squeeze(-1)
     loss = ((out - y) ** 2).mean()
     grads = torch.autograd.grad(loss, list(params.values()))
-    return torch.cat([g.reshape(-1) for g in grads]).double().numpy()
+    return torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
 
 
 def test_choose_k_finds_three_collinear_clusters() -> None:

@@ -15,7 +15,7 @@ from fedcluster.algorithms.oneshot import kmeans_models
 from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.engine.params import flatten
-from fedcluster.engine.runner import Run
+from fedcluster.engine.runner import Run, to_device
 from fedcluster.storage.state_file import load_state, save_state
 from fedcluster.tiers.weights import fedsoft
 from fedcluster.tracking.report import report_run
@@ -62,7 +62,7 @@ def test_cluster_records_are_the_sample_weights_by_group(method: str, tmp_path: 
     gamma, fed = run.alg.gamma.astype(np.float64), run.fed
     np.testing.assert_allclose(gamma.sum(1), 1.0, rtol=1e-5)
     record = json.loads((tmp_path / "run" / "clusters.jsonl").read_text().splitlines()[-1])
-    for key, groups in (("class", fed.train.y.numpy()), ("concept", fed.true_cluster[fed.train.owner()])):
+    for key, groups in (("class", fed.train.y.cpu().numpy()), ("concept", fed.true_cluster[fed.train.owner()])):
         names = record[key]["names"]
         expected = np.stack([gamma[groups == int(n)].sum(0) for n in names], 1)  # [K, G]
         np.testing.assert_allclose(np.array(record[key]["mass"]), expected, rtol=1e-5, atol=1e-3)
@@ -163,7 +163,7 @@ def test_checkpoint_state_round_trips(method: str, extra: list[str], tmp_path: P
         a.alg.run_round(t, a.stream[t])
     save_state(tmp_path / "state", a.alg.state_dict(), "checkpoint")  # the checkpoint's file format
     b = _run(common + [f"out={tmp_path / 'b'}"])
-    b.alg.load_state_dict(load_state(tmp_path / "state", "checkpoint"))
+    b.alg.load_state_dict(to_device(load_state(tmp_path / "state", "checkpoint"), b.device))  # as a resume does
     ra, rb = a.alg.run_round(2, a.stream[2]), b.alg.run_round(2, b.stream[2])
     assert (ra.bytes_up, ra.bytes_down, ra.clusters) == (rb.bytes_up, rb.bytes_down, rb.clusters)
     for n, v in a.alg.models.items():
@@ -202,8 +202,9 @@ def test_ifca_with_a_good_start_recovers_the_true_clusters(variant: str, tmp_pat
                 f"algorithm.variant={variant}", "rounds=3", "lr=0.01", f"out={tmp_path}"])
     theta = torch.as_tensor(run.fed.extras["theta_star"], dtype=torch.float32)
     g = torch.Generator().manual_seed(0)
-    run.alg.models["head.weight"] = (theta + 0.3 * theta.std() * torch.randn(theta.shape, generator=g)).unsqueeze(1)
-    run.alg.models["head.bias"] = torch.zeros(len(theta), 1)
+    start = (theta + 0.3 * theta.std() * torch.randn(theta.shape, generator=g)).unsqueeze(1)
+    run.alg.models["head.weight"] = start.to(run.device)
+    run.alg.models["head.bias"] = torch.zeros(len(theta), 1, device=run.device)
     run.execute()
     assert [float(r["ari"]) for r in _rows(tmp_path)] == [1.0, 1.0, 1.0]
 
@@ -215,7 +216,7 @@ def test_oracle_and_fesem_assignments(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="num_clusters"):
         _run(["algorithm=oracle", "algorithm.num_clusters=2", f"out={tmp_path / 'o2'}"])
     # FeSEM: first seen → lowest loss; then argmin_k ‖θ_k − θ_i‖ to the models sent (S1 footnote 6)
-    fesem = _run(["algorithm=fesem", "rounds=2", "lr=0.3", "local_epochs=2", f"out={tmp_path / 'f'}"])
+    fesem = _run(["algorithm=fesem", "rounds=2", "lr=0.3", "local_epochs=2", "device=cpu", f"out={tmp_path / 'f'}"])
     alg, clients = fesem.alg, fesem.stream[0]
     rows, owner = alg.rows(clients)
     first = (-alg.losses(rows)).reshape(-1, 3)
@@ -276,7 +277,7 @@ def test_fedrc_beats_fedem_on_concepts_over_seeds(tmp_path: Path) -> None:
 def test_fedsoft_shares_and_centres(tmp_path: Path) -> None:
     """FedSoft: u_{i;k} = share of client i's samples that centre k fits best (floored at σ, on the simplex),
     computed with the centres received; c_k = Σ_i u_{i;k} N_i w_i / Σ_i u_{i;k} N_i of the personal models."""
-    run = _run(["algorithm=fedsoft", "algorithm.floor=0.05", "rounds=2", "lr=0.3", f"out={tmp_path}"])
+    run = _run(["algorithm=fedsoft", "algorithm.floor=0.05", "rounds=2", "lr=0.3", "device=cpu", f"out={tmp_path}"])
     alg, clients = run.alg, run.stream[0]
     rows, owner = alg.rows(clients)
     losses = alg.losses(rows)
@@ -297,7 +298,7 @@ def test_fedsoft_shares_and_centres(tmp_path: Path) -> None:
 def test_oneshot_clusters_local_models_once_then_averages_within_clusters(tmp_path: Path) -> None:
     """One-shot (Ghosh et al. 2019): round 1 fits local models from θ^0, k-means on them fixes the clusters, each
     centre is its members' N_i-weighted mean; later rounds keep the assignment."""
-    run = _run(["algorithm=oneshot", "algorithm.local_epochs=2", "rounds=3", "lr=0.3", f"out={tmp_path}"])
+    run = _run(["algorithm=oneshot", "algorithm.local_epochs=2", "rounds=3", "lr=0.3", "device=cpu", f"out={tmp_path}"])
     alg, clients = run.alg, run.stream[0]
     theta0 = {n: v[:1].expand(len(clients), *v.shape[1:]).clone() for n, v in alg.models.items()}
     local = alg.ctx.trainer.train(theta0, clients, replace_solver(alg.ctx.solver, epochs=2), 0)

@@ -5,6 +5,7 @@ for real when one is present)."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +16,17 @@ from fake_device import FakeDevice
 from fedcluster.cli import main
 from fedcluster.config import load_raw, resolve
 from fedcluster.data.build import build_federation
+from fedcluster.engine.algorithm import Context
 from fedcluster.engine.device import check_engine, resolve_device
 from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
-from fedcluster.engine.runner import Run
+from fedcluster.engine.runner import Run, evaluate, to_device
+from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
+from fedcluster.registry import ALGORITHMS
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]
@@ -36,6 +40,30 @@ METHODS = {
 }
 SLOW = {"fedmd", "fesem", "fedsoft", "oracle", "oneshot", "pacfl", "stocfl", "icfl", "hcfl", "hcfl-prime",
         "fedrc-adaptive"}
+
+
+REGRESSION = METHODS["fedmd"][:3]
+# the code paths default settings leave out: shared bodies, variants, splits, merges, removals, FedMD's Phase 2
+VARIANTS = {
+    "fedrc split cnn": ["algorithm=fedrc", "algorithm.split=true", "model=light-cnn"],
+    "fedrc adam trhc": ["algorithm=fedrc", "algorithm.adam=true", "algorithm.hard=train"],
+    "fedrc tehc ft": ["algorithm=fedrc", "algorithm.hard=test", "algorithm.ft=true"],
+    "fedem joint sample": ["algorithm=fedem", "algorithm.formulation=joint", "algorithm.weights_scope=sample",
+                           "algorithm.mu_tilde=0.4"],
+    "fedsoft split": ["algorithm=fedsoft", "algorithm.split=true"],
+    "ifca gradient": ["algorithm=ifca", "algorithm.variant=gradient"],
+    "cfl splits": ["algorithm=cfl", "algorithm.warmup=0", "algorithm.tol1=1e9", "algorithm.tol2=0",
+                   "algorithm.min_size=2"],
+    "icfl splits": ["algorithm=icfl", "algorithm.alpha0=0.01"],
+    "stocfl merges": ["algorithm=stocfl", "algorithm.tau=-1"],
+    "cflgp model random": ["algorithm=cflgp", "algorithm.period=1", "algorithm.variant=model",
+                           "algorithm.compression=random", "algorithm.compression_ratio=2"],
+    "hcfl splits": ["algorithm=hcfl", "algorithm.rho=0", "algorithm.split=false", "algorithm.distance=update-cosine"],
+    "hcfl cfl rule": ["algorithm=hcfl", "algorithm.adaptive=cfl", "algorithm.tol1=1e9", "algorithm.tol2=0",
+                      "algorithm.min_size=2", "algorithm.weights=hard-loss"],
+    "fedmd phase 2": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.phase1_rounds=1"],
+    "fedmd oneshot": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.init=oneshot"],
+}
 
 
 def _cfg(tmp_path: Path, *items: str):
@@ -62,22 +90,65 @@ def test_fake_device_flags_what_would_fail_on_a_gpu() -> None:
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in METHODS])
-def test_every_algorithm_keeps_its_tensors_on_the_runs_device(tmp_path: Path, name: str) -> None:
-    """The vectorised engine (what engine=auto picks on a GPU): no host/device mixing, no device tensor read as
-    NumPy, in construction, rounds, evaluation and checkpointing."""
+def test_every_algorithm_keeps_its_tensors_on_the_runs_device(tmp_path: Path, strict_device: FakeDevice,
+                                                              name: str) -> None:
+    """Through the runner, with the vectorised engine (what engine=auto picks on a GPU): no host/device mixing,
+    no device tensor read as NumPy, in construction, rounds, evaluation and checkpointing."""
     cfg, typed = _cfg(tmp_path, f"algorithm={name}", "engine=vectorized", *METHODS[name])
-    fed = build_federation(cfg, typed["scenario"])
-    with FakeDevice() as fake:
-        Run(cfg, typed, fed=fed).execute()
-    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
+    Run(cfg, typed, fed=build_federation(cfg, typed["scenario"])).execute()
+    assert not strict_device.problems, "\n".join(sorted(set(strict_device.problems)))
 
 
-def test_split_body_and_cnn_keep_their_tensors_on_the_runs_device(tmp_path: Path) -> None:
+def _direct_cases() -> list:
+    cases = [pytest.param(n, [f"algorithm={n}", *METHODS.get(n, [])], id=n) for n in ALGORITHMS.names()]
+    return cases + [pytest.param(name, items, id=name) for name, items in VARIANTS.items()]
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Tiny models: one intra-op thread is fastest, and on a busy 2-core machine several threads stall."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("name,items", _direct_cases())
+def test_every_algorithm_called_directly_keeps_its_tensors_on_the_device(tmp_path: Path, strict_device: FakeDevice,
+                                                                          name: str, items: list[str]) -> None:
+    """What a benchmark or a library user does: build the context by hand and call the method, with no runner
+    and no default device. The federation and the models are on the (simulated) device; a tensor the method
+    makes on the host and combines with them, or a device tensor read as NumPy, fails (tests/fake_device.py,
+    strict). Three rounds with evaluation, then a checkpoint round trip through the CPU and one more round."""
+    cfg, typed = _cfg(tmp_path, *items, "rounds=4")
+    fed = build_federation(cfg, typed["scenario"]).to("cpu")  # strict_device: 'moved to the device'
+    device = fed.train.x.device
+    torch.manual_seed(cfg.seed)
+    module = build_model(cfg.model, fed.input_shape, fed.output_dim, typed["model"]).to(device)
+    trainer = Trainer(module, fed.train.x, fed.train.y, fed.train.ptr, fed.task, seed=cfg.seed, path="vectorized")
+    solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum)
+    alg = ALGORITHMS.get(cfg.algorithm).obj(Context(cfg, fed, module, trainer, solver), typed["algorithm"])
+    stream = participation_stream(fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
+    counts = []
+    for t in range(3):
+        alg.run_round(t, stream[t])
+        evaluate(alg, fed)
+        counts.append(alg.num_clusters)
+    alg.load_state_dict(to_device(to_device(alg.state_dict(), torch.device("cpu")), device))
+    alg.run_round(3, stream[3])
+    evaluate(alg, fed)
+    assert not strict_device.problems, "\n".join(sorted(set(strict_device.problems)))
+    if name.endswith("splits") or name == "hcfl cfl rule":
+        assert max(counts) > counts[0], counts  # the split path really ran
+    if name == "stocfl merges":
+        assert alg.num_clusters < fed.num_clients  # the merge path really ran
+
+
+def test_split_body_and_cnn_keep_their_tensors_on_the_runs_device(tmp_path: Path, strict_device: FakeDevice) -> None:
     cfg, typed = _cfg(tmp_path, "algorithm=fedrc", "algorithm.split=true", "model=light-cnn", "engine=vectorized")
-    fed = build_federation(cfg, typed["scenario"])
-    with FakeDevice() as fake:
-        Run(cfg, typed, fed=fed).execute()
-    assert not fake.problems, "\n".join(sorted(set(fake.problems)))
+    Run(cfg, typed, fed=build_federation(cfg, typed["scenario"])).execute()
+    assert not strict_device.problems, "\n".join(sorted(set(strict_device.problems)))
 
 
 # -- keys and errors ----------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_test_clients_choose_their_cluster_on_the_fit_half(tmp_path: Path) -> No
     half = np.asarray(alg.fit_weights(outputs, test)).argmax(1)
     part = test.rows(test.fit)
 
-    losses = per_sample_losses(alg.outputs(part.x), part.y, "classification").T.double().numpy()
+    losses = per_sample_losses(alg.outputs(part.x), part.y, "classification").T.double().cpu().numpy()
     np.testing.assert_array_equal(half, best_cluster(-losses, part.owner(), part.num_clients))
     run_all = _run(tmp_path / "all", "algorithm=ifca", "rounds=2", "lr=0.3", "num_clients=9", "test_fit=all")
     assert run_all.fed.test.fit is None
@@ -96,12 +96,12 @@ def test_fedrc_ft_global_accuracy_uses_the_averaged_fine_tuned_models(tmp_path: 
     assert a["final"]["val_acc"] != b["final"]["val_acc"]
     alg, test = tuned.alg, tuned.fed.test
     avg = alg.fine_tuned_average()
-    sizes = torch.as_tensor(tuned.fed.train.sizes, dtype=torch.float32)
+    sizes = torch.as_tensor(tuned.fed.train.sizes, dtype=torch.float32, device=tuned.device)
     name = next(iter(avg))
     expected = (alg.fine_tuned()[name] * (sizes / sizes.sum()).view(-1, *[1] * (avg[name].dim()))).sum(0)
     torch.testing.assert_close(avg[name], expected)
     outputs = alg.outputs(test.x, avg)
-    w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32)
+    w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32, device=outputs.device)
     mixed = (w[torch.as_tensor(test.owner())].T.unsqueeze(-1) * outputs.softmax(-1)).sum(0)
     torch.testing.assert_close(alg.predict(test, False), mixed)
 

@@ -33,8 +33,9 @@ def test_one_shot_baseline_averages_within_its_clusters(tmp_path: Path) -> None:
         sizes = fed.train.sizes.astype(np.float64)
         for ell in range(3):
             m = z == ell
-            expected = (local["head.weight"][m].double().numpy() * sizes[m, None, None]).sum(0) / sizes[m].sum()
-            np.testing.assert_allclose(run.alg.models["head.weight"][ell].numpy(), expected, rtol=1e-4, atol=1e-5)
+            expected = (local["head.weight"][m].double().cpu().numpy() * sizes[m, None, None]).sum(0) / sizes[m].sum()
+            np.testing.assert_allclose(run.alg.models["head.weight"][ell].cpu().numpy(), expected, rtol=1e-4,
+                                       atol=1e-5)
 
 
 def test_moment_step_moves_along_the_mean_residual_and_clamps(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ class LoopbackRun(Run):
 
 def _config(tmp: Path, name: str, extra: list[str]):
     return resolve(load_raw(None, ["dataset=digits", "scenario=concept-swap", "num_clients=6", "rounds=3",
-                                   "model=mlp", "model.hidden=[16]", "progress=false", "engine=dense",
+                                   "model=mlp", "model.hidden=[16]", "progress=false", "engine=dense", "device=cpu",
                                    f"out={tmp / name}", *extra]))
 
 

@@ -143,7 +143,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 def test_caps_batch_size_workers_threads_with_notes(tmp_path: Path) -> None:
-    rc, lines = _err(["run", *FAST, "batch_size=1000000", "workers=40", "threads=100000", "engine=pool",
+    rc, lines = _err(["run", *FAST, "batch_size=1000000", "workers=40", "threads=100000", "engine=pool", "device=cpu",
                       f"out={tmp_path / 'a'}"])
     assert rc == 0
     notes = [ln for ln in lines if ln.startswith("fedcluster: note: ")]
@@ -154,7 +154,7 @@ def test_caps_batch_size_workers_threads_with_notes(tmp_path: Path) -> None:
     largest = cfg["batch_size"]
     assert largest < 1000000
     # the capped run is exactly the run with batch_size = the largest client
-    assert main(["run", *FAST, f"batch_size={largest}", "engine=pool", f"out={tmp_path / 'b'}"]) == 0
+    assert main(["run", *FAST, f"batch_size={largest}", "engine=pool", "device=cpu", f"out={tmp_path / 'b'}"]) == 0
     strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
     assert strip(_rows(tmp_path / "a" / "rounds.csv")) == strip(_rows(tmp_path / "b" / "rounds.csv"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import json
 import math
 import socket
@@ -19,6 +20,8 @@ from fedcluster.cli import main
 from fedcluster.tracking.loggers import Tracking
 
 FAST = ["num_clients=8", "rounds=3", "progress=false", "algorithm=ifca"]
+# MLflow is an optional extra (fedcluster[tracking]): the tests that log to it need it installed
+MLFLOW = pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="needs mlflow (fedcluster[tracking])")
 
 
 def _rows(run_dir: Path) -> list[dict[str, float]]:
@@ -50,6 +53,7 @@ def mlflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@MLFLOW
 def test_mlflow_params_are_the_resolved_config(mlflow_run: Path) -> None:
     [run] = _runs(_mlflow(mlflow_run.parent), "tiny")
     params = run.data.params
@@ -63,6 +67,7 @@ def test_mlflow_params_are_the_resolved_config(mlflow_run: Path) -> None:
     assert run.info.status == "FINISHED" and run.info.run_name == "run"
 
 
+@MLFLOW
 def test_mlflow_metrics_per_round_equal_rounds_csv(mlflow_run: Path) -> None:
     client = _mlflow(mlflow_run.parent)
     [run] = _runs(client, "tiny")
@@ -76,6 +81,7 @@ def test_mlflow_metrics_per_round_equal_rounds_csv(mlflow_run: Path) -> None:
         assert [v for _, v in history] == pytest.approx([v for _, v in expected], rel=1e-5, abs=1e-9), column
 
 
+@MLFLOW
 def test_mlflow_artifacts_are_the_run_directory_files(mlflow_run: Path, tmp_path: Path) -> None:
     client = _mlflow(mlflow_run.parent)
     [run] = _runs(client, "tiny")
@@ -110,6 +116,7 @@ def test_tensorboard_scalars_equal_rounds_csv(tmp_path: Path) -> None:
     assert not (out / "mlflow.db").exists() and not (tmp_path / "mlflow.db").exists()
 
 
+@MLFLOW
 def test_resumed_run_logs_every_round_once(tmp_path: Path) -> None:
     out, db = tmp_path / "both", tmp_path / "shared" / "mlflow.db"
     db.parent.mkdir()
@@ -141,6 +148,7 @@ def test_missing_package_is_one_line_naming_the_extra(tmp_path: Path, monkeypatc
     assert not (out / "rounds.csv").exists()
 
 
+@MLFLOW
 def test_refused_tracking_uri_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     out = tmp_path / "u"

@@ -137,7 +137,7 @@ class ClusteredAlgorithm(Algorithm):
     def aggregate(self, local: Params, weights: np.ndarray) -> None:
         """Server update of every cluster from ``local`` [m, K, ...] (or [m, ...]: one model per client,
         offered to every cluster) with aggregation weights A [m, K]; φ is shared when split."""
-        a = torch.as_tensor(weights, dtype=torch.float64)
+        a = torch.as_tensor(weights, dtype=torch.float64, device=self.ctx.device)
         lr, k = self.ctx.cfg.global_lr, self.num_clusters
         new: Params = {}
         for name, cur in self.models.items():
@@ -181,7 +181,8 @@ class ClusteredAlgorithm(Algorithm):
         outputs = self.outputs(split.x)
         w = self.scoring_omega() if participating else self.fit_weights(outputs, split)
         w = self.prediction_weights(np.asarray(w))
-        return mix_predictions(outputs, torch.as_tensor(w, dtype=torch.float32), split.owner(), self.ctx.fed.task)
+        w = torch.as_tensor(w, dtype=torch.float32, device=outputs.device)
+        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard
@@ -229,7 +230,7 @@ class ClusteredAlgorithm(Algorithm):
                 outs.append(model_outputs(self.ctx.module, {n: v[i] for n, v in local.items()}, split.x[lo:hi]))
                 rows.append(np.arange(lo, hi))
         if not outs:
-            return torch.zeros(0), np.zeros(0, np.int64)
+            return torch.zeros(0, device=split.x.device), np.zeros(0, np.int64)
         return torch.cat(outs, 1), np.concatenate(rows)
 
     # -- records and state -------------------------------------------------------------------

@@ -210,7 +210,7 @@ class FedMD(Algorithm):
 
     # -- parameter vectors -------------------------------------------------------------------
     def unflatten(self, vecs: np.ndarray) -> Params:
-        t = torch.as_tensor(np.asarray(vecs), dtype=torch.float32)
+        t = torch.as_tensor(np.asarray(vecs), dtype=torch.float32, device=self.ctx.device)
         out, i = {}, 0
         for name, shape in self.shapes.items():
             size = int(np.prod(shape))

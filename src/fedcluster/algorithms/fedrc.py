@@ -121,14 +121,15 @@ class FedRC(FedEM):
         models = self.fine_tuned_average()
         outputs = self.outputs(split.x, models)
         w = self.prediction_weights(np.asarray(self.fit_weights(outputs, split)))  # E-step on the outputs
-        return mix_predictions(outputs, torch.as_tensor(w, dtype=torch.float32), split.owner(), self.ctx.fed.task)
+        w = torch.as_tensor(w, dtype=torch.float32, device=outputs.device)
+        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def _fine_tuned_predictions(self, split: Split) -> torch.Tensor:
         """FedRC-FT local accuracy: each client's fine-tuned ensemble on its own rows."""
         clients = np.arange(self.ctx.fed.num_clients)
         tuned = self.fine_tuned()
         outputs, _ = self.own_outputs(tuned, split, clients)  # rows of every client in order = all rows
-        w = torch.as_tensor(self.prediction_weights(self.scoring_omega()), dtype=torch.float32)
+        w = torch.as_tensor(self.prediction_weights(self.scoring_omega()), dtype=torch.float32, device=outputs.device)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:

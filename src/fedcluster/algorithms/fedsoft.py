@@ -52,12 +52,13 @@ class FedSoft(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         super().__init__(ctx, params)
         m = ctx.fed.num_clients
-        self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype) for n, v in self.models.items()}
+        self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
+                                 for n, v in self.models.items()}
         self.has_personal = np.zeros(m, dtype=bool)
 
     def centre_mix(self, u: np.ndarray) -> Params:
         """c̄_i = Σ_k u_{i;k} c_k for rows u [m, K] → [m, ...]."""
-        w = torch.as_tensor(u, dtype=torch.float32)
+        w = torch.as_tensor(u, dtype=torch.float32, device=self.ctx.device)
         return {n: torch.einsum("mk,k...->m...", w.to(v.dtype), v) for n, v in self.models.items()}
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
@@ -65,7 +66,7 @@ class FedSoft(ClusteredAlgorithm):
         u = fedsoft(-self.losses(rows), owner, len(clients), self.params.floor)
         anchor = self.centre_mix(u)
         idx = torch.as_tensor(clients)
-        fresh = torch.as_tensor(~self.has_personal[clients])
+        fresh = torch.as_tensor(~self.has_personal[clients], device=self.ctx.device)
         init = {n: torch.where(fresh.view(-1, *[1] * (v.dim() - 1)), v, self.personal[n][idx])
                 for n, v in anchor.items()}
         solver = replace_solver(self.ctx.solver, prox_mu=self.params.prox)
@@ -83,12 +84,12 @@ class FedSoft(ClusteredAlgorithm):
         if not participating:
             return super().predict(split, participating)
         clients = np.arange(self.ctx.fed.num_clients)
-        fresh = torch.as_tensor(~self.has_personal)
+        fresh = torch.as_tensor(~self.has_personal, device=self.ctx.device)
         models = {n: torch.where(fresh.view(-1, *[1] * (v.dim() - 1)), c, self.personal[n])
                   for (n, v), c in zip(self.personal.items(),
                                              self.centre_mix(self.scoring_omega()).values(), strict=True)}
         outputs, _ = self.own_outputs({n: v.unsqueeze(1) for n, v in models.items()}, split, clients)
-        ones = torch.ones(split.num_clients, 1)
+        ones = torch.ones(split.num_clients, 1, device=outputs.device)
         return mix_predictions(outputs, ones, split.owner(), self.ctx.fed.task)
 
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:

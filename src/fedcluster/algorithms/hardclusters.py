@@ -77,7 +77,8 @@ class HardClusters(Algorithm):
     def fedavg(self, clients: np.ndarray, local: Params, positions: np.ndarray) -> None:
         """Per-cluster N_i-weighted server update of every position from the cohort's ``local`` models."""
         k = self.num_clusters
-        a = torch.as_tensor(np.eye(k)[positions] * self.ctx.fed.train.sizes[clients][:, None], dtype=torch.float64)
+        a = torch.as_tensor(np.eye(k)[positions] * self.ctx.fed.train.sizes[clients][:, None], dtype=torch.float64,
+                            device=self.ctx.device)
         total = a.sum(0)
         lr = self.ctx.cfg.global_lr
         new: Params = {}
@@ -144,7 +145,7 @@ class HardClusters(Algorithm):
             if out is None:
                 out = o.new_zeros((len(split.x), o.shape[-1]))
             out[rows] = o
-        return out if out is not None else torch.zeros((0, self.ctx.fed.output_dim))
+        return out if out is not None else torch.zeros((0, self.ctx.fed.output_dim), device=split.x.device)
 
     # -- records and state -------------------------------------------------------------------
     def clusters_record(self) -> dict[str, Any]:

@@ -169,7 +169,7 @@ class HCFL(ClusterChanges):
         """[m, P] update of client i of the model of its cluster members[i] (φ_i and head k, or the full model):
         θ_{k,i} − θ_k^t for soft rules; for hard ones the client's single model minus the one it started from."""
         rows = torch.arange(len(members))
-        own = torch.as_tensor(np.where(start >= 0, start, members))
+        own = torch.as_tensor(np.where(start >= 0, start, members), device=self.ctx.device)
         loc = {n: (v if v.dim() == self.models[n].dim() else v[rows, torch.as_tensor(members)])
                for n, v in local.items()}
         return flatten(loc) - flatten({n: v.index_select(0, own) for n, v in self.models.items()})

@@ -33,9 +33,9 @@ from fedcluster.tiers.weights import segment_mean
 def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, global_lr: float) -> torch.Tensor:
     """θ ← θ + η_g (Σ_i w_i θ_i / Σ_i w_i − θ) over the rows of ``local`` [m, ...] (HCFL paper Alg. 2 line 23 / Alg. 4
     line 2: the N_i-weighted mean of one part's local models); unchanged when the part has no weight."""
-    w = torch.as_tensor(weights, dtype=torch.float64)
-    if float(w.sum()) <= 0:
+    if float(np.sum(weights)) <= 0:
         return old.clone()
+    w = torch.as_tensor(weights, dtype=torch.float64, device=local.device)
     mean = torch.tensordot((w / w.sum()).to(local.dtype), local, dims=([0], [0]))
     return old + global_lr * (mean - old)
 

@@ -67,7 +67,7 @@ class StoCFL(HardClusters):
         self.sync()
         self.global_model: Params = {n: v[0].clone() for n, v in self.models.items()}
         dim = sum(v[0].numel() for v in self.models.values())
-        self.rep_sum = torch.zeros(m, dim)  # per cluster position: Σ of members' first updates
+        self.rep_sum = torch.zeros(m, dim, device=ctx.device)  # per cluster position: Σ of members' first updates
         self.rep_count = np.zeros(m, dtype=np.int64)
         self.seen = np.zeros(m, dtype=bool)
 
@@ -78,11 +78,13 @@ class StoCFL(HardClusters):
         local, delta = self.train(round_, clients, pos, solver, anchor=repeat(self.global_model, m))
         first = np.flatnonzero(~self.seen[clients])
         if len(first):
-            self.rep_sum.index_add_(0, torch.as_tensor(pos[first]), delta[torch.as_tensor(first)].float())
+            self.rep_sum.index_add_(0, torch.as_tensor(pos[first], device=self.rep_sum.device),
+                                    delta[torch.as_tensor(first)].float())
             np.add.at(self.rep_count, pos[first], 1)
             self.seen[clients[first]] = True
         valid = self.rep_count > 0
-        reps = (self.rep_sum / torch.as_tensor(np.maximum(self.rep_count, 1))[:, None]).cpu().numpy()
+        count = torch.as_tensor(np.maximum(self.rep_count, 1), device=self.rep_sum.device)
+        reps = (self.rep_sum / count[:, None]).cpu().numpy()
         groups = stocfl_merges(reps, valid, self.params.tau)
         sim = cosine_similarity(reps[valid]) if valid.sum() > 1 else np.zeros((1, 1))
         max_cos = float(sim[~np.eye(len(sim), dtype=bool)].max()) if len(sim) > 1 else float("nan")
@@ -110,9 +112,10 @@ class StoCFL(HardClusters):
         n_all = np.bincount(self.cluster, sizes, k)
         n_cohort = np.bincount(pos, sizes[clients], k)
         onto = np.eye(k)[target].T  # [new-or-kept position c, old position k] = 1 if k folds into c
-        base_w = torch.as_tensor(onto * n_all[None, :])
-        old_w = torch.as_tensor(onto * (n_all - n_cohort)[None, :])
-        loc_w = torch.as_tensor(np.eye(k)[target[pos]].T * sizes[clients][None, :])
+        dev = self.ctx.device
+        base_w = torch.as_tensor(onto * n_all[None, :], device=dev)
+        old_w = torch.as_tensor(onto * (n_all - n_cohort)[None, :], device=dev)
+        loc_w = torch.as_tensor(np.eye(k)[target[pos]].T * sizes[clients][None, :], device=dev)
         total = base_w.sum(1, keepdim=True).clamp_min(1e-300)
         lr = self.ctx.cfg.global_lr
         out: Params = {}

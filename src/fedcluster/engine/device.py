@@ -1,9 +1,9 @@
 """Where a run computes: ``device=auto|cpu|cuda``, ``precision=fp32|bf16`` and the deterministic settings.
 
 The device is a property of the run, owned by the runner: the federation is moved there once, the models,
-batches, E-steps, evaluation and aggregation stay there, and only metrics come back. While a round runs on
-an accelerator the runner makes it the default device (``torch.device`` as a context manager), so tensors an
-algorithm builds from NumPy land beside the models without the algorithm naming a device.
+batches, E-steps, evaluation and aggregation stay there, and only metrics come back. No global default device
+is set: a tensor a method builds (from NumPy, or a factory) names the device of the data and models it is
+combined with, so a method is right when called directly too (a benchmark, a library user, a test).
 
 Determinism on CUDA (``deterministic=true``, the default): ``torch.use_deterministic_algorithms`` and
 ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` make the same seed give the same ``rounds.csv`` on the same device; TF32
@@ -14,7 +14,6 @@ at full precision instead of TF32. ``deterministic=false`` lifts all three.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import torch
@@ -57,11 +56,6 @@ def configure(device: torch.device, deterministic: bool) -> None:
     if deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
         torch.use_deterministic_algorithms(True, warn_only=True)
-
-
-def default_device(device: torch.device) -> contextlib.AbstractContextManager:
-    """Make ``device`` the default for new tensors (a no-op on the CPU, which costs nothing there)."""
-    return contextlib.nullcontext() if device.type == "cpu" else torch.device(device)
 
 
 def device_name(device: torch.device) -> str:

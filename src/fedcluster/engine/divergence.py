@@ -32,7 +32,7 @@ import math
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Algorithm
+from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.params import Params
 from fedcluster.engine.training import Trainer
 from fedcluster.errors import DivergedError
@@ -55,8 +55,9 @@ def model_stats(models: Params) -> torch.Tensor:
         peaks.append(torch.maximum(high, -low).float())
         squares.append(torch.linalg.vector_norm(flat, dim=1).float() ** 2)
     if not peaks:
-        k = next(iter(models.values())).shape[0] if models else 0
-        return torch.zeros((2, k))
+        first = next(iter(models.values()), None)
+        return torch.zeros((2, 0 if first is None else first.shape[0]),
+                           device=None if first is None else first.device)
     return torch.stack([torch.stack(peaks).amax(0), torch.stack(squares).sum(0).sqrt()])
 
 

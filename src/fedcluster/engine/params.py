@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-Params = dict[str, torch.Tensor]
+from fedcluster.models.params import Params as Params  # re-exported: the engine and the methods name it here
 
 
 def get_params(module: nn.Module) -> Params:

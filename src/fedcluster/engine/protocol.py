@@ -66,9 +66,9 @@ def train_requests(init: Params, clients: np.ndarray, solver: Solver, round_: in
     for c in clients[np.sort(first)]:
         units = np.flatnonzero(clients == c)
         idx = torch.as_tensor(units)
-        arrays = {f"init/{n}": _np(v.index_select(0, idx)) for n, v in init.items()}
+        arrays = {f"init/{n}": _np(v.index_select(0, idx.to(v.device))) for n, v in init.items()}
         if anchor is not None:
-            arrays.update({f"anchor/{n}": _np(v.index_select(0, idx)) for n, v in anchor.items()})
+            arrays.update({f"anchor/{n}": _np(v.index_select(0, idx.to(v.device))) for n, v in anchor.items()})
         if weights is not None:
             arrays.update({f"weight/{j}": np.asarray(weights[u], dtype=np.float32) for j, u in enumerate(units)})
         config = {**{k: (-1 if v is None else v) for k, v in dataclasses.asdict(solver).items()},
@@ -119,7 +119,7 @@ class RemoteTrainer(Trainer):
         for (units, _), reply in zip(parts, replies, strict=True):
             idx = torch.as_tensor(units)
             for n in out:
-                out[n][idx] = torch.from_numpy(reply[n]).to(out[n].dtype)
+                out[n][idx] = torch.from_numpy(reply[n]).to(out[n].device, out[n].dtype)
         return out
 
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
@@ -141,16 +141,17 @@ def node_trainer(module: nn.Module, x: torch.Tensor, y: torch.Tensor, client: in
     return Trainer(module, x, y, ptr, task, seed=seed, path=path, workers=1)
 
 
-def _params(arrays: Arrays, prefix: str) -> Params:
-    return {k[len(prefix):]: torch.from_numpy(np.array(v)) for k, v in arrays.items() if k.startswith(prefix)}
+def _params(arrays: Arrays, prefix: str, device: torch.device) -> Params:
+    return {k[len(prefix):]: torch.from_numpy(np.array(v)).to(device) for k, v in arrays.items()
+            if k.startswith(prefix)}
 
 
 def serve(trainer: Trainer, request: Request, siblings: dict[int, Trainer] | None = None) -> Arrays:
     """Answer one request on this node's ``trainer`` (``siblings`` caches the multi-head trainers)."""
-    c, cfg = request.client, request.config
+    c, cfg, device = request.client, request.config, trainer.x.device
     if request.kind == LOSSES:
         rows = np.arange(trainer.ptr[c], trainer.ptr[c + 1])
-        return {"losses": trainer.losses(_params(request.arrays, "model/"), rows, bool(cfg["shared_body"]))}
+        return {"losses": trainer.losses(_params(request.arrays, "model/", device), rows, bool(cfg["shared_body"]))}
     if request.kind != TRAIN:
         raise ValueError(f"unknown request kind {request.kind!r}")
     heads = int(cfg["heads"])
@@ -164,7 +165,7 @@ def serve(trainer: Trainer, request: Request, siblings: dict[int, Trainer] | Non
     solver = Solver(**{k: (None if k == "max_steps" and v == -1 else v) for k, v in cfg.items() if k in names})
     units = int(cfg["units"])
     weights = [request.arrays[f"weight/{j}"] for j in range(units)] if "weight/0" in request.arrays else None
-    anchor = _params(request.arrays, "anchor/") or None
-    out = local.train(_params(request.arrays, "init/"), np.full(units, c), solver, int(cfg["round"]),
+    anchor = _params(request.arrays, "anchor/", device) or None
+    out = local.train(_params(request.arrays, "init/", device), np.full(units, c), solver, int(cfg["round"]),
                       weights=weights, anchor=anchor, stream=int(cfg["stream"]))
     return {n: _np(v) for n, v in out.items()}

@@ -17,12 +17,12 @@ import torch
 from tqdm import tqdm
 
 import fedcluster
-from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
+from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.budget import check_federation_fits, fit_run
-from fedcluster.engine.device import check_engine, configure, default_device, device_name, resolve_device
+from fedcluster.engine.device import check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
@@ -121,8 +121,7 @@ class Run:
         solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum,
                         weight_decay=cfg.weight_decay, drop_last=cfg.drop_last)
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
-        with default_device(self.device):
-            self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
+        self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
@@ -153,8 +152,7 @@ class Run:
                 shapes = {k: tuple(v.shape) for k, v in self.ctx.module.state_dict().items()}
                 check_algorithm_state(state["algorithm"], to_device(self.alg.state_dict(), torch.device("cpu")),
                                       shapes, str(self.dir.checkpoint))
-                with default_device(self.device):
-                    self.alg.load_state_dict(to_device(state["algorithm"], self.device))
+                self.alg.load_state_dict(to_device(state["algorithm"], self.device))
                 start, elapsed = state["round"], state["elapsed"]
                 saved_rows = state.get("rows")
             else:
@@ -171,20 +169,18 @@ class Run:
         bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
                    file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
         checkpointed, done = start, start
-        with default_device(self.device):
-            watch = DivergenceWatch(self.alg, self.ctx.trainer, self.fed.task, self.fed.output_dim)
+        watch = DivergenceWatch(self.alg, self.ctx.trainer, self.fed.task, self.fed.output_dim)
         try:
             for t in bar:
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
-                with default_device(self.device):
-                    res = self.play_round(t)
-                    watch.after_round(t + 1)
-                    if (t + 1) % cfg.eval_every == 0 or last:
-                        metrics, val_acc = evaluate(self.alg, self.fed)
-                        watch.after_evaluation(t + 1, self._scored(metrics))
-                    else:
-                        metrics = {}
+                res = self.play_round(t)
+                watch.after_round(t + 1)
+                if (t + 1) % cfg.eval_every == 0 or last:
+                    metrics, val_acc = evaluate(self.alg, self.fed)
+                    watch.after_evaluation(t + 1, self._scored(metrics))
+                else:
+                    metrics = {}
                 seconds = time.perf_counter() - t0
                 elapsed += seconds
                 row = {"round": t + 1, **{k: metrics.get(k, float("nan")) for k in ("val_acc", "test_acc", "ari")},
@@ -215,8 +211,7 @@ class Run:
             bar.close()
             self.ctx.trainer.close()
         if np.isnan(val_acc).all() and self.fed.task == "classification":
-            with default_device(self.device):
-                _, val_acc = evaluate(self.alg, self.fed)
+            _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
 
     def _scored(self, metrics: dict[str, float]) -> dict[str, float]:

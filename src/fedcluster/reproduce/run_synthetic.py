@@ -90,8 +90,9 @@ def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], 
         def init_models(run: Run, init: float = init) -> None:
             k = run.alg.models["head.weight"].shape[0]
             g = torch.Generator().manual_seed(seed)
-            run.alg.models["head.weight"] = ((torch.rand(3, 1, 1, generator=g) * 2 - 1) * init)[:k]
-            run.alg.models["head.bias"] = torch.zeros(k, 1)
+            start = ((torch.rand(3, 1, 1, generator=g) * 2 - 1) * init)[:k]  # the same lines on every device
+            run.alg.models["head.weight"] = start.to(run.device)
+            run.alg.models["head.bias"] = torch.zeros(k, 1, device=run.device)
 
         for m in exp.methods:
             if (setting.name, m.label) in done:

@@ -34,7 +34,7 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 from sklearn.cluster import AgglomerativeClustering, KMeans
 
-from fedcluster.engine.params import Params
+from fedcluster.models.params import Params
 from fedcluster.tiers.distance import cosine_distance, cosine_similarity
 
 AdaptiveKind = Literal["fixed", "cfl", "split", "split-remove", "merge", "icfl"]
@@ -142,8 +142,8 @@ def append_model(models: Params, new: Params) -> Params:
 
 def keep_models(models: Params, keep: np.ndarray) -> Params:
     """The stack restricted to positions ``keep`` (in that order)."""
-    idx = torch.as_tensor(np.asarray(keep, dtype=np.int64))
-    return {n: v.index_select(0, idx) for n, v in models.items()}
+    return {n: v.index_select(0, torch.as_tensor(np.asarray(keep, dtype=np.int64), device=v.device))
+            for n, v in models.items()}
 
 
 # -- weight updates (rows stay on the simplex) --------------------------------------------------------

@@ -77,7 +77,7 @@ class GaussianStats:
     @staticmethod
     def of(x: torch.Tensor, gamma: np.ndarray) -> GaussianStats:
         flat = x.reshape(len(x), -1).double()
-        g = torch.as_tensor(gamma, dtype=torch.float64)
+        g = torch.as_tensor(gamma, dtype=torch.float64, device=flat.device)
         return GaussianStats(g.sum(0).cpu().numpy(), (g.T @ flat).cpu().numpy(), (g.T @ flat.square()).cpu().numpy())
 
     def __add__(self, other: GaussianStats) -> GaussianStats:
@@ -92,7 +92,7 @@ def gaussian_log_density(x: torch.Tensor, stats: GaussianStats | None, var_floor
     s0 = np.maximum(stats.s0, 1e-12)[:, None]
     mean = stats.s1 / s0
     var = np.maximum(stats.s2 / s0 - mean**2, var_floor)
-    mu, v = torch.as_tensor(mean), torch.as_tensor(var)
+    mu, v = torch.as_tensor(mean, device=flat.device), torch.as_tensor(var, device=flat.device)
     # Σ_d (x_d − μ_d)² / σ_d² expanded, so no [N, K, D] tensor is built.
     quad = (flat.square() @ (1 / v).T) - 2 * (flat @ (mu / v).T) + (mu.square() / v).sum(1)
     logdet = torch.log(v).sum(1) + flat.shape[1] * math.log(2 * math.pi)

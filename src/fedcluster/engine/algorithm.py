@@ -1,0 +1,119 @@
+"""The Algorithm protocol the runner drives (methods in ``fedcluster.algorithms`` implement it): the run
+context, the round result, and K models with weights Ω.
+
+The server of a clustered-FL method keeps K models (stacked parameters) and a client × cluster
+weight matrix Ω (one-hot for hard methods, a simplex row for soft ones). Prediction for a client
+mixes the models' softmax outputs with its row of Ω: Σ_k ω_{i;k} softmax(m_k(x)) (FedEM/FedRC's
+rule; for one-hot rows it is the assigned model's prediction).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedcluster.config import RunConfig
+from fedcluster.data.federation import Federation, Split
+from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
+from fedcluster.engine.inference import StackForward
+from fedcluster.engine.params import Params, get_params, num_units, stack
+from fedcluster.engine.solver import Solver
+from fedcluster.engine.training import Trainer
+from fedcluster.models.base import SplitModel, build_model
+
+
+@dataclass
+class Context:
+    """Everything an algorithm needs from the run."""
+
+    cfg: RunConfig
+    fed: Federation
+    module: SplitModel
+    trainer: Trainer
+    solver: Solver
+
+    @property
+    def device(self) -> torch.device:
+        """Where the run computes: the device of the federation's tensors (the runner moved them there)."""
+        return self.fed.train.x.device
+
+    def fresh_models(self, k: int, stream: int = 0) -> Params:
+        """K independently initialised models, seeded by (seed, stream); initialised on the CPU (the same
+        numbers on every device), then moved to the run's device."""
+        gen_state = torch.random.get_rng_state()
+        models = []
+        with torch.device("cpu"):
+            for i in range(k):
+                torch.manual_seed(int(np.random.default_rng([self.cfg.seed, 3, stream, i]).integers(2**31)))
+                models.append(get_params(build_model(self.cfg.model, self.fed.input_shape, self.fed.output_dim,
+                                                     self.cfg.model_params)))
+        torch.random.set_rng_state(gen_state)
+        return {n: v.to(self.device) for n, v in stack(models).items()}
+
+
+@dataclass
+class RoundResult:
+    """Communication of one round (bytes actually exchanged) and algorithm-specific metrics."""
+
+    bytes_up: int
+    bytes_down: int
+    extra: dict[str, float] = field(default_factory=dict)
+    clusters: dict[str, Any] | None = None  # per-cluster data makeup (tracking.clusters), → clusters.jsonl
+
+
+class Algorithm(ABC):
+    """One clustered-FL method: K models, client weights Ω and a round procedure."""
+
+    def __init__(self, ctx: Context, params: Any) -> None:
+        self.ctx = ctx
+        self.params = params
+        self.models: Params = {}
+        self.omega = np.zeros((ctx.fed.num_clients, 0))
+        self._forward = StackForward(ctx.module)  # inference-optimised forward of the K models
+
+    @abstractmethod
+    def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
+        """Train the sampled ``clients`` and update the server state."""
+
+    @property
+    def num_clusters(self) -> int:
+        return num_units(self.models)
+
+    def assignment(self) -> np.ndarray:
+        """Each client's cluster (argmax of its Ω row)."""
+        return self.omega.argmax(1)
+
+    def test_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor:
+        """Ω rows of non-participating test clients: the cluster with the lowest loss on their
+        labelled data (how the FedRC paper's reference code assigns test clients for hard methods)."""
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double().cpu().numpy()
+        owner = split.owner()
+        mean = np.stack([np.bincount(owner, lk, split.num_clients) for lk in losses], 1)
+        return torch.as_tensor(np.eye(self.num_clusters)[mean.argmin(1)], dtype=torch.float32, device=outputs.device)
+
+    def fit_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor | np.ndarray:
+        """``test_weights`` fitted on the rows of ``split`` in its ``fit`` mask only (engine.holdout), so that a
+        test client's cluster choice is not made on the labels it is scored on (all rows without a mask)."""
+        if split.fit is None:
+            return self.test_weights(outputs, split)
+        return self.test_weights(outputs[:, torch.as_tensor(split.fit, device=outputs.device)], split.rows(split.fit))
+
+    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+        """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""
+        outputs = self._forward(self.models, split.x)
+        w = torch.as_tensor(self.omega if participating else self.fit_weights(outputs, split), dtype=torch.float32,
+                            device=outputs.device)
+        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"models": self.models, "omega": self.omega}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.models, self.omega = state["models"], state["omega"]
+
+    def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(self.ctx.fed.train.sizes[clients], dtype=torch.float64, device=self.ctx.device)
