@@ -35,9 +35,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from fedcluster.algorithms.base import RoundResult
 from fedcluster.config import RunConfig, load_raw, resolve
 from fedcluster.data.federation import Federation
+from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
 from fedcluster.engine.runner import Run, summarize
 from fedcluster.engine.solver import Solver
