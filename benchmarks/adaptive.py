@@ -1,10 +1,10 @@
 """Adaptive clustered FL on ``hcfl-shift`` Fashion-MNIST (3 concepts) in the layout of HCFL paper Table 1.
 
-CFL, ICFL, StoCFL (HCFL paper's hyper-parameters) and HCFL+ with the FeSEM, FedEM and FedRC backbones at ρ ∈ {0.05, 0.1,
-0.3}: best local-validation accuracy, best global-test accuracy (HCFL paper: best over the rounds) and K^T, the final
-number of clusters, next to HCFL paper's CIFAR-10 numbers (the HCFL paper has no Fashion-MNIST column, so only the
-shape compares: larger ρ → fewer clusters; HCFL+(FedRC) at ρ = 0.3 near 3 clusters with the best test accuracy;
-ICFL / StoCFL with many clusters and a lower test accuracy).
+CFL, ICFL, StoCFL (the HCFL paper's hyper-parameters) and HCFL+ with the FeSEM, FedEM and FedRC backbones at ρ ∈
+{0.05, 0.1, 0.3}: best local-validation accuracy, best global-test accuracy (HCFL paper: best over the rounds)
+and K^T, the final number of clusters, next to the HCFL paper's CIFAR-10 numbers (the HCFL paper has no
+Fashion-MNIST column, so only the shape compares: larger ρ → fewer clusters; HCFL+(FedRC) at ρ = 0.3 near 3
+clusters with the best test accuracy; ICFL / StoCFL with many clusters and a lower test accuracy).
 
 Federation (HCFL paper §5.1): LDA α = 1, one of 20 styles and one of 3 β-rule concepts (β = 0.2) per client,
 three non-participating test clients (one per concept). HCFL paper uses 100 clients, MobileNetV2, 200 rounds. To finish

@@ -4,7 +4,7 @@ Defaults (CFL-GP paper §5.1): K = 3, C = 12, Δφ = 20°, b = 10, T = 200, lr 0
 θ_1 ~ U(−a, a) with a ∈ {0.8, 1.6} (solid / dotted lines of Fig. 1), θ_2 = 0. Reports final ARI, MSE and the
 first round with ARI = 1 (CFL-GP paper Tables 3–4 style), mean over seeds. The default grid is reduced (2 seeds, T =
 100);
-``--full`` runs CFL-GP paper's T = 200 and 5 seeds. Baselines as in CFL-GP paper §5.1: IFCA (option I, gradient
+``--full`` runs the CFL-GP paper's T = 200 and 5 seeds. Baselines as in CFL-GP paper §5.1: IFCA (option I, gradient
 averaging, K = 3)
 and CFL/MADMO (one cluster to start, Sattler's tolerances, one full-batch gradient step per round), with the
 same initial models.

@@ -1,10 +1,10 @@
 """FedAvg, IFCA, FeSEM, FedEM, FedSoft and FedRC (K = 3) on diverse-shift Fashion-MNIST, next to FedRC paper Table 1.
 
-The federation is FedRC paper's (App. H.8): LDA α = 1 label shift, 30% clean / 20% corrupted clients,
+The federation is the FedRC paper's (App. H.8): LDA α = 1 label shift, 30% clean / 20% corrupted clients,
 25% per swapped concept (a fifth of those corrupted), three non-participating test clients (one per
 concept). Model: ``light-cnn`` narrowed to 8/16 channels and FC 64 (two 5×5 convolutions + FC + linear
-head; FedRC paper's "3-layer CNN" is not specified). Training: SGD with momentum 0.9, 1 local epoch, full
-participation, as in FedRC paper; lr 0.1 is the top of FedRC paper's grid {0.01, 0.03, 0.06, 0.1}.
+head; the FedRC paper's "3-layer CNN" is not specified). Training: SGD with momentum 0.9, 1 local epoch, full
+participation, as in FedRC paper; lr 0.1 is the top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}.
 
 To stay well under an hour on two CPU cores the defaults are smaller than FedRC paper (300 clients, 200 rounds):
 100 clients keeping ``--fraction`` 1/4 of their samples (≈ 120 training samples each; FedRC paper has ≈ 160),
@@ -15,8 +15,8 @@ drawn from the same client distributions: local = mean validation accuracy of th
 clients, global = mean accuracy of the three test clients (after their E-step / best-cluster choice).
 
 ``--scale paper`` is FedRC paper Table 1's own setting: 300 clients with all their data, 200 rounds, K = 3, batch 128,
-1 local epoch, seeds 0,1,2, every fixed-K method of the table, FedRC paper's CNN as ``fedcluster reproduce`` defines its
-paper budget (``fedcluster.reproduce.specs_s4.PAPER_CNN``: the public FedRC code's two 5×5 convolutions with
+1 local epoch, seeds 0,1,2, every fixed-K method of the table, the FedRC paper's CNN as ``fedcluster reproduce``
+defines its paper budget (``fedcluster.reproduce.specs_s4.PAPER_CNN``: the public FedRC code's two 5×5 convolutions with
 32/64 channels and FC 2048), on the run's default device (``device=auto``: the GPU when there is one). Any
 option given explicitly overrides the preset.
 
@@ -83,7 +83,7 @@ def model_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def model_name(args: argparse.Namespace) -> str:
-    return args.model or ("light-cnn 8/16, FC 64" if args.narrow else "cnn 32/64, FC 2048 (FedRC paper's code)")
+    return args.model or ("light-cnn 8/16, FC 64" if args.narrow else "cnn 32/64, FC 2048 (the FedRC paper's code)")
 
 
 def run_seed(args: argparse.Namespace, seed: int, out: str) -> dict[str, dict]:
@@ -131,7 +131,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--batch-size", type=int, default=None, help="default 32 (small), 128 (paper)")
     ap.add_argument("--model", default=None,
-                    help="default: light-cnn narrowed to 8/16, FC 64 (small); FedRC paper's code's CNN, 32/64, FC 2048 "
+                    help="default: light-cnn narrowed to 8/16, FC 64 (small); the FedRC paper's code's CNN, 32/64, FC "
+                         "2048 "
                          "(paper)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", default=None, metavar="SEED,SEED,...",

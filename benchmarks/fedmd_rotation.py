@@ -8,7 +8,7 @@ default 5,000 for 2 cores), images downsampled to 14×14, multinomial logistic r
 Phase 2: 100 clients per round, s = 5 full-batch local steps, lr 0.1. Baselines (same Phase 2): IFCA from a random
 start (``init=random``), FedAvg (K = 1), and the oracle (clients train their true cluster's model). Metric: test
 error on the official test set rotated per cluster, each test copy using its lowest-loss model (FedMD paper: the lowest
-error among the k models). Δ (FedMD paper's separation, only in the stopping rule here) is ``--delta``.
+error among the k models). Δ (the FedMD paper's separation, only in the stopping rule here) is ``--delta``.
 
 The federation is built by ``fedcluster reproduce s2-large-population``'s own helper (tiny clients with
 anchors are no registered scenario, so no config file describes it); each method runs through

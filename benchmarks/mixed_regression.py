@@ -1,7 +1,7 @@
 """FedMD paper Figs. 1–3: mixed linear regression, configurations A, B, C.
 
 Two-phase (FedMD + FedX+clustering) vs vanilla FedAvg, one-shot clustering, IFCA from a random start and the
-oracle (iterative clustering from θ*), all with FedAvg s = 5 full-batch local steps in Phase 2 and FedMD paper's
+oracle (iterative clustering from θ*), all with FedAvg s = 5 full-batch local steps in Phase 2 and the FedMD paper's
 averaging rule (every client's copy weighted n_i/N). The baselines are ``fedmd`` with ``init`` = oneshot /
 random / oracle (same Phase 2 code); FedAvg is the registered ``fedavg`` on ``linear-nobias``. k = 3, d = 100;
 5 Phase-1 + 400 Phase-2 rounds (the baselines run 405 Phase-2 rounds). Writes one error-vs-round PNG per config.

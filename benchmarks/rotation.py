@@ -6,10 +6,10 @@ lr 0.1, P = 2, gradient averaging (one update per round) for every method. IFCA 
 averaging, full local batch) with K = 4; CFL (MADMO) starts from one cluster with Sattler's tolerances and one
 full-batch gradient step per round. CFL-GP paper used MNIST and T = 200 (10 seeds); the default here is Fashion-MNIST,
 T = 60, one seed and 1,000 test images per angle so it finishes in minutes on 2 cores; accuracies are not
-comparable with CFL-GP paper's, only the clustering behaviour (CFL-GP paper: CFL-GP reaches ARI 1.0 at round 1 for C =
-32, b = 64;
-IFCA ≈ 74 rounds; MADMO never). acc(val) is the clients' own 30% split (CFL-GP paper's measure), acc(test) the rotated
-test set. Prints ARI at a few rounds, the first round with ARI = 1, final accuracy and seconds per run.
+comparable with the CFL-GP paper's, only the clustering behaviour (CFL-GP paper: CFL-GP reaches ARI 1.0 at round 1 for
+C = 32, b = 64;
+IFCA ≈ 74 rounds; MADMO never). acc(val) is the clients' own 30% split (the CFL-GP paper's measure), acc(test) the
+rotated test set. Prints ARI at a few rounds, the first round with ARI = 1, final accuracy and seconds per run.
 
 Library API only: ``configs/s3-rotation-fashion-mnist.yaml`` with each method's algorithm section (the
 overrides of ``fedcluster reproduce s3-rotation-8``), ``fedcluster.build_federation`` per seed (the test set

@@ -102,7 +102,7 @@ MODELS: dict[str, tuple[str, str]] = {
     'linear': ('fedcluster.models.zoo',
         "linear regression ŷ = <θ, x> + b (init_range=a: CFL-GP paper's θ_1 ~ U(−a, a), θ_2 = 0)"),
     'linear-nobias': ('fedcluster.algorithms.fedmd',
-        "linear regression ŷ = <θ, x> without bias (FedMD paper's mixed-regression model)"),
+        "linear regression ŷ = <θ, x> without bias (the FedMD paper's mixed-regression model)"),
     'logistic': ('fedcluster.models.zoo',
         'multinomial logistic regression (flatten → linear)'),
     'mobilenet-v2': ('fedcluster.models.mobilenet',

@@ -105,7 +105,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('adaptive', 'fixed|cfl|split|split-remove|low-mass', 'split-remove', 'tier 3'),
             ('distance', 'prototype-ascp|prototype-cscp|update-cosine|parameter-l2', 'prototype-ascp', 'tier 4'),
             ('reduce', 'max|mean', 'max', 'eq. 9 max over prototype rows, or the Table 2 ablation "mean"'),
-            ('prototypes', 'features|head-update', 'features', "eq. 11-12 rows, or HCFL paper's public code's"),
+            ('prototypes', 'features|head-update', 'features', "eq. 11-12 rows, or the HCFL paper's public code's"),
             ('confidence', 'bool', 'true', 'D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)'),
             ('rho', 'float', '0.1', 'eq. 8 threshold'),
             ('include_diagonal', 'bool', 'true', 'mean(D_k) over the whole matrix (reference code) or off-diagonal only'),
@@ -124,7 +124,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('rho', 'float', '0.3', 'eq. 8 (HCFL paper: 0.05, 0.1, 0.3)'),
             ('principle', 'auto|ascp|cscp', 'auto', 'auto: CSCP for FedRC, ASCP otherwise (our reading)'),
             ('distance', 'prototype|update-cosine', 'prototype', 'update-cosine: Table 2 ablation ①'),
-            ('prototypes', 'features|head-update', 'features', "head-update: HCFL paper's public code's rows"),
+            ('prototypes', 'features|head-update', 'features', "head-update: the HCFL paper's public code's rows"),
             ('confidence', 'bool', 'true', 'Table 2 ablation ②: false drops the ω̃ factors of eq. 9'),
             ('reduce', 'max|mean', 'max', 'Table 2 ablation ③: mean'),
             ('scwu', 'bool', 'true', 'Table 7 ablation: false = hard re-assignment after a split'),
@@ -157,7 +157,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('variant', 'model|gradient', 'model', 'option II (model averaging) / option I (gradient)'),
-            ('zero_fill', 'bool', 'false', "FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
+            ('zero_fill', 'bool', 'false', "The FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
         )),
         'oneshot': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
@@ -190,7 +190,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'mnist': None,
     },
     'scenario': {
-        'cflgp-lines': ("CFL-GP paper §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples\nper client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat\nacross rounds (see :func:`cflgp_lines`). CFL-GP paper's init: ``model=linear model.init_range=0.8``.", (
+        'cflgp-lines': ("CFL-GP paper §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples\nper client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat\nacross rounds (see :func:`cflgp_lines`). The CFL-GP paper's init: ``model=linear model.init_range=0.8``.", (
             ('delta_phi', 'float', '20.0', 'Δφ, degrees between the lines'),
             ('batch', 'int', '10', 'b, the minibatch drawn per round'),
             ('noise_std', 'float', '0.2', 'label noise standard deviation'),
@@ -198,7 +198,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('val_size', 'int', '200', 'validation samples per client'),
             ('test_size', 'int', '1000', 'samples per test client'),
         )),
-        'concept-swap': ("Label skew + concept shift by label maps (FedRC paper §5.1 / App. H.8, HCFL paper §5.1, CFL-GP paper App. F.7).\n\n``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (HCFL paper's β rule),\nshift (concept c: y → (y + c·shift) mod C; CFL-GP paper uses 2 concepts, shift 5), permutation (``perms``,\none permutation per concept; ``concepts`` is then set to ``len(perms)``). ``ratios``: clients per\nconcept in this ratio (FedRC paper Fig. 6b / Table 12: [8,1,1]); default equal groups.", (
+        'concept-swap': ("Label skew + concept shift by label maps (FedRC paper §5.1 / App. H.8, HCFL paper §5.1, CFL-GP paper App. F.7).\n\n``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (the HCFL paper's β rule),\nshift (concept c: y → (y + c·shift) mod C; CFL-GP paper uses 2 concepts, shift 5), permutation (``perms``,\none permutation per concept; ``concepts`` is then set to ``len(perms)``). ``ratios``: clients per\nconcept in this ratio (FedRC paper Fig. 6b / Table 12: [8,1,1]); default equal groups.", (
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
             ('concepts', 'int', '3', 'number of concepts (label maps)'),
             ('maps', 'fedrc|hcfl-beta|shift|permutation', 'fedrc', 'label maps: fedrc, hcfl-beta, shift or permutation'),
@@ -241,7 +241,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('noise', 'none|symmetric|pair', 'none', 'label noise on training labels: none, symmetric or pair'),
             ('noise_rate', 'float', '0.2', 'χ, the share of flipped training labels'),
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
-            ('beta', 'float', '0.2', "β of HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)"),
+            ('beta', 'float', '0.2', "β of the HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)"),
         )),
         'iid': (None, (
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
@@ -284,7 +284,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('val_fraction', 'float', '0.3', "share of each client's samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
         )),
-        'rotation': ("``angles``: one rotation per part (default CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP paper\nEMNIST:\n[0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:\ndirichlet,\nα = 1). ``samples``: random subset of the training set (CFL-GP paper App. F.8: 200,000). ``image_size``: 14 for\nFedMD paper's 14×14 MNIST.", (
+        'rotation': ("``angles``: one rotation per part (default the CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP\npaper EMNIST:\n[0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:\ndirichlet,\nα = 1). ``samples``: random subset of the training set (CFL-GP paper App. F.8: 200,000). ``image_size``: 14 for\nthe FedMD paper's 14×14 MNIST.", (
             ('angles', 'list[float]', '[0.0,15.0,90.0,105.0,180.0,195.0,270.0,285.0]', 'degrees'),
             ('group_by', 'quadrant|angle', 'quadrant', 'true clusters: nearby angles / each angle'),
             ('groups', 'list[list[float]]|null', 'null', 'explicit grouping of the angles, e.g. [[0,15],[90,105]]'),

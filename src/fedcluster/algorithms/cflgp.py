@@ -9,7 +9,7 @@ Round t (CFL-GP paper Algorithm 1, gradient averaging; Algorithm 4/5, model aver
    stable for T/10 rounds: k̄ ← (k̄ + 1) mod K (round robin, model 0 first, E.3.3); θ_k̄ goes to ALL clients;
    block k̄ of each profile g_c ∈ R^{K d̂} becomes (1 − β) g_{c,k̄} + β ∇f(X_c, θ_k̄) (Δθ for the model
    variant) with β = 1/(n_{c,k̄} + 1), n_{c,k̄} = updates of client c's block k̄ so far (cumulative average,
-   E.3.4; CFL-GP paper's β_t = 1/(⌊t/(KP)⌋ + 1) counts the same thing when every client takes part every round, and
+   E.3.4; the CFL-GP paper's β_t = 1/(⌊t/(KP)⌋ + 1) counts the same thing when every client takes part every round, and
    with partial participation a per-client count keeps each block the mean of the gradients c actually sent,
    where one global count would mix a late client's first gradient with its zero start); the profiles are
    spectrally clustered (CFL-GP paper Alg. 3: top-K singular vectors, k-means, Hungarian cluster-to-model matching).
@@ -22,7 +22,7 @@ them by label mix instead of by concept, docs/fidelity.md); ``quantize_digits``
 truncates every entry to n_d decimals (Table 7).
 
 Initial clusters: a random balanced assignment; initial models: K independent inits (E.3.6).
-Communication (CFL-GP paper's measure, Table 5): ``models_down``/``models_up`` count model transmissions this round
+Communication (the CFL-GP paper's measure, Table 5): ``models_down``/``models_up`` count model transmissions this round
 (a client of S_k̄ receives no extra model on a cluster round); ``transmissions`` is the running total.
 """
 

@@ -26,13 +26,13 @@ picked ℓ, IFCA's rule). ``"auto"`` (default) is ``"cluster"`` for ``init="ones
 (Ghosh et al. 2019) runs FedAvg inside each fixed cluster; averaging over all clients would move block ℓ by
 only N_ℓ/N of its members' mean update (it reached the oracle ~3× later in review) — and ``"all"`` otherwise.
 
-The same class gives FedMD paper's baselines through ``init`` (Phase 2 unchanged, all with FedAvg s local steps):
+The same class gives the FedMD paper's baselines through ``init`` (Phase 2 unchanged, all with FedAvg s local steps):
 ``"random"`` = IFCA from a random start (k models ~ (init_scale/√D)·N(0, I)), ``"oracle"`` = iterative
 clustering from θ* (regression federations with ``extras["theta_star"]``), ``"oneshot"`` = one-shot clustering
 (k-means on local min-norm least-squares estimates, E.2.9; the assignment then stays fixed).
 
-Learning rate: the engine's regression loss is (ŷ − y)² without FedMD paper's ½, so ``lr`` = η_S2 / 2.
-``linear-nobias`` (registered here) is FedMD paper's model y = ⟨x, θ⟩ without a bias term.
+Learning rate: the engine's regression loss is (ŷ − y)² without the FedMD paper's ½, so ``lr`` = η_S2 / 2.
+``linear-nobias`` (registered here) is the FedMD paper's model y = ⟨x, θ⟩ without a bias term.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ from fedcluster.models.base import SplitModel, flat_dim
 from fedcluster.registry import ALGORITHMS, MODELS
 
 
-@MODELS.register("linear-nobias", "linear regression ŷ = <θ, x> without bias (FedMD paper's mixed-regression model)")
+@MODELS.register("linear-nobias", "linear regression ŷ = <θ, x> without bias "
+                  "(the FedMD paper's mixed-regression model)")
 def linear_nobias(input_shape: tuple[int, ...], output_dim: int, params: None) -> SplitModel:
     return SplitModel(nn.Flatten(), nn.Linear(flat_dim(input_shape), output_dim, bias=False))
 
@@ -173,7 +174,7 @@ def top_symmetric(pos: np.ndarray, neg: np.ndarray, k: int) -> np.ndarray:
 
 
 class FedMD(Algorithm):
-    """FedMD paper's two-phase method (and its baselines via ``init``)."""
+    """the FedMD paper's two-phase method (and its baselines via ``init``)."""
 
     def __init__(self, ctx: Context, params: FedMDParams) -> None:
         super().__init__(ctx, params)
@@ -402,7 +403,8 @@ class FedMD(Algorithm):
         self.models = new
 
     def aggregation(self) -> str:
-        """The Phase-2 averaging rule ("auto": within cluster for the one-shot baseline, FedMD paper's otherwise)."""
+        """The Phase-2 averaging rule ("auto": within cluster for the one-shot baseline, the FedMD paper's
+        otherwise)."""
         if self.params.aggregation != "auto":
             return self.params.aggregation
         return "cluster" if self.params.init == "oneshot" else "all"

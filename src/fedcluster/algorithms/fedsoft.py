@@ -11,7 +11,7 @@ Composition: tier 1 ``conditional``, tier 2 ``fedsoft``, fixed K. The seeds desc
 3. c_k ← c_k + η_g Σ_i u_{i;k} N_i (w_i − c_k) / Σ_i u_{i;k} N_i.
 
 FedSoft's per-cluster client selection and estimating u only every τ rounds are left out (u every round,
-the cohort the runner samples). Participating clients predict with their personal models (FedRC paper's local
+the cohort the runner samples). Participating clients predict with their personal models (the FedRC paper's local
 accuracy of FedSoft); a non-participating client mixes the centres with its own u computed on its labelled
 data. σ and λ are not in the seeds. Communication: K centres down; w_i and the K weights up.
 """

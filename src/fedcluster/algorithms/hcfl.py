@@ -79,7 +79,7 @@ class HCFLParams(FedEMParams):
     adaptive: Adaptive = "split-remove"  # tier 3
     distance: Distance = "prototype-ascp"  # tier 4
     reduce: Reduce = "max"  # eq. 9 max over prototype rows, or the Table 2 ablation "mean"
-    prototypes: Literal["features", "head-update"] = "features"  # eq. 11-12 rows, or HCFL paper's public code's
+    prototypes: Literal["features", "head-update"] = "features"  # eq. 11-12 rows, or the HCFL paper's public code's
     confidence: bool = True  # D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)
     rho: float = 0.1  # eq. 8 threshold
     include_diagonal: bool = True  # mean(D_k) over the whole matrix (reference code) or off-diagonal only

@@ -5,7 +5,7 @@
   ``fesem`` = conditional + hard-distance (E.1-25: argmin over the heads), ``fedem`` = conditional + sample-wise
   soft EM with μ̃ = 0 (E.1-12), ``fedrc`` = fedrc-ratio + sample-wise soft EM with μ̃ = 0.4, ``fedsoft`` = HCFL+(FedEM)
   with FedSoft's proximal local updates (A.2 "Variants"); shared extractor + heads; split-remove with eq. 8 on
-  prototype distances, CSCP for FedRC and ASCP otherwise (E.1-24), K^0 = 1 (E.1-13). HCFL paper's ablations are
+  prototype distances, CSCP for FedRC and ASCP otherwise (E.1-24), K^0 = 1 (E.1-13). The HCFL paper's ablations are
   parameters: ``scwu=false`` (Table 7), ``distance=update-cosine`` (Table 2 ①: gradient similarity),
   ``confidence=false`` (②), ``reduce=mean`` (③).
 * ``hcfl-prime`` — HCFL' (HCFL paper Table 10): the backbone for tiers 1–2, CFL for tiers 3–4 (tol1/tol2 split test on
@@ -53,7 +53,7 @@ class HCFLPlusParams:
     rho: float = 0.3  # eq. 8 (HCFL paper: 0.05, 0.1, 0.3)
     principle: Literal["auto", "ascp", "cscp"] = "auto"  # auto: CSCP for FedRC, ASCP otherwise (our reading)
     distance: Literal["prototype", "update-cosine"] = "prototype"  # update-cosine: Table 2 ablation ①
-    prototypes: Literal["features", "head-update"] = "features"  # head-update: HCFL paper's public code's rows
+    prototypes: Literal["features", "head-update"] = "features"  # head-update: the HCFL paper's public code's rows
     confidence: bool = True  # Table 2 ablation ②: false drops the ω̃ factors of eq. 9
     reduce: Reduce = "max"  # Table 2 ablation ③: mean
     scwu: bool = True  # Table 7 ablation: false = hard re-assignment after a split

@@ -10,11 +10,11 @@ Composition: tier 1 ``conditional``, tier 2 ``hard-loss`` (client scope), fixed 
 3. θ_k ← θ_k + η_g Σ_{i: k_i = k} N_i (θ_i − θ_k) / Σ_{i: k_i = k} N_i; a model nobody picked is unchanged
    (the per-cluster average note on Phase-2 averaging rules).
 
-``zero_fill`` (default off) is FedRC paper's public code as run (github.com/LINs-lab/FedRC, ``IFCAAggregator.mix``):
+``zero_fill`` (default off) is the FedRC paper's public code as run (github.com/LINs-lab/FedRC, ``IFCAAggregator.mix``):
 it averages, for every model, the list of clients that picked it, and an empty list leaves the model all zeros.
 A zeroed model (zero logits: a loss of log C on every sample) stays on offer, clients whose loss on the other
 models exceeds log C pick it, and with zero weights only its output bias can learn. It is not in the IFCA paper
-(Ghosh et al. 2020); it is offered to test whether it explains FedRC paper's low IFCA numbers (FedRC Table 1).
+(Ghosh et al. 2020); it is offered to test whether it explains the FedRC paper's low IFCA numbers (FedRC Table 1).
 
 With ``split`` all layers but the head are shared and trained by every client — IFCA's weight-sharing
 variant and HCFL+'s layout. Communication: K models down, one up. Test clients take the
@@ -38,7 +38,7 @@ from fedcluster.tiers.weights import best_cluster
 @dataclass
 class IFCAParams(ClusteredParams):
     variant: Literal["model", "gradient"] = "model"  # option II (model averaging) / option I (gradient)
-    zero_fill: bool = False  # FedRC paper's code as run: a model no sampled client picked becomes all zeros
+    zero_fill: bool = False  # The FedRC paper's code as run: a model no sampled client picked becomes all zeros
 
 
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",

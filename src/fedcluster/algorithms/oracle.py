@@ -1,4 +1,4 @@
-"""Oracle clustering (FedMD paper's upper reference/A.7): every client knows its true cluster.
+"""Oracle clustering (the FedMD paper's upper reference/A.7): every client knows its true cluster.
 
 Client i always trains the model of its ground-truth concept (``true_cluster``) and the server runs FedAvg
 inside each cluster: θ_k ← θ_k + η_g Σ_{i ∈ k} N_i (θ_i − θ_k) / Σ_{i ∈ k} N_i (FedMD paper on MNIST: "each client is

@@ -1,7 +1,7 @@
 """Linear-algebra building blocks of CFL-GP (CFL-GP paper) and FedMD (FedMD paper), kept free of any run state.
 
 * :func:`spectral_features`, :func:`match_clusters`, :func:`spectral_clustering` — CFL-GP paper Algorithm 3.
-* :func:`cumulative_beta` — CFL-GP paper's β_t as a per-block counter.
+* :func:`cumulative_beta` — the CFL-GP paper's β_t as a per-block counter.
 * :func:`choose_k` — CFL-GP paper Appendix G: largest singular-value gap, then the largest relative drop of k-means
 inertia.
 * :func:`orthogonal_iteration` — FedMD paper Algorithm 3 (federated orthogonal iteration) on matrix-vector callbacks.
@@ -64,9 +64,8 @@ def choose_k(profiles: np.ndarray, k_max: int = 10, seed: int = 0) -> dict[str, 
 
     The largest second difference of the raw W_k (the usual elbow) fails when the centres lie on a line, as
     the three lines' do: equally spaced centres make W_1 − W_2 > W_2 − W_3, so it says K = 2 (measured on
-    CFL-GP paper's three lines with CFL-GP paper's init, 100 rounds: K = 2 in 12/12 seeds, inertia like [10.8, 2.75,
-    0.12, 0.08]);
-    the relative drop says 3 in 12/12. k ≤ C − 1 so that W_k > 0."""
+    the CFL-GP paper's three lines with the CFL-GP paper's init, 100 rounds: K = 2 in 12/12 seeds, inertia like [10.8,
+    2.75, 0.12, 0.08]); the relative drop says 3 in 12/12. k ≤ C − 1 so that W_k > 0."""
     g = np.asarray(profiles, dtype=np.float64)
     sv = np.linalg.svd(g, compute_uv=False)
     top = sv[: min(len(sv), k_max + 1)]

@@ -24,7 +24,7 @@ Communication: down θ_k and θ_g, up θ_i. Extras: ``max_cosine`` (largest cos 
 Behaviour (``tests/test_cfl_baselines_behaviour.py``): representations are first updates, so the merges
 settle once every client has been sampled. On 8 digits clients with two label maps the first updates have
 cos 0.16–0.79 within a concept and −0.35–0.29 across (seeds 0–4): τ = 0.3 merges each concept into one
-cluster by round 2 and iid clients into one; HCFL paper's τ = 0.1 merges across concepts on 3 of 5 seeds, τ = 0.5
+cluster by round 2 and iid clients into one; the HCFL paper's τ = 0.1 merges across concepts on 3 of 5 seeds, τ = 0.5
 leaves 2–4 clusters.
 """
 

@@ -6,7 +6,7 @@ selects on the labels it is scored on and inflates the accuracy of hard methods.
 
 * ``half`` (default): a seeded random half of each test client's samples fits the weights, the other half
   is scored (a client with one sample uses it for both);
-* ``all``: FedRC paper's reading, every sample fits and is scored;
+* ``all``: the FedRC paper's reading, every sample fits and is scored;
 * ``90-10``: what FedRC's public code does, a seeded random 90 % fits and the other 10 % is scored.
 """
 

@@ -266,7 +266,7 @@ def to_device(state: Any, device: torch.device) -> Any:
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Final values, best values (with their rounds) and FedRC paper's 'at the round of best validation'."""
+    """Final values, best values (with their rounds) and the FedRC paper's 'at the round of best validation'."""
     evaluated = [r for r in rows if not (np.isnan(r["val_loss"]) and np.isnan(r["test_loss"]))]
     keys = ("val_acc", "test_acc", "ari", "num_clusters", "val_loss", "test_loss")
     final = {k: rows[-1][k] for k in keys} if rows else {}

@@ -19,5 +19,5 @@ class Solver:
     momentum: float = 0.0
     weight_decay: float = 0.0
     prox_mu: float = 0.0
-    max_steps: int | None = None  # cap on local steps per unit (e.g. FedMD paper's s local steps)
+    max_steps: int | None = None  # cap on local steps per unit (e.g. The FedMD paper's s local steps)
     drop_last: bool = False  # drop each epoch's short last batch (PyTorch DataLoader's drop_last)

@@ -1,4 +1,4 @@
-"""Federation helpers of the reproductions: shrink a federation, merge two datasets, FedMD paper's tiny-client
+"""Federation helpers of the reproductions: shrink a federation, merge two datasets, the FedMD paper's tiny-client
 population."""
 
 from __future__ import annotations

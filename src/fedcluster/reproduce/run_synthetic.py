@@ -1,4 +1,4 @@
-"""Runners of the synthetic regressions: FedMD paper's mixed linear regression (A/B/C) and CFL-GP paper's three
+"""Runners of the synthetic regressions: the FedMD paper's mixed linear regression (A/B/C) and the CFL-GP paper's three
 lines."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ MIXREG_INIT = {"two-phase": "fedmd", "one-shot": "oneshot", "ifca-random": "rand
 
 
 def mixreg_curve(fed: Federation, method: str, rounds: int, common: Sequence[str], out: Path) -> np.ndarray:
-    """Estimation error d(θ̂, θ*) per round (FedMD paper's measure); FedAvg's single model stands for every cluster."""
+    """Estimation error d(θ̂, θ*) per round (the FedMD paper's measure); FedAvg's single model stands for every
+    cluster."""
     base = [*common, "scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
             f"rounds={rounds}", f"num_clients={fed.num_clients}", f"clients_per_round={fed.num_clients}"]
     if method != "fedavg":

@@ -134,10 +134,11 @@ Q_STOCFL = _exp(
     "q-stocfl-collapse", "Open question: StoCFL collapsing to one cluster at τ = 0.05 / 0.1",
     "open question; HCFL paper Table 1",
     "StoCFL keeps many clusters: K^T = 15 at τ = 0.05 and 54 at τ = 0.1 with 100 clients (checked as at least "
-    "half of HCFL paper's share of clients in clusters, 0.15 and 0.54 of the clients)",
+    "half of the HCFL paper's share of clients in clusters, 0.15 and 0.54 of the clients)",
     tuple(Method(f"StoCFL τ={tau} λ={lam}", ("algorithm=stocfl", f"algorithm.tau={tau}", f"algorithm.lam={lam}"),
                  {"kt": {0.05: "15", 0.1: "54"}[tau]}) for tau in (0.05, 0.1) for lam in (0.5, 0.0)),
-    verdict=lambda r, b: judge([(f"StoCFL τ={tau} λ=0.5 K^T / ({share} × {b.clients} clients), HCFL paper's K^T as a "
+    verdict=lambda r, b: judge([(f"StoCFL τ={tau} λ=0.5 K^T / ({share} × {b.clients} clients), the HCFL paper's K^T as "
+                                 f"a "
                                  "share of its 100 clients", mean_of(r, "", f"StoCFL τ={tau} λ=0.5", "kt")
                                  / (share * b.clients), 0.5, ">=") for tau, share in ((0.1, 0.54), (0.05, 0.15))]),
     verdict_uses_budget=True, open_question=True,
@@ -148,15 +149,17 @@ _S1_CODE = (("as implemented (feature prototypes, K^0 = 1)", ()),
             ("K^0 = 3", ("algorithm.num_clusters=3",)),
             ("head-update prototypes, K^0 = 3", ("algorithm.prototypes=head-update", "algorithm.num_clusters=3")))
 Q_HCFL_S1_CODE = _exp(
-    "q-hcfl-s1-code", "Open question: HCFL+(FedRC)'s K^T at ρ = 0.3 with HCFL paper's public code's choices",
+    "q-hcfl-s1-code", "Open question: HCFL+(FedRC)'s K^T at ρ = 0.3 with the HCFL paper's public code's choices",
     "open question; HCFL paper Table 1",
     "HCFL+(FedRC) at ρ = 0.3 ends with about 3 clusters on a 3-concept federation (HCFL paper: 3)",
     tuple(Method(f"HCFL+(FedRC) ρ=0.3 {lab}", ("algorithm=hcfl-plus", "algorithm.backbone=fedrc", "algorithm.rho=0.3",
                                                *o), {"kt": "3"}) for lab, o in _S1_CODE),
     verdict=lambda r: judge([("lowest mean K^T over the variants", bottom(
         mean_of(r, "", m, "kt") for m in {x for _, x in r}), 4.0, "<=")]), open_question=True,
-    more=("the variants: eq. 9-10 on each client's per-class head update instead of feature prototypes (HCFL paper's "
-          "public code computes the distance on client updates), and K^0 = 3 clusters from the start (HCFL paper's K^T "
+    more=("the variants: eq. 9-10 on each client's per-class head update instead of feature prototypes (the HCFL "
+          "paper's "
+          "public code computes the distance on client updates), and K^0 = 3 clusters from the start (the HCFL paper's "
+          "K^T "
           "equals its fixed K); the label split is Dirichlet α = 1, as HCFL paper",))
 
 EXPERIMENTS = (S1_TABLE1, S1_TABLE6, S1_TABLE7, S1_FIG4, Q_HCFL_RHO, Q_STOCFL, Q_HCFL_S1_CODE)

@@ -39,7 +39,7 @@ def _mixreg_verdict(config: str):
 def _mixreg(config: str) -> Experiment:
     budget = Budget(MIXREG_CLIENTS[config], 405, "linear regression without bias, d = 100",
                     (f"lr={MIXREG_LR[config]}",),
-                    note="FedMD paper's own population (it is small): the small and paper budgets are the same")
+                    note="the FedMD paper's own population (it is small): the small and paper budgets are the same")
     return Experiment(
         name=f"s2-mixreg-{config.lower()}",
         title=f"FedMD paper Fig. {'ABC'.index(config) + 1}: mixed linear regression, configuration {config}",
@@ -82,7 +82,7 @@ S2_LARGE = Experiment(
              Metric("ari", "final ARI", ".3f")),
     read="error", curve="test_acc",
     differences=("Fashion-MNIST instead of MNIST (no MNIST files on this machine)",
-                 "Δ (FedMD paper's separation) is set to 1 and only enters the stopping rule",
+                 "Δ (the FedMD paper's separation) is set to 1 and only enters the stopping rule",
                  "k = 2 rotations {0°, 90°} only (FedMD paper also runs k = 4)"),
     verdict=_large_population_verdict, tiny_rounds=3)
 

@@ -186,7 +186,7 @@ S3_LABELMAPS = Experiment(
                f"scenario.perms={_PERMS}", "scenario.split=iid", *_IMAGE),
     differences=("Fashion-MNIST and an MLP instead of CIFAR-10 and ResNet18: accuracies do not compare",
                  "five concepts (cyclic label shifts y → y + s mod 10, s = 0 … 4) where CFL-GP paper has two (y and "
-                 "y + 5 mod 10); the paper values are CFL-GP paper's 2-concept numbers",
+                 "y + 5 mod 10); the paper values are the CFL-GP paper's 2-concept numbers",
                  "the claim's ARI and accuracy ranking are checked as CFL-GP paper states them for its 2-concept "
                  "experiment"),
     verdict=_labelmaps_verdict)

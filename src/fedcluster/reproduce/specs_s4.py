@@ -6,12 +6,11 @@ from __future__ import annotations
 from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, Setting, mean_of, paired_lower
 from fedcluster.reproduce.verdicts import bottom, judge, top
 
-# FedRC paper's paper setting, the one definition (``benchmarks/diverse_shift.py --scale paper`` reads it too): FedRC
-# paper says
-# "3-layer CNN"; its public code's Fashion-MNIST model is two 5×5 convolutions (32, 64 channels, max-pool) and a
-# dense layer of 2048 before the linear head
+# The FedRC paper's setting, the one definition (``benchmarks/diverse_shift.py --scale paper`` reads it too): the
+# paper says "3-layer CNN"; its public code's Fashion-MNIST model is two 5×5 convolutions (32, 64 channels,
+# max-pool) and a dense layer of 2048 before the linear head
 PAPER_CNN = ("model=cnn", "model.channels=[32,64]", "model.fc=2048")
-CNN = "CNN of FedRC paper's public code: two 5×5 convolutions (32/64 channels), FC 2048"
+CNN = "CNN of the FedRC paper's public code: two 5×5 convolutions (32/64 channels), FC 2048"
 MLP = "MLP 784-200-10"
 _CNN = PAPER_CNN
 _MLP = ("model=mlp", "model.hidden=[200]")
@@ -20,15 +19,16 @@ _TRAIN = ("lr=0.1", "momentum=0.9", "local_epochs=1")
 # 17 s), which puts the ablations with 30-60 runs far past the budget's 20 minutes
 SMALL = Budget(60, 30, MLP, (*_MLP, "batch_size=32", "eval_every=2"), fraction=0.25, test_size=500,
                note="60 clients × ¼ of their data, 30 rounds, 500 images per test client; an MLP instead of "
-                    "FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores)")
+                    "the FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores)")
 PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128"),
-               note="FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used (with 'same' "
+               note="the FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used (with "
+                    "'same' "
                     "padding: FC input 64×7×7 where the code has 64×4×4)")
 METRICS = (Metric("local", "local %"), Metric("global", "global %"), Metric("ari", "ARI", ".3f"))
 DIFFS = ("FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records validation, "
          "so the "
          "round of best local validation accuracy is used",
-         "lr 0.1 (top of FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
+         "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
          "participation; "
          "FedSoft at lr 0.03 from the same grid (at 0.1 its personal models, trained on without restarting, "
          "diverged at round 21 of the small budget, seed 0)")
@@ -142,7 +142,8 @@ S4_NOISE = _exp(
         (mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x.label, "global") for x in _SINGLE_METHODS
                                                 if x.label != "FedRC") for s in _NOISE_PAPER),
         default=float("nan")), 0.0, ">=")]),
-    more=("FedRC paper runs this on CIFAR-10; FedRC paper's Pairflip/Symflip column names are swapped relative to HCFL "
+    more=("FedRC paper runs this on CIFAR-10; the FedRC paper's Pairflip/Symflip column names are swapped relative to "
+          "HCFL "
           "paper's: we name the "
           "flip by what it does",))
 _PART = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -166,9 +167,10 @@ _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_eve
                               test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),
               "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"))}
 Q_IFCA_FEDRC = Experiment(
-    name="q-ifca-vs-fedrc", title="Open question: IFCA vs FedRC in FedRC paper's one-step regime (batch 128)",
+    name="q-ifca-vs-fedrc", title="Open question: IFCA vs FedRC in the FedRC paper's one-step regime (batch 128)",
     source="open question; FedRC paper Table 1",
-    claim="FedRC's global accuracy exceeds IFCA's (FedRC paper: 59.00 vs 31.30) in FedRC paper's own training regime",
+    claim="FedRC's global accuracy exceeds IFCA's (FedRC paper: 59.00 vs 31.30) in the FedRC paper's own training "
+          "regime",
     kind="suite", budgets=_Q_BUDGETS, methods=tuple(x for x in TABLE1 if x.label in ("IFCA", "FedRC")),
     metrics=METRICS, read="best-val", overrides=_BASE, differences=DIFFS + (
         "batch 128 with one local epoch: one local step per round (120 training samples per client at the small "
@@ -179,14 +181,14 @@ Q_IFCA_FEDRC = Experiment(
                               ">=")]),
     open_question=True)
 
-# FedRC paper's public code as run (github.com/LINs-lab/FedRC): one local step of exactly 128 samples per round
+# The FedRC paper's public code as run (github.com/LINs-lab/FedRC): one local step of exactly 128 samples per round
 # (drop_last),
 # SGD momentum 0.9 and weight decay 5e-4, 90 % of every client's data for training and 10 % for testing (the test
 # clients fit their weights on 90 % and are scored on 10 %)
 S4_CODE = ("batch_size=128", "drop_last=true", "weight_decay=5e-4", "test_fit=90-10", "scenario.val_fraction=0.1")
 FMNIST_C = "[" + ",".join(("identity", "shot_noise", "impulse_noise", "glass_blur", "motion_blur", "shear", "scale",
                            "rotate", "brightness", "translate", "stripe", "spatter", "dotted_line", "zigzag",
-                           "canny_edges")) + "]"  # the styles FedRC paper's code draws (MNIST-C without fog)
+                           "canny_edges")) + "]"  # the styles the FedRC paper's code draws (MNIST-C without fog)
 _PROTOCOL_METHODS = (m("IFCA", "ifca", "47.90 ± 0.60", "31.30 ± 2.69", *K3),
                      m("IFCA zero-fill", "ifca", "47.90 ± 0.60", "31.30 ± 2.69", *K3, "algorithm.zero_fill=true"),
                      m("FedRC", "fedrc", "66.51 ± 2.39", "59.00 ± 4.91", *K3))
@@ -197,7 +199,8 @@ _STYLES = {"CIFAR-10-C styles": ("scenario.family=cifar-c",),
 def _protocol_verdict(r: Results) -> tuple[str, str]:
     setting = "Fashion-MNIST-C styles"
     mean, lower = paired_lower(r, setting, "FedRC", "IFCA zero-fill", "global")
-    return judge([("with FedRC paper's code as run (zero-fill, Fashion-MNIST-C): FedRC's global accuracy minus IFCA's, "
+    return judge([("with the FedRC paper's code as run (zero-fill, Fashion-MNIST-C): FedRC's global accuracy minus "
+                   "IFCA's, "
                    "paired by seed, mean − 2 standard errors (points)", lower, 0.0, ">="),
                   ("the same, mean, against half of the FedRC paper's gap (59.00 − 31.30 = 27.7 points)", mean,
                    27.7 / 2, ">=")])
@@ -205,7 +208,8 @@ def _protocol_verdict(r: Results) -> tuple[str, str]:
 
 Q_S4_PROTOCOL = Experiment(
     name="q-s4-ifca-protocol",
-    title="Open question: does FedRC paper's code as run (IFCA's zero-filled models, Fashion-MNIST-C) explain FedRC "
+    title="Open question: does the FedRC paper's code as run (IFCA's zero-filled models, Fashion-MNIST-C) explain "
+          "FedRC "
           "paper's IFCA?",
     source="open question; FedRC paper Table 1",
     claim="with the FedRC paper's code as run, IFCA's global accuracy falls far below FedRC's (FedRC paper: 31.30 "
@@ -215,22 +219,24 @@ Q_S4_PROTOCOL = Experiment(
                              note="60 clients × ¼ of their data (225 training samples each: one step of 128 per "
                                   "round), 60 rounds, 500 images per test client, an MLP"),
              "paper": Budget(300, 200, CNN, (*_CNN, "eval_every=5"),
-                             note="FedRC paper's clients and rounds with its public code's CNN")},
+                             note="the FedRC paper's clients and rounds with its public code's CNN")},
     methods=_PROTOCOL_METHODS, metrics=METRICS, read="best-val",
     settings=tuple(Setting(k, v) for k, v in _STYLES.items()),
     overrides=(*_BASE, *S4_CODE),
-    differences=("FedRC paper's code as run: one local step of exactly 128 samples per round (drop_last), SGD momentum "
+    differences=("the FedRC paper's code as run: one local step of exactly 128 samples per round (drop_last), SGD "
+                 "momentum "
                  "0.9, "
                  "weight decay 5e-4, 90 % / 10 % train / test split of every client, the test clients' weights "
                  "fit on 90 % and scored on 10 %; 'IFCA zero-fill' adds its IFCA aggregation (a model no client "
                  "picked becomes all zeros), 'IFCA' is the IFCA paper's (such a model is kept)",
-                 "the federation is FedRC paper's as written (LDA α = 1, 30 / 20 / 25 / 25 % client types); FedRC "
+                 "the federation is the FedRC paper's as written (LDA α = 1, 30 / 20 / 25 / 25 % client types); FedRC "
                  "paper's code "
                  "builds Fashion-MNIST-C with α = 0.5 and 20 / 40 / 10 % types",
                  "FedRC paper reads both accuracies at the round of best *training* accuracy (its code: the 90 % "
                  "training "
                  "split); the runner reads them at the round of best local validation accuracy (the 10 % split)",
-                 "each client's SGD momentum restarts every round (FedRC paper's code keeps each client's optimizer)"),
+                 "each client's SGD momentum restarts every round (the FedRC paper's code keeps each client's "
+                 "optimizer)"),
     verdict=_protocol_verdict, open_question=True)
 
 EXPERIMENTS = (S4_TABLE1, S4_K, S4_IMBALANCE, S4_HARD, S4_SINGLE, S4_NOISE, S4_PARTICIPATION, Q_IFCA_FEDRC,

@@ -85,7 +85,7 @@ def label_skew(data: ArrayDataset, num_clients: int, params: LabelSkewParams, rn
 class ConceptSwapParams:
     """Label skew + concept shift by label maps (FedRC paper §5.1 / App. H.8, HCFL paper §5.1, CFL-GP paper App. F.7).
 
-    ``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (HCFL paper's β rule),
+    ``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (the HCFL paper's β rule),
     shift (concept c: y → (y + c·shift) mod C; CFL-GP paper uses 2 concepts, shift 5), permutation (``perms``,
     one permutation per concept; ``concepts`` is then set to ``len(perms)``). ``ratios``: clients per
     concept in this ratio (FedRC paper Fig. 6b / Table 12: [8,1,1]); default equal groups.

@@ -141,7 +141,7 @@ def label_maps(
 ) -> np.ndarray:
     """[concepts, classes] label maps of the named rule.
 
-    ``fedrc``: identity, C−1−y, (y+1) mod C, … (FedRC paper App. H.8). ``hcfl-beta``: HCFL paper's β rule in the
+    ``fedrc``: identity, C−1−y, (y+1) mod C, … (FedRC paper App. H.8). ``hcfl-beta``: the HCFL paper's β rule in the
    . ``shift``: concept c maps y → (y + c·shift) mod C (CFL-GP paper App. F.7 uses two
     concepts with shift 5). ``permutation``: the user's list of permutations, one per concept.
     """

@@ -6,7 +6,7 @@
   concept built from the official test set. ``assignment=uniform`` gives FedRC paper §3's variant (Fig. 2 /
   Fig. 6): every client draws one of the 20 styles (incl. "original") and one concept uniformly.
 * ``hcfl-shift`` — HCFL (HCFL paper) §5.1 / App. E.1–E.2: the same uniform per-client style and
-  concept draw with HCFL paper's β concept rule.
+  concept draw with the HCFL paper's β concept rule.
 
 ``family`` picks the corruption family of both: ``cifar-c`` (default; the 19 CIFAR-10-C corruptions scaled to
 the image size, :mod:`fedcluster.data.shifts.corruptions`) or ``mnist-c`` (Mu & Gilmer's MNIST-C family as FedRC's
@@ -172,7 +172,7 @@ class DiverseShiftParams(_StyledConceptParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.ratios is not None and self.assignment != "uniform":
-            raise ValueError("ratios needs assignment=uniform (assignment=proportions fixes FedRC paper's "
+            raise ValueError("ratios needs assignment=uniform (assignment=proportions fixes the FedRC paper's "
                              "30/20/25/25 mix)")
 
 
@@ -216,7 +216,7 @@ class HCFLShiftParams(_StyledConceptParams):
     β: HCFL paper Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: HCFL paper Table 4 (χ ∈ {0.1, 0.2} pair,
     {0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives HCFL paper Tables 11–13 ("C = 2 / 4")."""
 
-    beta: float = 0.2  # β of HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)
+    beta: float = 0.2  # β of the HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1,8 +1,8 @@
 """Label noise on top of label skew (HCFL paper §5.1 / App. E.1 Table 4; FedRC paper App. H Table 13).
 
 Every client's training labels get exactly round(χ·n_i) flips: ``symmetric`` to any other class
-uniformly, ``pair`` y → (y+1) mod C (HCFL paper's definitions; FedRC paper swaps the names). Local validation and the
-test client stay clean. Ground truth: ``extras["flipped"]`` per training sample and
+uniformly, ``pair`` y → (y+1) mod C (the HCFL paper's definitions; FedRC paper swaps the names). Local validation and
+the test client stay clean. Ground truth: ``extras["flipped"]`` per training sample and
 ``extras["clean_label"]``. One concept (compose with concepts via ``hcfl-shift scenario.noise=...``).
 """
 

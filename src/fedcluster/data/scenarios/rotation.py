@@ -2,7 +2,7 @@
 
 The training pool is cut into one disjoint equal part per angle; part r is rotated by ``angles[r]`` and
 shared by the clients of that angle (equal numbers of clients per angle). Ground truth groups nearby
-angles: by default by quadrant, which puts CFL-GP paper's {0,15}, {90,105}, {180,195}, {270,285} together and keeps
+angles: by default by quadrant, which puts the CFL-GP paper's {0,15}, {90,105}, {180,195}, {270,285} together and keeps
 0/90/180/270 apart; ``groups`` gives the grouping explicitly, ``group_by=angle`` makes every angle a cluster.
 Each participating client keeps 30% of its data for local testing (CFL-GP paper: 70/30). There is one
 non-participating test client per angle (the official test set rotated by it, FedMD paper §V-D) labelled with
@@ -49,12 +49,12 @@ def angle_name(angle: float) -> str:
 
 @dataclass
 class RotationParams:
-    """``angles``: one rotation per part (default CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP paper
-    EMNIST:
+    """``angles``: one rotation per part (default the CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP
+    paper EMNIST:
     [0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:
     dirichlet,
     α = 1). ``samples``: random subset of the training set (CFL-GP paper App. F.8: 200,000). ``image_size``: 14 for
-    FedMD paper's 14×14 MNIST."""
+    the FedMD paper's 14×14 MNIST."""
 
     angles: list[float] = field(default_factory=lambda: [float(a) for a in ROTATED_MNIST_ANGLES])  # degrees
     group_by: Literal["quadrant", "angle"] = "quadrant"  # true clusters: nearby angles / each angle

@@ -6,7 +6,7 @@
   configuration fixes the number of clients, so ``num_clients`` is then ignored (the run adopts the
   federation's count).
 * ``cflgp-lines`` (CFL-GP paper §5.1 / App. F.4): ``num_clients`` clients split equally over the three
-  lines at angles (Δφ, 0, −Δφ) (CFL-GP paper's default population is 12).
+  lines at angles (Δφ, 0, −Δφ) (the CFL-GP paper's default population is 12).
 
 Both draw their generator seed from the scenario's data-seeded ``rng``.
 """
@@ -110,7 +110,7 @@ def mixed_regression_scenario(data: ArrayDataset | None, num_clients: int, param
 class CFLGPLinesParams:
     """CFL-GP paper §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples
     per client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat
-    across rounds (see :func:`cflgp_lines`). CFL-GP paper's init: ``model=linear model.init_range=0.8``."""
+    across rounds (see :func:`cflgp_lines`). The CFL-GP paper's init: ``model=linear model.init_range=0.8``."""
 
     delta_phi: float = 20.0  # Δφ, degrees between the lines
     batch: int = 10  # b, the minibatch drawn per round
