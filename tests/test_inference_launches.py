@@ -113,3 +113,87 @@ def test_the_vectorised_inference_keeps_its_tensors_on_the_runs_device(algorithm
         Run(cfg, typed, fed=fed).execute()
     assert forwards[0] > 0  # the vectorised path ran
     assert not fake.problems, "\n".join(sorted(set(fake.problems)))
+
+
+def _trained_run(items: list[str], clients: int, tmp_path: Path, name: str) -> Run:
+    cfg, typed = resolve(load_raw(None, [
+        *items, f"num_clients={clients}", "device=cpu", "progress=false", "rounds=2", "model.hidden=[16]",
+        f"out={tmp_path / f'{name}-{clients}'}", "threads=1"]))
+    run = Run(cfg, typed)
+    run.play_round(0)
+    return run
+
+
+def _close(run: Run) -> None:
+    run.ctx.trainer.close()
+    run.dir.release()
+
+
+PERSONAL = {"fedrc-ft": ["algorithm=fedrc", "algorithm.ft=true"], "fedsoft": ["algorithm=fedsoft"],
+            "ifca": ["algorithm=ifca", "algorithm.num_clusters=3"],
+            "fesem": ["algorithm=fesem", "algorithm.num_clusters=3"]}
+
+
+@pytest.mark.parametrize("name", list(PERSONAL))
+def test_personal_and_hard_cluster_predictions_are_one_forward_call(name: str, tmp_path: Path,
+                                                                    forwards: list[int]) -> None:
+    """Each client's own (fine-tuned, personal) models, or each cluster's model on its members' rows: one
+    vmapped call for the whole split, not one per client or per cluster."""
+    counts = []
+    for clients in (4, 40):
+        run = _trained_run(PERSONAL[name], clients, tmp_path, name)
+        try:
+            split = run.fed.val
+            forwards[0] = 0
+            pred = run.alg.predict(split, True)
+            counts.append(forwards[0])
+            assert pred.shape[0] == len(split.x) and torch.isfinite(pred).all()
+        finally:
+            _close(run)
+    assert counts == [1, 1], counts
+
+
+def test_personal_outputs_match_the_per_client_forward(tmp_path: Path, forwards: list[int]) -> None:
+    """The vmapped own_outputs and hard-cluster predictions equal the per-client / per-cluster CPU ones."""
+    for name in ("fedrc-ft", "ifca"):
+        run = _trained_run(PERSONAL[name], 6, tmp_path, name)
+        try:
+            fast = run.alg.predict(run.fed.val, True)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(inference, "row_budget", lambda device: None)  # the CPU path
+                slow = run.alg.predict(run.fed.val, True)
+            torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
+        finally:
+            _close(run)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_body_features_of_a_cohort_are_one_forward_call(shared: bool, forwards: list[int],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """BodyFeatures.cohort (HCFL+ prototypes): one vmapped call over the bodies of the rows' clusters, whatever
+    the number of rows (chunks of 4096 on the CPU) or clusters, when the memory holds them (8 GiB free here);
+    the same features as the per-cluster path."""
+    monkeypatch.setattr(inference, "row_budget", lambda device: 8 * GIB)
+    from fedcluster.engine.features import CHUNK as FEATURE_CHUNK
+    from fedcluster.engine.features import BodyFeatures
+
+    torch.manual_seed(0)
+    module = build_model("light-cnn", (1, 12, 12), 10)
+    models = stack([get_params(build_model("light-cnn", (1, 12, 12), 10)) for _ in range(3)])
+    counts = []
+    for clients in (4, 40):
+        rows_per_client = 300
+        x = torch.rand(clients * rows_per_client, 1, 12, 12)
+        rng = np.random.default_rng(clients)
+        rows = rng.permutation(len(x))
+        position = np.repeat(rng.integers(0, 3, clients), rows_per_client)
+        features = BodyFeatures(module)
+        forwards[0] = 0
+        z = features.cohort(models, x, rows, position, shared)
+        counts.append(forwards[0])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(inference, "row_budget", lambda device: None)
+            ref = BodyFeatures(module).cohort(models, x, rows, position, shared)
+        torch.testing.assert_close(z, ref, rtol=1e-4, atol=1e-5)
+    assert clients * rows_per_client > 2 * FEATURE_CHUNK
+    assert counts == [1, 1], counts
