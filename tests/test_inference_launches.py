@@ -129,9 +129,9 @@ def _close(run: Run) -> None:
     run.dir.release()
 
 
+# own models per client (FedRC-FT, FedSoft), one model per hard cluster (StoCFL: a cluster per client at first)
 PERSONAL = {"fedrc-ft": ["algorithm=fedrc", "algorithm.ft=true"], "fedsoft": ["algorithm=fedsoft"],
-            "ifca": ["algorithm=ifca", "algorithm.num_clusters=3"],
-            "fesem": ["algorithm=fesem", "algorithm.num_clusters=3"]}
+            "stocfl": ["algorithm=stocfl"], "pacfl": ["algorithm=pacfl"]}
 
 
 @pytest.mark.parametrize("name", list(PERSONAL))
@@ -147,6 +147,8 @@ def test_personal_and_hard_cluster_predictions_are_one_forward_call(name: str, t
             forwards[0] = 0
             pred = run.alg.predict(split, True)
             counts.append(forwards[0])
+            if name in ("stocfl", "pacfl"):
+                assert len(np.unique(run.alg.cluster)) > 1  # per-cluster calls would show
             assert pred.shape[0] == len(split.x) and torch.isfinite(pred).all()
         finally:
             _close(run)
@@ -155,7 +157,7 @@ def test_personal_and_hard_cluster_predictions_are_one_forward_call(name: str, t
 
 def test_personal_outputs_match_the_per_client_forward(tmp_path: Path, forwards: list[int]) -> None:
     """The vmapped own_outputs and hard-cluster predictions equal the per-client / per-cluster CPU ones."""
-    for name in ("fedrc-ft", "ifca"):
+    for name in ("fedrc-ft", "stocfl"):
         run = _trained_run(PERSONAL[name], 6, tmp_path, name)
         try:
             fast = run.alg.predict(run.fed.val, True)
