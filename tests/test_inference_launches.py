@@ -96,20 +96,21 @@ def test_rows_per_call_follow_the_free_memory() -> None:
     assert inference_rows(GIB, 3, row, fixed=GIB) == 1  # never less than one row
 
 
-@pytest.mark.parametrize("algorithm", ["fedrc", "ifca"])
+@pytest.mark.parametrize("algorithm", ["fedrc", "ifca", "fedrc algorithm.ft=true", "fedsoft", "stocfl",
+                                       "hcfl-plus", "hcfl algorithm.split=false"])
 def test_the_vectorised_inference_keeps_its_tensors_on_the_runs_device(algorithm: str, tmp_path: Path,
                                                                        forwards: list[int]) -> None:
-    """The accelerator path under the CPU's stand-in for a GPU (tests/fake_device.py): a whole run with
+    """The accelerator path under the CPU's strict stand-in for a GPU (tests/fake_device.py): a whole run with
     vectorised E-steps and evaluations mixes no host and device tensors and reads none without .cpu()."""
     from fake_device import FakeDevice
 
     from fedcluster.data.build import build_federation
 
     cfg, typed = resolve(load_raw(None, [
-        f"algorithm={algorithm}", "num_clients=6", "device=cpu", "progress=false", "rounds=2", "model=light-cnn",
-        "engine=vectorized", f"out={tmp_path / 'run'}", "threads=1"]))
+        f"algorithm={algorithm.split()[0]}", *algorithm.split()[1:], "num_clients=6", "device=cpu", "progress=false",
+        "rounds=2", "model=light-cnn", "engine=vectorized", f"out={tmp_path / 'run'}", "threads=1"]))
     fed = build_federation(cfg, typed["scenario"])
-    with FakeDevice() as fake:
+    with FakeDevice(strict=True) as fake:  # factories without a device make host tensors, as on a GPU
         Run(cfg, typed, fed=fed).execute()
     assert forwards[0] > 0  # the vectorised path ran
     assert not fake.problems, "\n".join(sorted(set(fake.problems)))
