@@ -200,3 +200,30 @@ def test_body_features_of_a_cohort_are_one_forward_call(shared: bool, forwards: 
         torch.testing.assert_close(z, ref, rtol=1e-4, atol=1e-5)
     assert clients * rows_per_client > 2 * FEATURE_CHUNK
     assert counts == [1, 1], counts
+
+
+def test_grouped_forward_matches_each_units_models_and_follows_the_free_memory(
+        forwards: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """StackForward.grouped: row r through the K' models of unit group[r] (rows unordered, a unit without rows);
+    as many units per call as the free memory holds, and rows split across calls when one unit's do not fit."""
+    torch.manual_seed(0)
+    module = build_model("light-cnn", (1, 12, 12), 10)
+    units, kk, per_unit = 6, 2, 20
+    models = stack([get_params(build_model("light-cnn", (1, 12, 12), 10)) for _ in range(units * kk)])
+    models = {n: v.view(units, kk, *v.shape[1:]) for n, v in models.items()}
+    x = torch.rand(200, 1, 12, 12)
+    rng = np.random.default_rng(0)
+    group = rng.permutation(np.repeat(np.arange(units - 1), per_unit))  # the last unit has no rows
+    rows = rng.permutation(len(x))[:len(group)]
+    ref = torch.stack([torch.cat([torch.func.functional_call(module, {n: v[g, k] for n, v in models.items()},
+                                                             (x[r:r + 1],)) for r, g in zip(rows, group, strict=True)])
+                       for k in range(kk)])
+    row_bytes = kk * inference_row_bytes(module, (1, 12, 12))
+    unit_bytes = sum(v[0].numel() * v.element_size() for v in models.values())
+    for budget, calls in ((GIB, 1), (2 * (per_unit * row_bytes + unit_bytes), 3),
+                          (unit_bytes + 10 * row_bytes, 5 * 2)):  # 2 units per call; 10 of a unit's 20 rows
+        monkeypatch.setattr(inference, "row_budget", lambda device, b=budget: b)
+        forwards[0] = 0
+        out = StackForward(module).grouped(models, x, rows, group)
+        assert forwards[0] == calls, (budget, forwards[0])
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
