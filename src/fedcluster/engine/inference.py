@@ -9,7 +9,10 @@ round t and the E-step of round t + 1, which use the same models, build it once.
 
 On an accelerator a pass is launch-bound, not compute-bound: the K models run as one ``torch.func.vmap`` over
 their stacked parameters (a shared body once, its K heads vmapped), on as many rows per call as the free
-device memory allows (:func:`inference_rows`; a whole E-step or split is usually one call).
+device memory allows (:func:`inference_rows`; a whole E-step or split is usually one call). Rows that each
+use their own unit's models (a client's fine-tuned or personal models, a hard cluster's model, a cluster's
+feature extractor) run through :meth:`StackForward.grouped`: units vmapped over their padded rows, as many
+units per call as the memory holds, never one call per client or cluster.
 """
 
 from __future__ import annotations
