@@ -96,20 +96,134 @@ def test_rows_per_call_follow_the_free_memory() -> None:
     assert inference_rows(GIB, 3, row, fixed=GIB) == 1  # never less than one row
 
 
-@pytest.mark.parametrize("algorithm", ["fedrc", "ifca"])
+@pytest.mark.parametrize("algorithm", ["fedrc", "ifca", "fedrc algorithm.ft=true", "fedsoft", "stocfl",
+                                       "hcfl-plus", "hcfl algorithm.split=false"])
 def test_the_vectorised_inference_keeps_its_tensors_on_the_runs_device(algorithm: str, tmp_path: Path,
                                                                        forwards: list[int]) -> None:
-    """The accelerator path under the CPU's stand-in for a GPU (tests/fake_device.py): a whole run with
+    """The accelerator path under the CPU's strict stand-in for a GPU (tests/fake_device.py): a whole run with
     vectorised E-steps and evaluations mixes no host and device tensors and reads none without .cpu()."""
     from fake_device import FakeDevice
 
     from fedcluster.data.build import build_federation
 
     cfg, typed = resolve(load_raw(None, [
-        f"algorithm={algorithm}", "num_clients=6", "device=cpu", "progress=false", "rounds=2", "model=light-cnn",
-        "engine=vectorized", f"out={tmp_path / 'run'}", "threads=1"]))
+        f"algorithm={algorithm.split()[0]}", *algorithm.split()[1:], "num_clients=6", "device=cpu", "progress=false",
+        "rounds=2", "model=light-cnn", "engine=vectorized", f"out={tmp_path / 'run'}", "threads=1"]))
     fed = build_federation(cfg, typed["scenario"])
-    with FakeDevice() as fake:
+    with FakeDevice(strict=True) as fake:  # factories without a device make host tensors, as on a GPU
         Run(cfg, typed, fed=fed).execute()
     assert forwards[0] > 0  # the vectorised path ran
     assert not fake.problems, "\n".join(sorted(set(fake.problems)))
+
+
+def _trained_run(items: list[str], clients: int, tmp_path: Path, name: str) -> Run:
+    cfg, typed = resolve(load_raw(None, [
+        *items, f"num_clients={clients}", "device=cpu", "progress=false", "rounds=2", "model.hidden=[16]",
+        f"out={tmp_path / f'{name}-{clients}'}", "threads=1"]))
+    run = Run(cfg, typed)
+    run.play_round(0)
+    return run
+
+
+def _close(run: Run) -> None:
+    run.ctx.trainer.close()
+    run.dir.release()
+
+
+# own models per client (FedRC-FT, FedSoft), one model per hard cluster (StoCFL: a cluster per client at first)
+PERSONAL = {"fedrc-ft": ["algorithm=fedrc", "algorithm.ft=true"], "fedsoft": ["algorithm=fedsoft"],
+            "stocfl": ["algorithm=stocfl"], "pacfl": ["algorithm=pacfl"]}
+
+
+@pytest.mark.parametrize("name", list(PERSONAL))
+def test_personal_and_hard_cluster_predictions_are_one_forward_call(name: str, tmp_path: Path,
+                                                                    forwards: list[int]) -> None:
+    """Each client's own (fine-tuned, personal) models, or each cluster's model on its members' rows: one
+    vmapped call for the whole split, not one per client or per cluster."""
+    counts = []
+    for clients in (4, 40):
+        run = _trained_run(PERSONAL[name], clients, tmp_path, name)
+        try:
+            split = run.fed.val
+            forwards[0] = 0
+            pred = run.alg.predict(split, True)
+            counts.append(forwards[0])
+            if name in ("stocfl", "pacfl"):
+                assert len(np.unique(run.alg.cluster)) > 1  # per-cluster calls would show
+            assert pred.shape[0] == len(split.x) and torch.isfinite(pred).all()
+        finally:
+            _close(run)
+    assert counts == [1, 1], counts
+
+
+def test_personal_outputs_match_the_per_client_forward(tmp_path: Path, forwards: list[int]) -> None:
+    """The vmapped own_outputs and hard-cluster predictions equal the per-client / per-cluster CPU ones."""
+    for name in ("fedrc-ft", "stocfl"):
+        run = _trained_run(PERSONAL[name], 6, tmp_path, name)
+        try:
+            fast = run.alg.predict(run.fed.val, True)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(inference, "row_budget", lambda device: None)  # the CPU path
+                slow = run.alg.predict(run.fed.val, True)
+            torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
+        finally:
+            _close(run)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_body_features_of_a_cohort_are_one_forward_call(shared: bool, forwards: list[int],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """BodyFeatures.cohort (HCFL+ prototypes): one vmapped call over the bodies of the rows' clusters, whatever
+    the number of rows (chunks of 4096 on the CPU) or clusters, when the memory holds them (8 GiB free here);
+    the same features as the per-cluster path."""
+    monkeypatch.setattr(inference, "row_budget", lambda device: 8 * GIB)
+    from fedcluster.engine.features import CHUNK as FEATURE_CHUNK
+    from fedcluster.engine.features import BodyFeatures
+
+    torch.manual_seed(0)
+    module = build_model("light-cnn", (1, 12, 12), 10)
+    models = stack([get_params(build_model("light-cnn", (1, 12, 12), 10)) for _ in range(3)])
+    counts = []
+    for clients in (4, 40):
+        rows_per_client = 300
+        x = torch.rand(clients * rows_per_client, 1, 12, 12)
+        rng = np.random.default_rng(clients)
+        rows = rng.permutation(len(x))
+        position = np.repeat(rng.integers(0, 3, clients), rows_per_client)
+        features = BodyFeatures(module)
+        forwards[0] = 0
+        z = features.cohort(models, x, rows, position, shared)
+        counts.append(forwards[0])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(inference, "row_budget", lambda device: None)
+            ref = BodyFeatures(module).cohort(models, x, rows, position, shared)
+        torch.testing.assert_close(z, ref, rtol=1e-4, atol=1e-5)
+    assert clients * rows_per_client > 2 * FEATURE_CHUNK
+    assert counts == [1, 1], counts
+
+
+def test_grouped_forward_matches_each_units_models_and_follows_the_free_memory(
+        forwards: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """StackForward.grouped: row r through the K' models of unit group[r] (rows unordered, a unit without rows);
+    as many units per call as the free memory holds, and rows split across calls when one unit's do not fit."""
+    torch.manual_seed(0)
+    module = build_model("light-cnn", (1, 12, 12), 10)
+    units, kk, per_unit = 6, 2, 20
+    models = stack([get_params(build_model("light-cnn", (1, 12, 12), 10)) for _ in range(units * kk)])
+    models = {n: v.view(units, kk, *v.shape[1:]) for n, v in models.items()}
+    x = torch.rand(200, 1, 12, 12)
+    rng = np.random.default_rng(0)
+    group = rng.permutation(np.repeat(np.arange(units - 1), per_unit))  # the last unit has no rows
+    rows = rng.permutation(len(x))[:len(group)]
+    ref = torch.stack([torch.cat([torch.func.functional_call(module, {n: v[g, k] for n, v in models.items()},
+                                                             (x[r:r + 1],)) for r, g in zip(rows, group, strict=True)])
+                       for k in range(kk)])
+    row_bytes = kk * inference_row_bytes(module, (1, 12, 12))
+    unit_bytes = sum(v[0].numel() * v.element_size() for v in models.values())
+    for budget, calls in ((GIB, 1), (2 * (per_unit * row_bytes + unit_bytes), 3),
+                          (unit_bytes + 10 * row_bytes, 5 * 2)):  # 2 units per call; 10 of a unit's 20 rows
+        monkeypatch.setattr(inference, "row_budget", lambda device, b=budget: b)
+        forwards[0] = 0
+        out = StackForward(module).grouped(models, x, rows, group)
+        assert forwards[0] == calls, (budget, forwards[0])
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedcluster.engine import inference
 from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import Params
 from fedcluster.models.base import SplitModel
@@ -45,7 +46,13 @@ class BodyFeatures:
     def cohort(self, models: Params, x: torch.Tensor, rows: np.ndarray, position: np.ndarray, shared: bool,
                chunk: int = CHUNK) -> torch.Tensor:
         """Features of the rows ``rows`` of ``x`` (gathered ``chunk`` at a time); row r uses the body of unit
-        ``position[r]`` (one body for all when ``shared``)."""
+        ``position[r]`` (one body for all when ``shared``). On an accelerator the bodies run vmapped, rows per
+        call as the free memory allows."""
+        body = {n: v.unsqueeze(1) for n, v in models.items() if n.startswith("body.")}
+        if body and inference.row_budget(x.device) is not None:
+            group = np.zeros(len(rows), np.int64) if shared else np.asarray(position, np.int64)
+            z = self._forward.grouped(body, x, np.asarray(rows, np.int64), group)[0]
+            return z.reshape(len(rows), -1)
         parts = []
         for i in range(0, len(rows), chunk):
             xb = x[torch.as_tensor(rows[i:i + chunk])]

@@ -9,7 +9,10 @@ round t and the E-step of round t + 1, which use the same models, build it once.
 
 On an accelerator a pass is launch-bound, not compute-bound: the K models run as one ``torch.func.vmap`` over
 their stacked parameters (a shared body once, its K heads vmapped), on as many rows per call as the free
-device memory allows (:func:`inference_rows`; a whole E-step or split is usually one call).
+device memory allows (:func:`inference_rows`; a whole E-step or split is usually one call). Rows that each
+use their own unit's models (a client's fine-tuned or personal models, a hard cluster's model, a cluster's
+feature extractor) run through :meth:`StackForward.grouped`: units vmapped over their padded rows, as many
+units per call as the memory holds, never one call per client or cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import copy
 import warnings
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
@@ -88,9 +92,8 @@ class StackForward:
         return None if budget is None else self._rows(models, x, budget)
 
     def _rows(self, models: Params, x: torch.Tensor, budget: int) -> int:
+        self._row_bytes_for(x)
         shape = tuple(x.shape[1:])
-        if shape not in self._row_bytes:
-            self._row_bytes[shape] = inference_row_bytes(self.module, shape, x[:1])
         k = len(next(iter(models.values())))
         fixed = sum(v.numel() * v.element_size() for v in models.values())  # vmap may copy the K weights once
         return inference_rows(budget, k, self._row_bytes[shape], fixed)
@@ -139,3 +142,53 @@ class StackForward:
             run = vmap(lambda p, xb: functional_call(self.module, p, (xb,)), in_dims=(0, None))
             outs = [run(models, x[i:i + rows]) for i in range(0, len(x), rows)]
         return torch.cat(outs, 1)
+
+    @torch.no_grad()
+    def grouped(self, models: Params, x: torch.Tensor, rows: np.ndarray, group: np.ndarray) -> torch.Tensor:
+        """[K', len(rows), out] on an accelerator: row ``rows[r]`` of ``x`` through the K' models of unit
+        ``group[r]`` (``models`` are [M, K', ...]: a client's own models, or one cluster model with K' = 1).
+        The units' rows are padded to the longest and as many units as the free memory allows run as one
+        vmapped call (units outer, their K' models inner): the calls do not grow with the number of units."""
+        units, kk = next(iter(models.values())).shape[:2]
+        budget = row_budget(x.device)
+        if budget is None:
+            raise ValueError("grouped inference is the accelerator path: on the CPU run each unit's models")
+        sizes = np.bincount(group, minlength=units)
+        present = np.flatnonzero(sizes)
+        if not len(rows):
+            return self(_unit(models, 0), x[:0])
+        longest = int(sizes.max())
+        order = np.argsort(group, kind="stable")
+        start = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        slot = np.arange(len(rows)) - start[group[order]]  # position of each sorted row inside its unit
+        padded = np.zeros((units, longest), np.int64)  # padding repeats row 0 of x, dropped afterwards
+        padded[group[order], slot] = rows[order]
+        unit_bytes = sum(v[0].numel() * v.element_size() for v in models.values())
+        self._row_bytes_for(x)
+        row_bytes = kk * self._row_bytes[tuple(x.shape[1:])]
+        span = min(longest, max(1, (budget - unit_bytes) // max(row_bytes, 1)))  # slots per call
+        fit = max(1, budget // max(span * row_bytes + unit_bytes, 1))  # units per call
+        run = vmap(vmap(lambda p, xb: functional_call(self.module, p, (xb,)), in_dims=(0, None)), in_dims=(0, 0))
+        device = x.device
+        outs = []
+        for i in range(0, len(present), fit):
+            sel = torch.as_tensor(present[i:i + fit], device=device)
+            unit_models = {n: v[sel] for n, v in models.items()}
+            idx = torch.as_tensor(padded[present[i:i + fit]], device=device)
+            outs.append(torch.cat([run(unit_models, x[idx[:, s:s + span]]) for s in range(0, longest, span)], 2))
+        out = torch.cat(outs)  # [present units, K', longest, out]
+        rank = np.zeros(units, np.int64)
+        rank[present] = np.arange(len(present))
+        result = out.new_empty((kk, len(rows), *out.shape[3:]))
+        result[:, torch.as_tensor(order, device=device)] = out[
+            torch.as_tensor(rank[group[order]], device=device), :, torch.as_tensor(slot, device=device)].transpose(0, 1)
+        return result
+
+    def _row_bytes_for(self, x: torch.Tensor) -> None:
+        shape = tuple(x.shape[1:])
+        if shape not in self._row_bytes:
+            self._row_bytes[shape] = inference_row_bytes(self.module, shape, x[:1])
+
+
+def _unit(models: Params, unit: int) -> Params:
+    return {n: v[unit] for n, v in models.items()}
