@@ -186,3 +186,17 @@ def test_a_poisoned_cache_with_a_fresh_checksum_is_rebuilt(tmp_path: Path) -> No
     with redirect_stderr(err):
         fed = fedcluster.build_federation({"num_clients": 5, "seed": 11})
     assert "labels lie outside" in err.getvalue() and int(fed.train.y.max()) < fed.num_classes
+
+
+def test_config_yaml_never_builds_python_objects(tmp_path: Path) -> None:
+    """Config files may come from someone else: a Python tag is a YAML error, never a call."""
+    import yaml
+
+    from fedcluster.config_yaml import load_yaml
+
+    marker = tmp_path / "ran"
+    for text in (f"seed: !!python/object/apply:os.system ['touch {marker}']",
+                 f"seed: !!python/object/new:os.system ['touch {marker}']", "seed: !!python/name:os.system"):
+        with pytest.raises(yaml.YAMLError):
+            load_yaml(text)
+    assert not marker.exists()
