@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import signal
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +104,16 @@ def terminal_ctrl_c() -> Iterator[None]:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run directory (IFCA, 6 clients, 2 rounds), made once: tests copy it before changing anything."""
+    from fedcluster.cli import main
+
+    out = tmp_path_factory.mktemp("finished") / "run"
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        rc = main(["run", "algorithm=ifca", "num_clients=6", "rounds=2", "progress=false", f"out={out}"])
+    assert rc == 0, err.getvalue()
+    return out

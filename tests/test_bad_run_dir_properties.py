@@ -51,14 +51,6 @@ def refused(argv: list[str], needle: str) -> str:
     return lines[0]
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("base") / "run"
-    rc, lines = outcome(["run", "algorithm=ifca", "num_clients=6", "rounds=2", "progress=false", f"out={out}"])
-    assert rc == 0, lines
-    return out
-
-
 def fresh_copy(finished: Path, tmp_path: Path) -> Path:
     run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
     shutil.copytree(finished, run)

@@ -139,14 +139,6 @@ def test_a_federation_of_another_size_overrides_num_clients_with_a_note(tmp_path
 
 
 # -- resumed runs ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("hard") / "run"
-    rc, err = outcome(["run", "algorithm=ifca", "num_clients=6", "rounds=2", "progress=false", f"out={out}"])
-    assert rc == 0, err
-    return out
-
-
 def _copy(finished: Path, tmp_path: Path) -> Path:
     run = tmp_path / "run"
     shutil.copytree(finished, run)
