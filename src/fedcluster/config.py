@@ -45,6 +45,7 @@ class RunConfig:
     drop_last: bool = False  # drop every epoch's short last batch (FedRC paper's code); smaller clients take no step
     lr: float = 0.1
     momentum: float = 0.0
+    client_momentum: Literal["reset", "keep"] = "reset"  # keep: each client's momentum buffer across rounds
     weight_decay: float = 0.0
     global_lr: float = 1.0
     seed: int = 0
@@ -54,6 +55,7 @@ class RunConfig:
     normalize: bool | None = None  # standardise image inputs per channel (data.normalize); None: dataset default
     out: str | None = None
     eval_every: int = 1
+    eval_train: bool = False  # also score each client's own training data (rounds.csv train_acc)
     checkpoint_every: int = 10
     engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized"] = "auto"
     workers: int = 2

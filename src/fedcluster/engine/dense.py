@@ -97,11 +97,16 @@ def _train_chunk(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batc
          for g, w, h in zip(layers, W, has_bias, strict=True)]
     heads, out_dim = len(layers[-1]), W[-1].shape[1] // len(layers[-1])
     plain = solver.momentum == 0 and solver.weight_decay == 0 and solver.prox_mu == 0
+    kept = None
     if not plain:
         anchor = batch.centre(t)
         aW = [_joined(anchor, g, "weight") for g in layers]
         ab = [_joined(anchor, g, "bias") if h else bb for g, h, bb in zip(layers, has_bias, b, strict=True)]
         bufs = [torch.zeros_like(v) for pair in zip(W, b, strict=True) for v in pair] if solver.momentum else None
+        kept = {k: v.index_select(0, t) for k, v in batch.momentum.items()} if bufs and batch.momentum else None
+        if kept is not None:  # client_momentum=keep: continue from the units' kept buffers
+            bufs = [_joined(kept, g, kind) if kind == "weight" or h else torch.zeros_like(b[i])
+                    for i, (g, h) in enumerate(zip(layers, has_bias, strict=True)) for kind in ("weight", "bias")]
     gidx, weight, count = batch.global_index[t], batch.weight[t], batch.count[t]
     active, lr = len(steps), solver.lr
     for s in range(int(steps.max(initial=0))):
@@ -138,6 +143,12 @@ def _train_chunk(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batc
                     _step(p[:active], g, a[:active], bufs[2 * i + j][:active] if bufs else None, solver)
             if dh is not None:
                 dz = torch.ops.aten.threshold_backward(dh, zs[i - 1], 0.0)  # dh · 1[z > 0]
+    if not plain and kept is not None and bufs is not None:  # the buffers back to the batch, per parameter
+        for i, (g, h) in enumerate(zip(layers, has_bias, strict=True)):
+            for j, kind in enumerate(("weight", "bias")[: 2 if h else 1]):
+                _split_into(kept, g, kind, bufs[2 * i + j])
+        for k, v in kept.items():
+            batch.momentum[k].index_copy_(0, t, v)
     for g, w_, b_, h in zip(layers, W, b, has_bias, strict=True):
         if len(g) > 1:  # scatter a joined head group back to its K heads
             for k, name in enumerate(g):
@@ -152,6 +163,13 @@ def _joined(params: Params, group: list[str], kind: str) -> torch.Tensor:
     if len(group) == 1:
         return params[f"{group[0]}.{kind}"]
     return torch.cat([params[f"{n}.{kind}"] for n in group], 1)
+
+
+def _split_into(params: Params, group: list[str], kind: str, joined: torch.Tensor) -> None:
+    """Copy ``joined`` (a layer's ``kind`` stack, or the K heads' stacks joined along ``out``) into ``params``."""
+    rows = joined.shape[1] // len(group)
+    for k, name in enumerate(group):
+        params[f"{name}.{kind}"].copy_(joined[:, k * rows:(k + 1) * rows])
 
 
 def _step(p: torch.Tensor, g: torch.Tensor, anchor: torch.Tensor, buf: torch.Tensor | None, solver: Solver) -> None:

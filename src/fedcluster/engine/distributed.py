@@ -42,7 +42,7 @@ from fedcluster.engine.params import Params
 from fedcluster.engine.runner import Run, summarize
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
-from fedcluster.errors import UserError
+from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
@@ -259,6 +259,9 @@ class DistributedRun(Run):
 
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
         cfg, tr = self.cfg, self.fed.train
+        if cfg.client_momentum == "keep":
+            raise ConfigError("client_momentum=keep runs in one process: use ranks=1 (the ranks would each hold "
+                              "only their own clients' buffers)")
         return ShardedTrainer(module, tr.x, tr.y, tr.ptr, self.fed.task, seed=cfg.seed, path=self.engine_path,
                               workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb)
 

@@ -35,15 +35,17 @@ from fedcluster.metrics import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.registry import ALGORITHMS
 from fedcluster.storage.atomic import writing
-from fedcluster.tracking.checkpoint_schema import check_algorithm_state
+from fedcluster.tracking.checkpoint_schema import CheckpointSchemaError, check_algorithm_state
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 from fedcluster.validation import note
 
 
-def evaluate(alg: Algorithm, fed: Federation) -> tuple[dict[str, float], np.ndarray]:
-    """Round metrics and the per-client validation accuracy."""
+def evaluate(alg: Algorithm, fed: Federation, train: bool = False) -> tuple[dict[str, float], np.ndarray]:
+    """Round metrics and the per-client validation accuracy; with ``train`` also ``train_acc``, the mean over
+    clients of the accuracy on their own training data with the model(s) the method uses for them (the
+    prediction path of ``val_acc``)."""
     val_acc, val_loss = client_scores(alg.predict(fed.val, True), fed.val, fed.task)
     test_acc, test_loss = client_scores(alg.predict(fed.test, False), fed.test, fed.task)
     metrics = {
@@ -51,6 +53,9 @@ def evaluate(alg: Algorithm, fed: Federation) -> tuple[dict[str, float], np.ndar
         "ari": clustering_ari(fed.true_cluster, alg.assignment(), alg.num_clusters),
         "val_loss": mean_over_clients(val_loss, fed.val), "test_loss": mean_over_clients(test_loss, fed.test),
     }
+    if train:
+        train_acc, _ = client_scores(alg.predict(fed.train, True), fed.train, fed.task)
+        metrics["train_acc"] = mean_over_clients(train_acc, fed.train)
     return metrics, val_acc
 
 
@@ -102,7 +107,7 @@ class Run:
         cfg, typed = self.cfg, self.typed
         self.device = resolve_device(cfg.device)
         path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
-        check_engine(path, self.device, cfg.precision)
+        check_engine(path, self.device, cfg.precision, cfg.client_momentum)
         configure(self.device, cfg.deterministic)
         if fed is None:
             check_federation_fits(cfg, typed["scenario"])
@@ -130,7 +135,7 @@ class Run:
         cfg = self.cfg
         return Trainer(module, self.fed.train.x, self.fed.train.y, self.fed.train.ptr, self.fed.task,
                        seed=cfg.seed, path=self.engine_path, workers=cfg.workers, precision=cfg.precision,
-                       chunk_mb=cfg.chunk_mb)
+                       chunk_mb=cfg.chunk_mb, client_momentum=cfg.client_momentum)
 
     def play_round(self, t: int) -> RoundResult:
         """One round with this round's sampled clients (the Flower adapter drops failed nodes here)."""
@@ -153,6 +158,7 @@ class Run:
                 check_algorithm_state(state["algorithm"], to_device(self.alg.state_dict(), torch.device("cpu")),
                                       shapes, str(self.dir.checkpoint))
                 self.alg.load_state_dict(to_device(state["algorithm"], self.device))
+                self.load_momentum(state)
                 start, elapsed = state["round"], state["elapsed"]
                 saved_rows = state.get("rows")
             else:
@@ -177,7 +183,7 @@ class Run:
                 res = self.play_round(t)
                 watch.after_round(t + 1)
                 if (t + 1) % cfg.eval_every == 0 or last:
-                    metrics, val_acc = evaluate(self.alg, self.fed)
+                    metrics, val_acc = evaluate(self.alg, self.fed, cfg.eval_train)
                     watch.after_evaluation(t + 1, self._scored(metrics))
                 else:
                     metrics = {}
@@ -187,7 +193,9 @@ class Run:
                        "num_clusters": self.alg.num_clusters, "bytes_up": res.bytes_up,
                        "bytes_down": res.bytes_down, "seconds": seconds,
                        "val_loss": metrics.get("val_loss", float("nan")),
-                       "test_loss": metrics.get("test_loss", float("nan")), **res.extra}
+                       "test_loss": metrics.get("test_loss", float("nan")),
+                       **({"train_acc": metrics.get("train_acc", float("nan"))} if cfg.eval_train else {}),
+                       **res.extra}
                 with sigint_held():  # the row, its clusters and its checkpoint: all written or none
                     self.dir.append_round(row)
                     if res.clusters is not None:
@@ -199,8 +207,12 @@ class Run:
                                         K=self.alg.num_clusters, refresh=False)
                     if (t + 1) % cfg.checkpoint_every == 0 or last:
                         state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
-                        self.dir.save_checkpoint({"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(),
-                                                  "algorithm": state, "rows": rows})
+                        saved = {"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(), "algorithm": state,
+                                 "rows": rows}
+                        if cfg.client_momentum == "keep":  # the clients' kept SGD buffers (engine.momentum)
+                            saved["client_momentum"] = to_device(self.ctx.trainer.momentum_state(),
+                                                                 torch.device("cpu"))
+                        self.dir.save_checkpoint(saved)
                         checkpointed = t + 1
                     done = t + 1
         except DivergedError as e:
@@ -213,6 +225,23 @@ class Run:
         if np.isnan(val_acc).all() and self.fed.task == "classification":
             _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
+
+    def load_momentum(self, state: dict[str, Any]) -> None:
+        """The clients' kept momentum buffers of a checkpoint (client_momentum=keep), refused in one line when
+        absent or malformed: a resume without them would not continue the run it says it continues."""
+        if self.cfg.client_momentum != "keep":
+            return
+        saved = state.get("client_momentum")
+        where = str(self.dir.checkpoint)
+        if not isinstance(saved, dict) or not all(isinstance(v, dict) and isinstance(v.get("buffers"), dict)
+                                                  and "keys" in v for v in saved.values()):
+            raise CheckpointSchemaError(f"checkpoint {where} holds no client momentum buffers but this run keeps "
+                                        "them (client_momentum=keep); start the run again with another out=")
+        try:
+            self.ctx.trainer.load_momentum_state(to_device(saved, self.device))
+        except (ValueError, TypeError, AttributeError) as e:
+            raise CheckpointSchemaError(f"checkpoint {where} has client momentum buffers that do not fit ({e}); "
+                                        "start the run again with another out=") from None
 
     def _scored(self, metrics: dict[str, float]) -> dict[str, float]:
         """The losses a divergence check may read: a split without samples has a NaN loss by design."""

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,6 +46,7 @@ from fedcluster.engine.memory import (
     chunk_units,
     footprint,
 )
+from fedcluster.engine.momentum import ClientMomentum, unit_keys
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool, stop_pool
@@ -93,6 +95,8 @@ class Batch:
     weight: torch.Tensor  # [U, S, B] (or [U, S, B, K]) per-sample weight × padding mask
     count: torch.Tensor  # [U, S] real samples per step (loss denominators)
     steps: np.ndarray  # [U]
+    # [U, ...] each unit's SGD momentum buffer at the start (client_momentum=keep; None: zeros), updated in place
+    momentum: Params | None = None
 
     def start(self, units: torch.Tensor) -> Params:
         """The starting parameters of ``units`` [u] as a new stack [u, ...]."""
@@ -144,7 +148,7 @@ class Trainer:
     def __init__(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, task: str,
                  seed: int, path: str = "vectorized", workers: int = 2,
                  channels_last: bool = False, max_units: int = MAX_UNITS, precision: str = "fp32",
-                 chunk_mb: float | None = None) -> None:
+                 chunk_mb: float | None = None, client_momentum: str = "reset") -> None:
         if x.device != y.device:
             raise ValueError(f"inputs on {x.device} but targets on {y.device}: move the federation once, whole")
         self.device = x.device
@@ -153,7 +157,14 @@ class Trainer:
                              "(or engine=auto)")
         if path == "dense" and precision != "fp32":
             raise ValueError("engine=dense computes in fp32; use engine=vectorized with precision=bf16")
+        if client_momentum == "keep" and path in ("pool", "pool-vectorized"):
+            raise ValueError(f"client_momentum=keep is not offered by engine={path}; use engine=dense, vectorized "
+                             "or sequential")
         autocast(self.device, precision)  # validates ``precision``
+        self.client_momentum = client_momentum
+        # client_momentum=keep: each (client, cluster model)'s SGD buffer across rounds (engine.momentum)
+        self.momentum = ClientMomentum(self.device) if client_momentum == "keep" else None
+        self._loaded_momentum: dict[str, Any] = {}  # checkpointed buffers of siblings not made yet
         self.module, self.x, self.y, self.ptr = module.to(self.device), x, y, ptr
         self.sizes = np.diff(ptr)
         self.task, self.seed, self.path, self.workers = task, seed, path, workers
@@ -175,8 +186,10 @@ class Trainer:
         """A trainer on the same data and path with another module and per-sample loss (closed with
         this one); e.g. a shared body with K heads whose loss returns [batch, K]."""
         t = type(self)(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,
-                       self.channels_last, self.max_units, self.precision, self.chunk_mb)
+                       self.channels_last, self.max_units, self.precision, self.chunk_mb, self.client_momentum)
         t.loss = loss
+        if t.momentum is not None and (saved := self._loaded_momentum.pop(str(len(self._siblings) + 1), None)):
+            t.momentum.load_state_dict(saved)
         t.pending = self.pending
         # the dense path knows the standard losses and engine.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
@@ -209,6 +222,10 @@ class Trainer:
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
                               stream, solver.max_steps, solver.drop_last)
         batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device, init_index)
+        keys = None
+        if self.momentum is not None and solver.momentum > 0:
+            keys = unit_keys(clients, stream, init_index)
+            batch.momentum = self.momentum.gather(keys, batch.init)
         if self.path == "sequential":
             out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
                                    self.precision)
@@ -219,8 +236,28 @@ class Trainer:
         else:
             out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
                                    self.chunk_size(solver.batch_size, len(clients)), self.precision)
+        if keys is not None and batch.momentum is not None:
+            self.momentum.put(keys, batch.momentum)
         self._watch(out, clients)
         return out
+
+    def momentum_state(self) -> dict[str, Any]:
+        """The kept momentum buffers of this trainer ("0") and its siblings ("1", ...), for a checkpoint."""
+        if self.momentum is None:
+            return {}
+        return {"0": self.momentum.state_dict(), **{str(i + 1): t.momentum.state_dict()
+                                                    for i, t in enumerate(self._siblings) if t.momentum is not None}}
+
+    def load_momentum_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`momentum_state` (siblings made later pick theirs up when they are made)."""
+        if self.momentum is None:
+            return
+        if "0" in state:
+            self.momentum.load_state_dict(state["0"])
+        self._loaded_momentum = {k: v for k, v in state.items() if k != "0"}
+        for i, t in enumerate(self._siblings):
+            if t.momentum is not None and (saved := self._loaded_momentum.pop(str(i + 1), None)):
+                t.momentum.load_state_dict(saved)
 
     def _watch(self, out: Params, clients: np.ndarray) -> None:
         """Remember which units came back non-finite (the runner stops the run; methods never see this).
@@ -349,6 +386,7 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
     return Batch(
         init=init, init_index=init_index, anchor=None if b.anchor is None else {k: v[t] for k, v in b.anchor.items()},
         global_index=b.global_index[t, :S], weight=b.weight[t, :S], count=b.count[t, :S], steps=steps,
+        momentum=None if b.momentum is None else {k: v[t] for k, v in b.momentum.items()},
     )
 
 
@@ -367,6 +405,9 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
         anchor = [(batch.init[n][row] if batch.anchor is None else batch.anchor[n][u]) for n in names]
         opt = torch.optim.SGD(model.parameters(), lr=solver.lr, momentum=solver.momentum,
                               weight_decay=solver.weight_decay)
+        if batch.momentum is not None:  # the unit's kept buffer (torch's SGD continues from it)
+            for n, p in model.named_parameters():
+                opt.state[p]["momentum_buffer"] = batch.momentum[n][u].clone()
         for s in range(int(batch.steps[u])):
             real = int(batch.count[u, s])
             idx = batch.global_index[u, s, :real]
@@ -385,6 +426,8 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
             opt.step()
         for n, p in model.named_parameters():
             out[n][u] = p.detach()
+            if batch.momentum is not None:
+                batch.momentum[n][u] = opt.state[p]["momentum_buffer"]
     return out
 
 
@@ -399,8 +442,13 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     U = len(batch.steps)
     if max_units < U:
         parts = [np.arange(i, min(i + max_units, U)) for i in range(0, U, max_units)]
-        res = [train_vectorized(module, x, y, _slice_batch(batch, p), solver, loss_fn, max_units, precision)
-               for p in parts]
+        res = []
+        for p in parts:
+            part = _slice_batch(batch, p)
+            res.append(train_vectorized(module, x, y, part, solver, loss_fn, max_units, precision))
+            if batch.momentum is not None and part.momentum is not None:
+                for k, v in batch.momentum.items():
+                    v[p[0]:p[-1] + 1] = part.momentum[k]
         return {k: torch.cat([r[k] for r in res]) for k in res[0]}
     order_np = np.argsort(-batch.steps, kind="stable")
     order = torch.as_tensor(order_np, device=x.device)
@@ -409,6 +457,8 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     anchor = batch.centre(order) if solver.prox_mu else None
     gidx, weight, count = batch.global_index[order], batch.weight[order], batch.count[order]
     bufs = {k: torch.zeros_like(v) for k, v in params.items()} if solver.momentum > 0 else None
+    if bufs is not None and batch.momentum is not None:  # client_momentum=keep: continue from the kept buffers
+        bufs = {k: v.index_select(0, order) for k, v in batch.momentum.items()}
 
     def unit_loss(p: Params, xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor, nb: torch.Tensor):
         with autocast(x.device, precision):
@@ -437,6 +487,9 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
                 p.sub_(d, alpha=solver.lr)
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(U, device=order.device)
+    if bufs is not None and batch.momentum is not None:
+        for k, v in batch.momentum.items():
+            v.copy_(bufs[k][inverse])
     return {k: v[inverse] for k, v in params.items()}
 
 

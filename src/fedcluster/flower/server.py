@@ -31,6 +31,7 @@ from fedcluster.config import RunConfig
 from fedcluster.engine.protocol import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
 from fedcluster.engine.runner import Run
 from fedcluster.engine.training import Trainer
+from fedcluster.errors import ConfigError
 from fedcluster.flower.records import RUN, from_record, request_content, wire_bytes
 
 log = logging.getLogger("fedcluster.flower")
@@ -144,6 +145,9 @@ class FlowerRun(Run):
 
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
         tr = self.fed.train
+        if self.cfg.client_momentum == "keep":
+            raise ConfigError("client_momentum=keep is not offered on Flower (the nodes keep no state between "
+                              "rounds); use client_momentum=reset, or `fedcluster run`")
         return RemoteTrainer(module, tr.x, tr.y, tr.ptr, self.fed.task, self.cfg.seed, self.link.send)
 
     def play_round(self, t: int) -> RoundResult:

@@ -33,11 +33,12 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
         emit: Emit) -> None:
     """Run what ``done`` (the (setting, method) pairs already recorded for this seed) lacks; ``emit`` each result."""
     for setting in exp.settings:
-        todo = [m for m in exp.methods if (setting.name, m.label) not in done]
+        todo = [m for m in exp.methods if setting.runs(m) and (setting.name, m.label) not in done]
         if not todo:
             continue
         base = [*exp.overrides, f"num_clients={budget.clients}", f"rounds={budget.rounds}", *budget.overrides,
-                *setting.overrides, f"seed={seed}", *extra]
+                *setting.overrides, f"seed={seed}", *(["eval_train=true"] if exp.read == "best-train" else []),
+                *extra]
         fed = build(exp, budget, setting, base, seed)
         full = int(fed.train.sizes.max())
         for method in todo:

@@ -50,6 +50,10 @@ class Setting:
     overrides: tuple[str, ...] = ()
     paper: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # method label -> metric -> paper value
     params: Mapping[str, float] = field(default_factory=dict)  # runner-specific knobs (e.g. the lines' C, Δφ, b)
+    methods: tuple[str, ...] = ()  # labels of the methods this setting runs (suite runner; empty: all)
+
+    def runs(self, method: Method) -> bool:
+        return not self.methods or method.label in self.methods
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,9 @@ class Experiment:
     budgets: Mapping[str, Budget]
     methods: tuple[Method, ...]
     metrics: tuple[Metric, ...]
-    read: str = "best-val"  # how a run is read: best-val (FedRC) | best (HCFL) | final (CFL-GP) | error (FedMD)
+    # how a run is read: best-val or best-train (FedRC: the round of best validation / training accuracy; suite
+    # runs of best-train score the training data every evaluated round) | best (HCFL) | final (CFL-GP) | error (FedMD)
+    read: str = "best-val"
     settings: tuple[Setting, ...] = (Setting(""),)
     overrides: tuple[str, ...] = ()  # run-config overrides of every budget (dataset, scenario, ...)
     differences: tuple[str, ...] = ()  # every budget-independent way this differs from the paper
