@@ -32,7 +32,10 @@ RUN_KEY_DOCS: dict[str, str] = {
     "drop_last": "drop each local epoch's short last batch, as PyTorch's drop_last (a client with fewer samples "
                  "than batch_size takes no step)",
     "lr": "local SGD step size η",
-    "momentum": "local SGD momentum (reset every round)",
+    "momentum": "local SGD momentum (reset every round unless client_momentum=keep)",
+    "client_momentum": "keep: every client keeps its SGD momentum buffer across rounds, one per cluster model it "
+                       "trains, as the FedRC paper's code does (memory: one model's parameters per such pair, on the "
+                       "run's device; engine=dense, vectorized or sequential); reset: a zero buffer every round",
     "weight_decay": "local L2 weight decay",
     "global_lr": "server step size on the averaged update (1 = plain averaging)",
     "seed": "seed of the partition, participation, initialisation and batch order",
@@ -43,6 +46,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "normalize": "standardise image inputs per channel (null = the data set's default: images but digits)",
     "out": "run directory (null = runs/<time>-<algorithm>-<scenario>/)",
     "eval_every": "evaluate every this many rounds (and always at the last round)",
+    "eval_train": "also score every client on its own training data at each evaluation (rounds.csv train_acc; "
+                  "costs one more prediction pass over the training data)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (for `fedcluster resume`)",
     "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs (all give the same models)",
     "workers": "worker processes of the pool engines",

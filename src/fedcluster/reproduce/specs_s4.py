@@ -207,7 +207,7 @@ _ONE_AT_A_TIME = {"as written + Fashion-MNIST-C styles": ("batch_size=128", "sce
                                                                      "weight_decay=5e-4"),
                   "as written + momentum kept per client": (*_WRITTEN, "client_momentum=keep"),
                   "as written + 90 % / 10 % test fit": (*_WRITTEN, "test_fit=90-10")}
-_PROTOCOL_SETTINGS = (Setting(AS_WRITTEN, _WRITTEN, methods=_METHODS4),
+_PROTOCOL_SETTINGS = (Setting(AS_WRITTEN, _WRITTEN, methods=tuple(x for x in _METHODS4 if x != "IFCA zero-fill")),
                       Setting(AS_RUN, (*S4_CODE, *_STYLES_CODE), methods=_METHODS4),
                       *(Setting(k, v, methods=("IFCA",)) for k, v in _ONE_AT_A_TIME.items()))
 MOVE = 5.0  # points of IFCA's global accuracy a difference must take off (toward the FedRC paper's 31.3) to count
@@ -225,16 +225,18 @@ def _ifca_drop(r: Results, name: str) -> tuple[float, float]:
 
 def _protocol_verdict(r: Results) -> tuple[str, str]:
     """Fixed before the run. The verdict: under the code as run (IFCA with zero-fill), FedRC's global accuracy
-    exceeds IFCA's by half the FedRC paper's gap or more (mean), and beyond the seed noise (mean − 2 standard
-    errors > 0). Then, reported after it: each difference of the code alone (added to the paper as written, and
-    zero-fill within it) "moves IFCA toward the FedRC paper" when it lowers IFCA's global accuracy by MOVE points
-    or more on average with mean − 2 standard errors > 0; the whole code as run is measured the same way."""
+    exceeds IFCA's beyond the seed noise (mean − 2 standard errors > 0; the headline) and by half the FedRC
+    paper's gap or more on average. Then, reported after it: each difference of the code alone (added to the paper
+    as written, and zero-fill within the code as run) "moves IFCA toward the FedRC paper" when it lowers IFCA's
+    global accuracy by MOVE points or more on average with mean − 2 standard errors > 0; the whole code as run is
+    measured the same way."""
     mean, lower = paired_lower(r, AS_RUN, "FedRC", "IFCA zero-fill", "global")
-    status, why = judge([(f"{AS_RUN}: FedRC's global accuracy minus IFCA zero-fill's, paired by seed, mean "
-                          "(points), against half of the FedRC paper's gap (59.00 − 31.30 = 27.7)", mean, 27.7 / 2,
-                          ">="), ("the same, mean − 2 standard errors", lower, 0.0, ">=")])
+    status, why = judge([(f"{AS_RUN}: FedRC's global accuracy minus IFCA zero-fill's, paired by seed, mean − 2 "
+                          "standard errors (points)", lower, 0.0, ">="),
+                         ("the same, mean, against half of the FedRC paper's gap (59.00 − 31.30 = 27.7 points)",
+                          mean, 27.7 / 2, ">=")])
     drops = {name: _ifca_drop(r, name) for name in (AS_RUN, *_ONE_AT_A_TIME)}
-    drops["as written + IFCA zero-fill"] = paired_lower(r, AS_WRITTEN, "IFCA", "IFCA zero-fill", "global")
+    drops["code as run, IFCA zero-fill instead of IFCA"] = paired_lower(r, AS_RUN, "IFCA", "IFCA zero-fill", "global")
     moved = [f"{name}: {d:.3g} ({lo:.3g}) {'moves' if d >= MOVE and lo > 0 else 'does not move'}"
              for name, (d, lo) in drops.items()]
     return status, (f"{why}. Which difference moves IFCA toward the FedRC paper (IFCA's global accuracy as written "
@@ -249,10 +251,10 @@ Q_S4_PROTOCOL = Experiment(
     claim="with the FedRC paper's code as run, IFCA's global accuracy falls far below FedRC's (FedRC paper: 31.30 "
           "vs 59.00)",
     kind="suite",
-    budgets={"small": Budget(40, 50, MLP, (*_MLP, "eval_every=5"), fraction=0.25, test_size=500,
-                             note="40 clients × ¼ of their data (about 225 training samples each: one step of 128 "
-                                  "per round with drop_last, two without), 50 rounds, 500 images per test client, "
-                                  "an MLP; the one-at-a-time rows run IFCA only"),
+    budgets={"small": Budget(30, 40, MLP, (*_MLP, "eval_every=5"), fraction=0.25, test_size=500,
+                             note="30 clients × ¼ of their data (about 225 training samples each: one step of 128 "
+                                  "per round with drop_last, two without), 40 rounds, 500 images per test client, "
+                                  "an MLP (cut to fit 2 shared CPU cores); the one-at-a-time rows run IFCA only"),
              "paper": Budget(300, 200, CNN, (*_CNN, "eval_every=5"),
                              note="the FedRC paper's clients (300 × 160 samples), rounds (200) and batch (128) with "
                                   "its public code's CNN")},
