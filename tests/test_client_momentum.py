@@ -95,7 +95,7 @@ def test_sequential_keep_equals_one_persistent_torch_optimizer() -> None:
             opt.zero_grad()
             loss_fn(model(x[idx]), y[idx]).mean().backward()
             opt.step()
-    want = dict(model.named_parameters())
+    want = {n: p.detach() for n, p in model.named_parameters()}
     assert max(float((got[k][0] - want[k]).abs().max()) for k in got) < 1e-6
 
 

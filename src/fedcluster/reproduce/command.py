@@ -75,7 +75,8 @@ def run_command(args: argparse.Namespace) -> int:
         exp = get(exp.name).trimmed(stored.budget)
         if args.seeds is not None:
             stored.seeds = min(args.seeds, stored.seeds)  # e.g. --seeds 2: the seeds already complete
-        want = {(seed, s.name, m.label) for seed in range(stored.seeds) for s in exp.settings for m in exp.methods}
+        want = {(seed, s.name, m.label) for seed in range(stored.seeds) for s in exp.settings for m in exp.methods
+                if s.runs(m)}
         stored.finished = want <= {(r["seed"], r["setting"], r["method"]) for r in stored.records}
         page = write_experiment(exp, stored, out)  # the stored file itself is left as it is
         print(f"wrote {page} and {write_summary(out, {exp.name: stored})}")
