@@ -36,12 +36,15 @@ def resolve_device(name: str) -> torch.device:
     raise ConfigError(f"device={name!r} is not valid; choose one of: auto, cpu, cuda")
 
 
-def check_engine(engine: str, device: torch.device, precision: str, client_momentum: str = "reset") -> None:
-    """Engines that exist only on the CPU, the dense path's fp32-only maths, and the paths that cannot keep
-    the clients' momentum buffers, as one-line errors."""
+def check_client_momentum(engine: str, client_momentum: str) -> None:
+    """The pool engines' workers return models only: they cannot keep the clients' momentum buffers."""
     if client_momentum == "keep" and engine in ("pool", "pool-vectorized"):
         raise ConfigError(f"client_momentum=keep is not offered by engine={engine}; use engine=dense, vectorized "
                           "or sequential")
+
+
+def check_engine(engine: str, device: torch.device, precision: str) -> None:
+    """Engines that exist only on the CPU, and the dense path's fp32-only maths, as one-line errors."""
     if device.type != "cpu" and engine in ("dense", "pool", "pool-vectorized"):
         raise ConfigError(f"engine={engine} runs on the CPU only; with device={device} use engine=vectorized, "
                           "sequential or auto")

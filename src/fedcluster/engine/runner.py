@@ -22,7 +22,7 @@ from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.budget import check_federation_fits, fit_run
-from fedcluster.engine.device import check_engine, configure, device_name, resolve_device
+from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
@@ -107,7 +107,8 @@ class Run:
         cfg, typed = self.cfg, self.typed
         self.device = resolve_device(cfg.device)
         path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
-        check_engine(path, self.device, cfg.precision, cfg.client_momentum)
+        check_engine(path, self.device, cfg.precision)
+        check_client_momentum(path, cfg.client_momentum)
         configure(self.device, cfg.deterministic)
         if fed is None:
             check_federation_fits(cfg, typed["scenario"])
