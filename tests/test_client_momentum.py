@@ -141,3 +141,17 @@ def test_kept_momentum_is_refused_where_it_cannot_be_kept(tmp_path: Path, capsys
                  f"out={tmp_path / 'r'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "client_momentum=keep" in err[0] and "engine=dense" in err[0]
+
+
+def test_training_outside_the_rounds_keeps_no_buffer() -> None:
+    """Evaluation-time training (stream 1, FedRC-FT's fine-tuning) starts from zero and leaves the buffers alone."""
+    x, y, module, init = _data()
+    clients, models = np.array([0, 1, 2, 3, 1]), np.array([0, 1, 0, 1, 0])
+    t = Trainer(module, x, y, PTR, "classification", seed=0, path="dense", client_momentum="keep")
+    t.train(init, clients, SOLVER, 0, init_index=models)
+    kept = {k: v.clone() for k, v in t.momentum.buffers.items()}
+    tuned = t.train(init, clients, SOLVER, 1, init_index=models, stream=1)
+    fresh = Trainer(module, x, y, PTR, "classification", seed=0, path="dense").train(
+        init, clients, SOLVER, 1, init_index=models, stream=1)
+    assert _gap(tuned, fresh) == 0.0
+    assert _gap(t.momentum.buffers, kept) == 0.0

@@ -7,8 +7,10 @@ buffer, as most FL code does. With ``keep``, a training unit's buffer is stored 
 (stream, client, slot): the slot is the cluster model the unit starts from (``init_index``: model k of a clustered
 method, 0 for FedAvg), so a client keeps one buffer per cluster model it trained, as the reference keeps one optimizer
 per learner; units without ``init_index`` (per-client starting points) use their rank among the call's units of
-the same client. Buffers live on the device of the training data and are created as zeros the first time a key
-trains. Memory: one model's parameters per (client, cluster model) pair that trained.
+the same client. Only the rounds' training (stream 0) keeps buffers: training outside the rounds (FedRC-FT's
+fine-tuning at evaluation, stream 1) starts from zero every time, so that results do not depend on how often a run
+evaluates. Buffers live on the device of the training data and are created as zeros the first time a key trains.
+Memory: one model's parameters per (client, cluster model) pair that trained.
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ class Trainer:
                               stream, solver.max_steps, solver.drop_last)
         batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device, init_index)
         keys = None
-        if self.momentum is not None and solver.momentum > 0:
+        if self.momentum is not None and solver.momentum > 0 and stream == 0:  # the rounds' training only
             keys = unit_keys(clients, stream, init_index)
             batch.momentum = self.momentum.gather(keys, batch.init)
         if self.path == "sequential":
