@@ -50,9 +50,40 @@ class Split:
     def sizes(self) -> np.ndarray:
         return np.diff(self.ptr)
 
+    @property
+    def num_samples(self) -> int:
+        return len(self.y)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
     def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         lo, hi = int(self.ptr[i]), int(self.ptr[i + 1])
         return self.x[lo:hi], self.y[lo:hi]
+
+    def take(self, rows: np.ndarray) -> torch.Tensor:
+        """The inputs of ``rows``."""
+        return self.x[torch.as_tensor(np.asarray(rows, dtype=np.int64), device=self.x.device)]
+
+    def local(self) -> Split:
+        """The rows this process holds: all of them (see ``data.sharded`` for a split spread over processes)."""
+        return self
+
+    def nbytes(self) -> int:
+        """Bytes of the split's tensors (inputs and labels)."""
+        return self.x.nbytes + self.y.nbytes
+
+    def to(self, device: torch.device | str) -> Split:
+        return Split(self.x.to(device), self.y.to(device), self.ptr, self.fit)
+
+    def with_fit(self, fit: np.ndarray | None) -> Split:
+        """The same rows with another ``fit`` mask (engine.holdout)."""
+        return Split(self.x, self.y, self.ptr, fit)
 
     def owner(self) -> np.ndarray:
         """Client id of every sample."""
@@ -113,7 +144,7 @@ class Federation:
             raise ValueError("true_cluster needs one entry per client")
         if len(self.test_cluster) != self.test.num_clients:
             raise ValueError("test_cluster needs one entry per test client")
-        if self.sample_concept is not None and len(self.sample_concept) != len(self.train.x):
+        if self.sample_concept is not None and len(self.sample_concept) != self.train.num_samples:
             raise ValueError("sample_concept needs one entry per training sample")
         if self.style is None:
             self.style = np.full(self.num_clients, -1, dtype=np.int64)
@@ -124,7 +155,7 @@ class Federation:
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.train.x.shape[1:])
+        return self.train.input_shape
 
     @property
     def output_dim(self) -> int:
@@ -137,17 +168,16 @@ class Federation:
     def to(self, device: torch.device | str) -> Federation:
         """The federation with its train/val/test tensors on ``device`` (moved once; ground truth stays NumPy)."""
         device = torch.device(device)
-        if all(s.x.device == device and s.y.device == device for s in (self.train, self.val, self.test)):
+        if all(s.device == device and s.y.device == device for s in (self.train, self.val, self.test)):
             return self
-        moved = {k: Split(s.x.to(device), s.y.to(device), s.ptr)
-                 for k, s in (("train", self.train), ("val", self.val), ("test", self.test))}
+        moved = {k: s.to(device) for k, s in (("train", self.train), ("val", self.val), ("test", self.test))}
         return dataclasses.replace(self, **moved)
 
     def summary(self) -> str:
         n = self.train.sizes
         lines = [
             f"{self.info.get('name', 'federation')}: {self.num_clients} clients, "
-            f"{len(self.train.x)} train / {len(self.val.x)} val samples, "
+            f"{self.train.num_samples} train / {self.val.num_samples} val samples, "
             f"{self.test.num_clients} test clients, input {self.input_shape}, "
             f"{self.num_classes or 'regression'} classes, {self.num_concepts} concepts",
             f"  samples per client: min {n.min()}, median {int(np.median(n))}, max {n.max()}",

@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 from fedcluster.config import RunConfig, load_raw, resolve
 from fedcluster.data.federation import Federation
+from fedcluster.data.sharded import ShardedSplit, shard_federation
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
 from fedcluster.engine.runner import Run, summarize
@@ -111,7 +112,24 @@ def _all_reduce(tensors: list[torch.Tensor]) -> None:
 
 class ShardedTrainer(Trainer):
     """A :class:`Trainer` that trains only this rank's clients and gathers every rank's results (module
-    docstring); the algorithms call it as they call the in-process one."""
+    docstring); the algorithms call it as they call the in-process one. Its ``x``/``y``/``ptr`` are the held
+    clients' rows (``split.local()``); ``split`` maps the algorithms' global rows to them."""
+
+    split: ShardedSplit | None = None
+
+    def sibling(self, module: torch.nn.Module, loss: Any) -> Trainer:
+        t = super().sibling(module, loss)
+        t.split = self.split  # type: ignore[attr-defined]
+        return t
+
+    def per_client(self, split: Any, compute: Any) -> np.ndarray:
+        if world_size() == 1 or not isinstance(split, ShardedSplit):
+            return super().per_client(split, compute)
+        mine = np.asarray(compute(split.local()))
+        held = split.held.reshape(-1, *[1] * (mine.ndim - 1))
+        out = torch.from_numpy(np.where(held, mine, 0).astype(np.float64)).to(self.device)
+        _all_reduce([out])  # each client's values come from its one rank: the sum is exact
+        return out.cpu().numpy().astype(mine.dtype)
 
     def train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
               weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
@@ -142,13 +160,14 @@ class ShardedTrainer(Trainer):
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         if world_size() == 1:
             return super().losses(models, rows, shared_body)
+        assert self.split is not None, "a sharded trainer needs its split"
         rows = np.asarray(rows, dtype=np.int64)
-        owner = np.searchsorted(self.ptr, rows, side="right") - 1
+        owner = np.searchsorted(self.split.ptr, rows, side="right") - 1
         mine = owned(owner, rank(), world_size())
         k = len(next(iter(models.values())))
         full = np.zeros((len(rows), k))
         if len(mine):
-            full[mine] = super().losses(models, rows[mine], shared_body)
+            full[mine] = super().losses(models, self.split.local_rows(rows[mine]), shared_body)
         out = torch.from_numpy(full).to(self.device)
         _all_reduce([out])
         return out.cpu().numpy()
@@ -257,10 +276,24 @@ class DistributedRun(Run):
             run_dir = RunDir(default_run_dir(cfg.algorithm, cfg.scenario))
         super().__init__(cfg, typed, resume, fed, run_dir)
 
+    def hold(self, fed: Federation) -> Federation:
+        """Only this rank's clients' inputs (module docstring)."""
+        return shard_federation(fed, self.rank, self.world) if self.world > 1 else fed
+
+    def _build(self, fed: Federation | None) -> None:
+        super()._build(fed)
+        if self.world > 1 and (why := self.alg.reads_every_input()) is not None:
+            raise UserError(f"{self.cfg.algorithm} with {why} needs every client's inputs in one process; run "
+                            "it without ranks (ranks=1), or choose another setting")
+
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
         cfg, tr = self.cfg, self.fed.train
-        return ShardedTrainer(module, tr.x, tr.y, tr.ptr, self.fed.task, seed=cfg.seed, path=self.engine_path,
-                              workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb)
+        local = tr.local()
+        trainer = ShardedTrainer(module, local.x, local.y, local.ptr, self.fed.task, seed=cfg.seed,
+                                 path=self.engine_path, workers=cfg.workers, precision=cfg.precision,
+                                 chunk_mb=cfg.chunk_mb)
+        trainer.split = tr if isinstance(tr, ShardedSplit) else None
+        return trainer
 
     def play_round(self, t: int) -> RoundResult:
         res = super().play_round(t)
@@ -269,6 +302,7 @@ class DistributedRun(Run):
         return res
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
+        self.alg.assignment()  # may gather from every rank (a client never trained): all of them take part
         if self.rank == 0:
             return super().finish(rows, val_acc, elapsed)
         return summarize(rows) | {"wall_seconds": elapsed, "run_dir": str(self.dir.path)}
