@@ -9,6 +9,7 @@ ranks=2`` (torchrun's elastic agent).
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import socket
@@ -31,7 +32,8 @@ from fedcluster.storage.state_file import load_state
 SRC = str(Path(fedcluster.__file__).parents[1])
 CHILD = str(Path(__file__).with_name("distributed_child.py"))
 TINY = ["num_clients=6", "rounds=3", "progress=false", "model.hidden=[16]", "threads=1", "checkpoint_every=2"]
-OWN = {"fedmd": ["algorithm.delta=1.0"]}  # fedmd needs Δ when the federation has no θ*
+# fedmd: Δ (the federation has no θ*) and random starts (its moment descent reads every sample: refused on ranks)
+OWN = {"fedmd": ["algorithm.delta=1.0", "algorithm.init=random"]}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -61,34 +63,58 @@ def _assert_same_rounds(a: Path, b: Path) -> None:
                 np.testing.assert_allclose(float(x[k]), float(y[k]), rtol=1e-5, atol=1e-7, err_msg=f"{a} {k}")
 
 
-def _two_ranks(root: Path, methods: list[str], args: list[str], timeout: float = 600) -> None:
-    specs = ",".join("+".join([m, *OWN.get(m, [])]) for m in methods)
+def _rank_env(rank: int, port: str) -> dict[str, str]:
+    return _env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+
+
+def _two_ranks(root: Path, specs: dict[str, list[str]], timeout: float = 600) -> None:
     port = str(_free_port())
-    procs = [subprocess.Popen([sys.executable, CHILD, str(root), specs, *args],
-                              env=_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                                       MASTER_PORT=port),
+    procs = [subprocess.Popen([sys.executable, CHILD, str(root), json.dumps(specs)], env=_rank_env(r, port),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
     logs = [p.communicate(timeout=timeout)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(logs)
 
 
-def _check_methods(tmp_path: Path, methods: list[str]) -> None:
-    for m in methods:
-        assert main(["run", *TINY, f"algorithm={m}", *OWN.get(m, []), f"out={tmp_path / 'one' / m}"]) == 0
-    _two_ranks(tmp_path / "two", methods, TINY)
-    for m in methods:
-        _assert_same_rounds(tmp_path / "one" / m, tmp_path / "two" / m)
+def _spec(method: str, *args: str) -> list[str]:
+    return [*TINY, f"algorithm={method}", *OWN.get(method, []), *args]
+
+
+def _check(tmp_path: Path, specs: dict[str, list[str]]) -> None:
+    for label, args in specs.items():
+        assert main(["run", *args, f"out={tmp_path / 'one' / label}"]) == 0
+    _two_ranks(tmp_path / "two", specs)
+    for label in specs:
+        _assert_same_rounds(tmp_path / "one" / label, tmp_path / "two" / label)
         # rank 0 alone wrote the run directory: one row per round, and the end-of-run files
-        assert len(_rows(tmp_path / "two" / m)) == 3
-        assert (tmp_path / "two" / m / "summary.json").is_file()
+        assert len(_rows(tmp_path / "two" / label)) == 3
+        assert (tmp_path / "two" / label / "summary.json").is_file()
 
 
-# fedrc: training, E-step losses and soft weights; hcfl-plus: shared body + K heads, splits and removals
+def _check_methods(tmp_path: Path, methods: list[str]) -> None:
+    _check(tmp_path, {m: _spec(m) for m in methods})
+
+
+# fedrc: training, E-step losses and soft weights; hcfl-plus: shared body + K heads, splits on prototype distances
+# computed by each client where its data are, and removals
 REPRESENTATIVE = ["fedrc", "hcfl-plus"]
 
 
 def test_two_ranks_give_the_single_process_rounds(tmp_path: Path) -> None:
     _check_methods(tmp_path, REPRESENTATIVE)
+
+
+def test_server_steps_on_client_data_give_the_single_process_rounds(tmp_path: Path) -> None:
+    """The server-side computations that read clients' data, each done by the rank that holds the client:
+    PACFL's signatures, FedMD's one-shot estimates and lowest-loss picks (and the regression metrics), a
+    clustered method's Ω for clients never sampled (partial participation), HCFL's prototypes per cluster."""
+    regression = ["num_clients=6", "rounds=3", "progress=false", "threads=1", "dataset=mixed-regression",
+                  "scenario=mixed-regression", "model=linear-nobias", "algorithm=fedmd", "algorithm.init=oneshot"]
+    _check(tmp_path, {"pacfl": _spec("pacfl"), "fedmd": _spec("fedmd"),
+                      "fedem-partial": _spec("fedem", "clients_per_round=2"),
+                      "fesem-partial": _spec("fesem", "clients_per_round=2"),
+                      "hcfl-prototypes": _spec("hcfl", "algorithm.adaptive=split", "algorithm.split=false",
+                                               "algorithm.distance=prototype-cscp", "algorithm.rho=0.0"),
+                      "fedmd-regression": regression})
 
 
 @pytest.mark.slow

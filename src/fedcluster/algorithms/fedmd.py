@@ -254,11 +254,12 @@ class FedMD(Algorithm):
     def oneshot(self) -> np.ndarray:
         """One-shot clustering: local min-norm least-squares estimates, k-means, fixed labels (E.2.9)."""
         fed, k = self.ctx.fed, self.params.num_clusters
-        with_bias = self.dim == int(np.prod(fed.input_shape)) + 1
+        d = int(np.prod(fed.input_shape))
+        with_bias = self.dim == d + 1
 
         def local_estimates(part: Split) -> np.ndarray:  # each client's estimate from its own data
             x, y = part.x.double().cpu().numpy().reshape(len(part.x), -1), part.y.double().cpu().numpy()
-            est = np.zeros((part.num_clients, self.dim))
+            est = np.zeros((part.num_clients, d + with_bias))
             for i in np.flatnonzero(part.sizes):
                 lo, hi = part.ptr[i], part.ptr[i + 1]
                 xi = np.concatenate([x[lo:hi], np.ones((hi - lo, 1))], 1) if with_bias else x[lo:hi]

@@ -45,7 +45,7 @@ class ShardedSplit:
         """``split`` with the inputs of the clients outside ``held`` dropped."""
         held = np.asarray(held, dtype=bool)
         rows = np.flatnonzero(np.repeat(held, split.sizes))
-        x = split.x[torch.as_tensor(rows, device=split.x.device)].clone() if len(rows) < len(split.x) else split.x
+        x = split.x[torch.as_tensor(rows, device=split.x.device)] if len(rows) < len(split.x) else split.x
         return ShardedSplit(x, split.y, split.ptr, held, split.fit)
 
     # -- the global layout (as Split) -----------------------------------------------------------
