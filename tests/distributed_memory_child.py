@@ -24,7 +24,8 @@ if __name__ == "__main__":
     cfg, typed = resolve(load_raw(None, sys.argv[1:]))
     run = distributed.run_class()(cfg, typed)
     gc.collect()
-    trainer = run.ctx.trainer
+    trainer, splits = run.ctx.trainer, (run.fed.train, run.fed.val, run.fed.test)
     print(json.dumps({"rank": distributed.rank(), "held": held_bytes(run.fed),
+                      "inputs": sum(s.local().x.nbytes for s in splits),
                       "trainer": trainer.x.nbytes + trainer.y.nbytes, "rss": resident_bytes()}))
     run.dir.abandon()

@@ -122,6 +122,46 @@ def test_two_ranks_give_the_single_process_rounds_for_every_method(tmp_path: Pat
     _check_methods(tmp_path, sorted(ALGORITHMS.names()))
 
 
+MEMORY_CHILD = str(Path(__file__).with_name("distributed_memory_child.py"))
+# 8 clients and 4 test clients (one per angle): every split divides evenly over 2 ranks
+EVEN = ["num_clients=8", "scenario=rotation", "scenario.angles=[0,90,180,270]", "algorithm=fedavg", "progress=false",
+        "threads=1"]
+
+
+def _held(out: Path, args: list[str], ranks: int) -> list[dict[str, int]]:
+    """What each process of a run with ``ranks`` processes holds once the run is built (distributed_memory_child)."""
+    port = str(_free_port())
+    envs = [_env()] if ranks == 1 else [_rank_env(r, port) for r in range(ranks)]
+    procs = [subprocess.Popen([sys.executable, MEMORY_CHILD, *args, f"out={out}"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for env in envs]
+    done = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * ranks, done
+    return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in done]
+
+
+def test_each_rank_holds_only_its_clients_inputs(tmp_path: Path) -> None:
+    """Bytes of the data tensors (inputs and labels of train, val and test) a rank keeps, and those its trainer
+    reads, against the single process: at most 0.6× on 2 ranks for an even split; no client lost or held twice."""
+    one = _held(tmp_path / "one", EVEN, 1)[0]
+    two = _held(tmp_path / "two", EVEN, 2)
+    for rank in two:
+        assert rank["held"] <= 0.6 * one["held"], (rank, one)
+        assert rank["trainer"] <= 0.6 * one["trainer"], (rank, one)
+    assert sum(r["inputs"] for r in two) == one["inputs"]
+
+
+def test_a_method_that_reads_every_input_on_the_server_is_refused_in_one_line(tmp_path: Path) -> None:
+    port = str(_free_port())
+    specs = {"joint": _spec("fedem", "algorithm.formulation=joint")}
+    procs = [subprocess.Popen([sys.executable, CHILD, str(tmp_path), json.dumps(specs)], env=_rank_env(r, port),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [2, 2], errs
+    lines = [line for err in errs for line in err.splitlines() if line.startswith("fedcluster:")]
+    assert len(lines) == 1 and "formulation=joint" in lines[0] and "ranks=1" in lines[0], errs
+    assert not any("Traceback" in err for err in errs) and not (tmp_path / "joint").exists()
+
+
 def test_every_client_belongs_to_exactly_one_rank() -> None:
     clients = np.array([5, 0, 3, 3, 8, 1, 2, 7, 5])  # units of a round: clients repeat (client × cluster)
     parts = [distributed.owned(clients, r, 3) for r in range(3)]
