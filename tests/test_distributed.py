@@ -122,18 +122,18 @@ def test_two_ranks_give_the_single_process_rounds_for_every_method(tmp_path: Pat
     _check_methods(tmp_path, sorted(ALGORITHMS.names()))
 
 
-MEMORY_CHILD = str(Path(__file__).with_name("distributed_memory_child.py"))
+MEMORY_CHILD = str(Path(__file__).parents[1] / "benchmarks" / "distributed_memory.py")  # its --child mode
 # 8 clients and 4 test clients (one per angle): every split divides evenly over 2 ranks
 EVEN = ["num_clients=8", "scenario=rotation", "scenario.angles=[0,90,180,270]", "algorithm=fedavg", "progress=false",
         "threads=1"]
 
 
 def _held(out: Path, args: list[str], ranks: int) -> list[dict[str, int]]:
-    """What each process of a run with ``ranks`` processes holds once the run is built (distributed_memory_child)."""
+    """What each process of a run with ``ranks`` processes holds once the run is built."""
     port = str(_free_port())
     envs = [_env()] if ranks == 1 else [_rank_env(r, port) for r in range(ranks)]
-    procs = [subprocess.Popen([sys.executable, MEMORY_CHILD, *args, f"out={out}"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for env in envs]
+    procs = [subprocess.Popen([sys.executable, MEMORY_CHILD, "--child", *args, f"out={out}"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for env in envs]
     done = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0] * ranks, done
     return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in done]

@@ -195,7 +195,7 @@ class HCFL(ClusterChanges):
                         ) -> np.ndarray:
         """[m, m] d̃ between the cohort's clients (tier 4). Prototypes (eq. 11–12) use φ^t — the body of each
         client's cluster when the extractor is not shared — and eq. 9–10 with ``principle``/``reduce``."""
-        p, fed = self.params, self.ctx.fed
+        p = self.params
         if p.distance == "update-cosine":
             return cosine_distance(update)
         if p.distance == "parameter-l2":

@@ -70,6 +70,10 @@ class Split:
         """The inputs of ``rows``."""
         return self.x[torch.as_tensor(np.asarray(rows, dtype=np.int64), device=self.x.device)]
 
+    def set_inputs(self, x: torch.Tensor) -> None:
+        """Replace the inputs (same rows) in place."""
+        self.x = x
+
     def local(self) -> Split:
         """The rows this process holds: all of them (see ``data.sharded`` for a split spread over processes)."""
         return self
@@ -203,13 +207,14 @@ class Federation:
             raise ValueError(f"task {self.task!r} is neither classification nor regression")
         if not isinstance(self.num_classes, int) or self.num_classes < (1 if self.task == "classification" else 0):
             raise ValueError(f"num_classes {self.num_classes!r} does not fit a {self.task} task")
-        shape = tuple(self.train.x.shape[1:])
+        shape = tuple(self.train.local().x.shape[1:])
         for name, s in (("train", self.train), ("val", self.val), ("test", self.test)):
-            if not (isinstance(s.x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or not s.x.is_floating_point():
+            x = s.local().x  # the inputs this process holds (all of them but on a rank: data.sharded)
+            if not (isinstance(x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or not x.is_floating_point():
                 raise ValueError(f"{name} inputs are not float tensors")
-            if tuple(s.x.shape[1:]) != shape or s.y.dim() != 1:
-                raise ValueError(f"{name} inputs have shape {tuple(s.x.shape[1:])}, train {shape}")
-            if not bool(torch.isfinite(s.x).all()):
+            if tuple(x.shape[1:]) != shape or s.y.dim() != 1:
+                raise ValueError(f"{name} inputs have shape {tuple(x.shape[1:])}, train {shape}")
+            if not bool(torch.isfinite(x).all()):
                 raise ValueError(f"{name} inputs hold non-finite values")
             if self.task == "classification":
                 if s.y.is_floating_point() or (len(s.y) and not 0 <= int(s.y.min()) <= int(s.y.max())

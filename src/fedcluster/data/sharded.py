@@ -12,11 +12,13 @@ rows as a plain :class:`Split` over the same client ids, where every other clien
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from fedcluster.data.federation import Federation, Split
+from fedcluster.storage.state_file import StateFileError, StateParts
 
 
 class NotHeldError(RuntimeError):
@@ -97,6 +99,12 @@ class ShardedSplit:
             raise NotHeldError(f"client {i} is not held by this process")
         return self.take(np.arange(lo, hi)), self.y[lo:hi]
 
+    def set_inputs(self, x_held: torch.Tensor) -> None:
+        """Replace the held inputs (same rows) in place."""
+        if len(x_held) != len(self.held_rows):
+            raise ValueError("sharded split: inputs do not match the held clients' rows")
+        self.x_held, self._local = x_held, None
+
     def local(self) -> Split:
         """The held clients' rows as a Split over the same client ids (every other client without rows)."""
         if self._local is None:
@@ -134,3 +142,24 @@ def shard_federation(fed: Federation, rank: int, world: int) -> Federation:
 def held_bytes(fed: Federation) -> int:
     """Bytes of the data tensors (inputs and labels of train, val and test) this process holds."""
     return sum(s.nbytes() for s in (fed.train, fed.val, fed.test))
+
+
+def read_share(path: Path, key: str, rank: int, world: int) -> Federation:
+    """The federation cached at ``path`` (``Federation.save``) with only the inputs of ``rank``'s clients read
+    from it: the file's checksum is checked by streaming it, and no other client's inputs are ever held."""
+    with StateParts(path, "federation", key) as parts:
+        names = {parts.tensor_at(name, "x") for name in ("train", "val", "test")}
+        state = parts.load({n for n in names if n is not None})
+        try:
+            splits = {}
+            for name in ("train", "val", "test"):
+                part = state.pop(name)
+                ptr = np.asarray(part["ptr"], dtype=np.int64)
+                held = client_shard(len(ptr) - 1, rank, world)
+                rows = np.flatnonzero(np.repeat(held, np.diff(ptr)))
+                splits[name] = ShardedSplit(parts.rows(part["x"], rows), part["y"], ptr, held)
+            fed = Federation(**splits, **state)
+            fed.check_values()
+            return fed
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:
+            raise StateFileError(path, f"does not describe a federation ({e})") from None

@@ -9,9 +9,16 @@ every rank holds bitwise the same stack); the E-step's per-sample losses are red
 batches are seeded by (seed, round, client, stream), never by its position in the cohort, so a sharded round
 trains exactly the units of the single-process round.
 
-The server's side (aggregation, E-step statistics, clustering, splits, merges, evaluation) then runs on every
-rank on bitwise identical inputs and gives identical results; :class:`DistributedRun` checks this after each
-round by comparing a fingerprint of the algorithm's state across ranks and stops the run if they differ.
+Each rank holds the inputs of its own clients only (:mod:`fedcluster.data.sharded`; labels, offsets and ground
+truth stay whole): after building the federation a rank drops the other ranks' clients' inputs. Server-side
+computations on clients' data are per client (``Trainer.per_client``: evaluation, the weights of clients never
+sampled, prototypes, signatures): each rank computes those of its clients and one ``all_reduce`` gathers
+them, exactly as for training. A method setting whose server reads every input (:meth:`Algorithm.
+reads_every_input`) is refused with more than one rank.
+
+The server's steps (aggregation, E-step statistics, clustering, splits, merges) then run on every rank on
+bitwise identical inputs and give identical results; :class:`DistributedRun` checks this after each round by
+comparing a fingerprint of the algorithm's state across ranks and stops the run if they differ.
 Only rank 0 writes the run directory (rounds, checkpoints, summary, tracking); a resumed run reads the
 checkpoint on every rank (for several machines the run directory must be on a shared file system).
 
@@ -36,14 +43,17 @@ import torch
 import torch.distributed as dist
 
 from fedcluster.config import RunConfig, load_raw, resolve
+from fedcluster.data.build import build_federation, cache_key, cache_path
 from fedcluster.data.federation import Federation
-from fedcluster.data.sharded import ShardedSplit, shard_federation
+from fedcluster.data.normalize import standardize_with
+from fedcluster.data.sharded import ShardedSplit, read_share, shard_federation
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
 from fedcluster.engine.runner import Run, summarize
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.errors import UserError
+from fedcluster.storage.state_file import StateFileError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
@@ -222,6 +232,30 @@ def check_same_state(state: Any, round_: int, device: torch.device) -> None:
                            "deterministic across processes; run it with one process")
 
 
+def _broadcast_stats(stats: dict[str, list[float]] | None, failed: bool, device: torch.device
+                     ) -> dict[str, list[float]] | None:
+    """Rank 0's input statistics (``data.normalize``; None when the inputs are not standardised) on every
+    rank, as float64 tensors; raises on every rank when rank 0 could not build the federation."""
+    where = device if device.type == "cuda" else torch.device("cpu")
+    channels = len(stats["mean"]) if stats is not None else 0
+    head = torch.tensor([float(failed), channels], dtype=torch.float64, device=where)
+    body = torch.tensor([*stats["mean"], *stats["std"]] if stats else [], dtype=torch.float64, device=where)
+    try:
+        dist.broadcast(head, 0)
+        if int(head[1]) and rank() != 0:
+            body = torch.zeros(2 * int(head[1]), dtype=torch.float64, device=where)
+        if int(head[1]):
+            dist.broadcast(body, 0)
+    except (RuntimeError, dist.DistBackendError) as e:
+        raise RankLost(str(e)) from None
+    if head[0] and rank() != 0:
+        raise UserError("rank 0 could not build the federation (it printed why)")
+    if not int(head[1]):
+        return None
+    values = body.cpu().tolist()
+    return {"mean": values[:len(values) // 2], "std": values[len(values) // 2:]}
+
+
 class FollowerRunDir(RunDir):
     """The run directory as ranks other than 0 see it: read-only (the checkpoint to resume from); every
     write is rank 0's."""
@@ -276,9 +310,36 @@ class DistributedRun(Run):
             run_dir = RunDir(default_run_dir(cfg.algorithm, cfg.scenario))
         super().__init__(cfg, typed, resume, fed, run_dir)
 
+    def load_federation(self) -> Federation:
+        """Rank 0 builds the federation (or reads the cache) and writes the cache; the other ranks then read
+        only their clients' inputs from the cache file (all of it, then drop the rest, when it could not be
+        written). Image inputs are standardised with the whole federation's statistics, which rank 0 sends."""
+        if self.world == 1:
+            return super().load_federation()
+        cfg, params = self.cfg, self.typed["scenario"]
+        fed, failed = None, False
+        if self.rank == 0:
+            try:
+                fed = build_federation(cfg, params)
+            except BaseException:
+                failed = True  # the others must not wait: they stop too, rank 0 says why
+                _broadcast_stats(None, failed, self.device)
+                raise
+        stats = _broadcast_stats(fed.info.get("normalization") if fed is not None else None, failed, self.device)
+        if self.rank == 0:
+            return fed
+        path, key = cache_path(cfg, params), cache_key(cfg, params)
+        try:
+            fed = read_share(path, key, self.rank, self.world)
+        except (StateFileError, OSError):  # no cache (e.g. not writable): build it whole, hold() drops the rest
+            return build_federation(cfg, params, use_cache=False)
+        return standardize_with(fed, stats) if stats is not None else fed
+
     def hold(self, fed: Federation) -> Federation:
         """Only this rank's clients' inputs (module docstring)."""
-        return shard_federation(fed, self.rank, self.world) if self.world > 1 else fed
+        if self.world == 1 or isinstance(fed.train, ShardedSplit):
+            return fed
+        return shard_federation(fed, self.rank, self.world)
 
     def _build(self, fed: Federation | None) -> None:
         super()._build(fed)

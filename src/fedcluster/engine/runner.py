@@ -116,7 +116,7 @@ class Run:
         configure(self.device, cfg.deterministic)
         if fed is None:
             check_federation_fits(cfg, typed["scenario"])
-            fed = build_federation(cfg, typed["scenario"])
+            fed = self.load_federation()
         fed = self.hold(fed).to(self.device)  # the one host-to-device copy of the data
         self.fed = dataclasses.replace(fed, test=with_fit_rows(fed.test, cfg.test_fit, cfg.seed))
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
@@ -133,6 +133,10 @@ class Run:
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
         self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
+
+    def load_federation(self) -> Federation:
+        """The run's federation, built or read from the cache (engine.distributed reads its clients' part)."""
+        return build_federation(self.cfg, self.typed["scenario"])
 
     def hold(self, fed: Federation) -> Federation:
         """The part of the federation this process keeps: all of it here (engine.distributed keeps its
