@@ -3,12 +3,15 @@ another client's inputs raises, and the held rows are exactly the clients' own."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from fedcluster.data.federation import Split
-from fedcluster.data.sharded import NotHeldError, ShardedSplit, client_shard
+from fedcluster.data.federation import Federation, Split
+from fedcluster.data.sharded import NotHeldError, ShardedSplit, client_shard, read_share, shard_federation
+from fedcluster.storage.state_file import StateFileError, StateParts
 
 
 def _split() -> Split:
@@ -49,3 +52,32 @@ def test_reading_inputs_of_a_client_not_held_raises() -> None:
     with pytest.raises(NotHeldError):
         part.x  # noqa: B018 (code written for a whole split must not read the held rows as if they were all)
     assert torch.equal(part.take(np.array([8, 5])), whole.x[torch.as_tensor([8, 5])])
+
+
+def _federation() -> Federation:
+    train = _split()
+    val = Split(train.x[:5] + 0.5, train.y[:5], np.array([0, 1, 1, 2, 4, 5]))
+    test = Split(train.x[:6] - 1.0, train.y[:6], np.array([0, 2, 3, 6]))
+    return Federation(train, val, test, np.array([0, 1, 0, 1, 0]), np.array([0, 1, 2]), num_classes=3,
+                      extras={"theta_star": np.ones((2, 4))})
+
+
+@pytest.mark.parametrize("chunk", [8, 2**20])  # the checksum streamed over several reads, or one
+def test_a_rank_reads_only_its_clients_inputs_from_the_cache_file(tmp_path: Path, chunk: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(StateParts, "CHUNK", chunk)
+    fed, path = _federation(), tmp_path / "fed.safetensors"
+    fed.save(path, "k")
+    for rank in (0, 1):
+        share, expected = read_share(path, "k", rank, 2), shard_federation(Federation.load(path, "k"), rank, 2)
+        for name in ("train", "val", "test"):
+            a, b = getattr(share, name), getattr(expected, name)
+            assert torch.equal(a.x_held, b.x_held) and torch.equal(a.y, b.y) and np.array_equal(a.held, b.held)
+        assert np.array_equal(share.extras["theta_star"], fed.extras["theta_star"])
+    with pytest.raises(StateFileError, match="another configuration"):
+        read_share(path, "other", 0, 2)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 1  # one bit of a tensor's data
+    path.write_bytes(bytes(data))
+    with pytest.raises(StateFileError, match="checksum"):
+        read_share(path, "k", 0, 2)

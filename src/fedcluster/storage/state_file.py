@@ -188,7 +188,7 @@ class StateParts:
     held whole), then :meth:`load` gives the state with the tensors named in ``unread`` as :class:`TensorRef`
     and :meth:`rows` reads some rows of one. Use as a context manager."""
 
-    CHUNK = 64 * 2**20  # bytes read at a time while checking the checksum
+    CHUNK = 4 * 2**20  # bytes read at a time (small reads: the allocator reuses the same few megabytes)
 
     def __init__(self, path: Path, kind: str, key: str | None = None) -> None:
         self.path = Path(path)
@@ -261,11 +261,20 @@ class StateParts:
             raise StateFileError(self.path, f"has a malformed structure ({e})") from None
 
     def rows(self, ref: TensorRef, rows: np.ndarray) -> torch.Tensor:
-        """Rows ``rows`` (increasing) of the tensor ``ref``, read run by run of consecutive rows."""
+        """Rows ``rows`` (increasing) of the tensor ``ref``, read ``CHUNK`` bytes of consecutive rows at a time
+        into one tensor."""
         rows = np.asarray(rows, dtype=np.int64)
         part = self._file.get_slice(ref.name)
+        first = part[0:0]
+        out = first.new_empty((len(rows), *first.shape[1:]))
         if not len(rows):
-            return part[0:0]
+            return out
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        runs = zip(rows[np.r_[0, breaks]], rows[np.r_[breaks - 1, len(rows) - 1]] + 1, strict=True)
-        return torch.cat([part[int(lo):int(hi)] for lo, hi in runs])
+        step = max(1, self.CHUNK // max(1, out[:1].nbytes))
+        at = 0
+        for lo, hi in zip(rows[np.r_[0, breaks]], rows[np.r_[breaks - 1, len(rows) - 1]] + 1, strict=True):
+            for a in range(int(lo), int(hi), step):
+                b = min(int(hi), a + step)
+                out[at:at + b - a] = part[a:b]
+                at += b - a
+        return out
