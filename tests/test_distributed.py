@@ -107,10 +107,13 @@ def test_two_ranks_give_the_single_process_rounds(tmp_path: Path) -> None:
 def test_server_steps_on_client_data_give_the_single_process_rounds(tmp_path: Path) -> None:
     """The server-side computations that read clients' data, each done by the rank that holds the client:
     PACFL's signatures, FedMD's one-shot estimates and lowest-loss picks (and the regression metrics), a
-    clustered method's Ω for clients never sampled (partial participation), HCFL's prototypes per cluster."""
+    clustered method's Ω for clients never sampled (partial participation), HCFL's prototypes per cluster.
+    Every run's federation is cached by the single-process run first: rank 1 reads its clients' part of it."""
     regression = ["num_clients=6", "rounds=3", "progress=false", "threads=1", "dataset=mixed-regression",
                   "scenario=mixed-regression", "model=linear-nobias", "algorithm=fedmd", "algorithm.init=oneshot"]
     _check(tmp_path, {"pacfl": _spec("pacfl"), "fedmd": _spec("fedmd"),
+                      # standardised inputs: rank 1 applies rank 0's statistics to the rows it reads
+                      "pacfl-standardised": _spec("pacfl", "normalize=true"),
                       "fedem-partial": _spec("fedem", "clients_per_round=2"),
                       "fesem-partial": _spec("fesem", "clients_per_round=2"),
                       "hcfl-prototypes": _spec("hcfl", "algorithm.adaptive=split", "algorithm.split=false",
