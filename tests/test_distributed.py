@@ -179,6 +179,37 @@ def test_a_method_that_reads_every_input_on_the_server_is_refused_in_one_line(tm
     assert not any("Traceback" in err for err in errs) and not (tmp_path / "joint").exists()
 
 
+SHARE = """
+import json, numpy as np, torch, torch.distributed as dist
+from fedcluster.engine import distributed
+dist.init_process_group("gloo")
+r = dist.get_rank()
+class Method:  # a state that differs on the two ranks, as after a non-deterministic server step
+    def __init__(self):
+        self.state = {"models": {"w": torch.full((2, 3), r + 0.5), "b": torch.zeros(0)}, "omega": np.eye(2) * (r + 1),
+                      "held": np.array([True, r == 0]), "k": r, "name": f"rank{r}", "big": 2**70 + r, "none": None}
+    def state_dict(self): return self.state
+    def load_state_dict(self, state): self.state = state
+m = Method()
+distributed.share_state(m, torch.device("cpu"))
+s = m.state
+print(json.dumps([s["models"]["w"].tolist(), str(s["models"]["w"].dtype), list(s["models"]["b"].shape),
+                  s["omega"].tolist(), s["held"].tolist(), str(s["held"].dtype), s["k"], s["name"], s["big"],
+                  s["none"]]))
+"""
+
+
+def test_every_rank_takes_rank_0s_state_after_a_round() -> None:
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, "-c", SHARE], env=_rank_env(r, port), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    done = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], done
+    states = [json.loads(out.strip().splitlines()[-1]) for out, _ in done]
+    assert states[0] == states[1] == [[[0.5] * 3] * 2, "torch.float32", [0], [[1.0, 0.0], [0.0, 1.0]],
+                                      [True, True], "bool", 0, "rank0", 2**70, None]
+
+
 def test_every_client_belongs_to_exactly_one_rank() -> None:
     clients = np.array([5, 0, 3, 3, 8, 1, 2, 7, 5])  # units of a round: clients repeat (client × cluster)
     parts = [distributed.owned(clients, r, 3) for r in range(3)]

@@ -17,8 +17,10 @@ them, exactly as for training. A method setting whose server reads every input (
 reads_every_input`) is refused with more than one rank.
 
 The server's steps (aggregation, E-step statistics, clustering, splits, merges) then run on every rank on
-bitwise identical inputs and give identical results; :class:`DistributedRun` checks this after each round by
-comparing a fingerprint of the algorithm's state across ranks and stops the run if they differ.
+bitwise identical inputs. Rank 0's result is authoritative: after each round :func:`share_state` broadcasts its
+algorithm state (JSON structure + tensors, no pickle) and the other ranks load it, so ranks cannot drift apart
+even where a kernel is not deterministic; :class:`DistributedRun` then compares a fingerprint of the state
+across ranks (a check that the state went across whole) and stops the run if they differ.
 Only rank 0 writes the run directory (rounds, checkpoints, summary, tracking); a resumed run reads the
 checkpoint on every rank (for several machines the run directory must be on a shared file system).
 
@@ -32,7 +34,9 @@ import contextlib
 import ctypes
 import dataclasses
 import datetime
+import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -51,11 +55,11 @@ from fedcluster.data.normalize import standardize_with
 from fedcluster.data.sharded import ShardedSplit, read_share, shard_federation
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
-from fedcluster.engine.runner import Run, summarize
+from fedcluster.engine.runner import Run, summarize, to_device
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.errors import UserError
-from fedcluster.storage.state_file import StateFileError
+from fedcluster.storage.state_file import StateFileError, decode_state, encode_state
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
@@ -215,6 +219,45 @@ def state_fingerprint(state: Any) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float64)
 
 
+def share_state(alg: Any, device: torch.device) -> None:
+    """Rank 0's algorithm state on every rank (the others load it): the structure as JSON and the tensors
+    flattened per dtype, three broadcasts and no pickle. Ranks then agree even where a kernel is not
+    deterministic (e.g. atomics on a GPU)."""
+    where = device if device.type == "cuda" else torch.device("cpu")
+    lead = rank() == 0
+    tree, tensors = encode_state(alg.state_dict()) if lead else ("", {})
+    layout = [[n, str(t.dtype).removeprefix("torch."), list(t.shape)] for n, t in tensors.items()]
+    head = json.dumps({"tree": tree, "tensors": layout}).encode() if lead else b""
+    try:
+        size = torch.tensor([len(head)], dtype=torch.int64, device=where)
+        dist.broadcast(size, 0)
+        text = (torch.frombuffer(bytearray(head), dtype=torch.uint8).to(where) if lead
+                else torch.empty(int(size), dtype=torch.uint8, device=where))
+        dist.broadcast(text, 0)
+        spec = json.loads(bytes(text.cpu().numpy()).decode())
+        by_dtype: dict[str, list[list[Any]]] = {}
+        for entry in spec["tensors"]:
+            by_dtype.setdefault(entry[1], []).append(entry)
+        received: dict[str, torch.Tensor] = {}
+        for dtype_name, entries in by_dtype.items():
+            dtype = getattr(torch, dtype_name)
+            wire = torch.uint8 if dtype == torch.bool else dtype  # gloo sends no bool
+            if lead:
+                flat = torch.cat([tensors[n].reshape(-1).to(wire) for n, _, _ in entries]).to(where)
+            else:
+                flat = torch.empty(sum(math.prod(shape) for _, _, shape in entries), dtype=wire, device=where)
+            dist.broadcast(flat, 0)
+            i = 0
+            for name, _, shape in entries:
+                n = math.prod(shape)
+                received[name] = flat[i:i + n].to("cpu", dtype).reshape(shape)
+                i += n
+    except (RuntimeError, dist.DistBackendError) as e:
+        raise RankLost(str(e)) from None
+    if not lead:
+        alg.load_state_dict(to_device(decode_state(spec["tree"], received), device))
+
+
 def check_same_state(state: Any, round_: int, device: torch.device) -> None:
     """Stop the run if the ranks' algorithm states differ after round ``round_`` (they must not)."""
     mine = state_fingerprint(state).to(device)
@@ -368,6 +411,7 @@ class DistributedRun(Run):
 
     def play_round(self, t: int) -> RoundResult:
         res = super().play_round(t)
+        share_state(self.alg, self.device)
         check_same_state(self.alg.state_dict(), t + 1, self.device if self.device.type == "cuda" else
                          torch.device("cpu"))
         return res

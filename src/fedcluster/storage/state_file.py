@@ -139,6 +139,17 @@ def _unreadable(path: Path) -> str:
     return "is truncated or corrupt (not a readable fedcluster state file)"
 
 
+def encode_state(state: Any) -> tuple[str, dict[str, torch.Tensor]]:
+    """``state`` as the JSON structure of a state file and its tensors (CPU), e.g. to send it to other
+    processes without pickle; :func:`decode_state` inverts it."""
+    tensors: dict[str, torch.Tensor] = {}
+    return json.dumps(_encode(state, tensors), allow_nan=False), tensors
+
+
+def decode_state(tree: str, tensors: dict[str, torch.Tensor]) -> Any:
+    return _decode(json.loads(tree), tensors)
+
+
 # -- files -----------------------------------------------------------------------------------------
 def save_state(path: Path, state: Any, kind: str, key: str = "", hint: str = "free some space") -> None:
     """Write ``state`` atomically to ``path`` (raises ``StorageError`` naming ``hint`` when it cannot)."""
