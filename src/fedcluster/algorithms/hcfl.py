@@ -226,14 +226,11 @@ class HCFL(ClusterChanges):
             protos, counts = client_prototypes(z, part.y[torch.as_tensor(local, device=part.y.device)], pos, m,
                                                classes)
             shape[:] = protos.shape
-            out = np.zeros((part.num_clients, protos[0].numel() + rows_of))
-            out[cohort[at]] = torch.cat([protos.flatten(1), counts], 1).cpu().numpy()[at]
-            return out
+            return torch.cat([protos.flatten(1), counts], 1).cpu().numpy()[at]
 
-        table = torch.as_tensor(self.ctx.trainer.per_client(fed.train, client_protos), device=self.ctx.device)
-        both = table.new_zeros((m, table.shape[1]))
-        both[torch.as_tensor(np.flatnonzero(has), device=table.device)] = table[torch.as_tensor(cohort[has],
-                                                                                             device=table.device)]
+        table = self.ctx.trainer.per_client(fed.train, client_protos, cohort[has])
+        both = torch.zeros((m, table.shape[1]), dtype=torch.float64, device=self.ctx.device)
+        both[torch.as_tensor(np.flatnonzero(has), device=both.device)] = torch.as_tensor(table, device=both.device)
         return both[:, :-rows_of].reshape(shape), both[:, -rows_of:]
 
     def split_decisions(self, round_: int, rows: np.ndarray, owner: np.ndarray, omega: np.ndarray,

@@ -138,11 +138,11 @@ class ShardedTrainer(Trainer):
         t.split = self.split  # type: ignore[attr-defined]
         return t
 
-    def per_client(self, split: Any, compute: Any) -> np.ndarray:
+    def per_client(self, split: Any, compute: Any, clients: np.ndarray | None = None) -> np.ndarray:
         if world_size() == 1 or not isinstance(split, ShardedSplit):
-            return super().per_client(split, compute)
+            return super().per_client(split, compute, clients)
         mine = np.asarray(compute(split.local()))
-        held = split.held.reshape(-1, *[1] * (mine.ndim - 1))
+        held = (split.held if clients is None else split.held[clients]).reshape(-1, *[1] * (mine.ndim - 1))
         out = torch.from_numpy(np.where(held, mine, 0).astype(np.float64)).to(self.device)
         _all_reduce([out])  # each client's values come from its one rank: the sum is exact
         return out.cpu().numpy().astype(mine.dtype)

@@ -254,10 +254,12 @@ class Trainer:
         clients = np.concatenate([c for c, _ in watched])
         return sorted({int(c) for c in clients[~finite]})
 
-    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray]) -> np.ndarray:
-        """Values of every client of ``split`` ([num_clients, ...]) that ``compute`` works out from the rows of
-        the split it is given, each client's from its own rows only. Here ``compute(split)``; a run spread over
-        processes (engine.distributed) computes each client's values where its data are and gathers them."""
+    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray], clients: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """Values of the ``clients`` of ``split`` (default: all; [len(clients), ...]) that ``compute`` works out
+        from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)``; a
+        run spread over processes (engine.distributed) computes each client's values where its data are and
+        gathers them."""
         return np.asarray(compute(split))
 
     @torch.no_grad()
