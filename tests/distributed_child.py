@@ -1,21 +1,21 @@
-"""A rank of a 2-process test job: runs ``fedcluster run`` once per method in one process group.
+"""A rank of a 2-process test job: runs ``fedcluster run`` once per spec in one process group.
 
-``python distributed_child.py OUT_ROOT METHODS KEY=VALUE...`` (METHODS: ``name[+key=value...],...``) with
+``python distributed_child.py OUT_ROOT SPECS`` (SPECS: JSON ``{"label": ["key=value", ...], ...}``) with
 torch.distributed's env (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) set by the test: one interpreter start for
-all methods. Exits with the first non-zero status of the CLI.
+all runs, each into ``OUT_ROOT/label``. Exits with the first non-zero status of the CLI.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from fedcluster.cli import main
 
 if __name__ == "__main__":
-    root, methods, extra = Path(sys.argv[1]), sys.argv[2].split(","), sys.argv[3:]
-    for spec in methods:
-        method, *own = spec.split("+")
-        code = main(["run", f"algorithm={method}", f"out={root / method}", *extra, *own])
+    root, specs = Path(sys.argv[1]), json.loads(sys.argv[2])
+    for label, args in specs.items():
+        code = main(["run", *args, f"out={root / label}"])
         if code:
             sys.exit(code)

@@ -9,6 +9,7 @@ ranks=2`` (torchrun's elastic agent).
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ import torch
 
 import fedcluster
 from fedcluster.cli import main
+from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR
 from fedcluster.engine import distributed
 from fedcluster.registry import ALGORITHMS
 from fedcluster.storage.state_file import load_state
@@ -31,7 +33,8 @@ from fedcluster.storage.state_file import load_state
 SRC = str(Path(fedcluster.__file__).parents[1])
 CHILD = str(Path(__file__).with_name("distributed_child.py"))
 TINY = ["num_clients=6", "rounds=3", "progress=false", "model.hidden=[16]", "threads=1", "checkpoint_every=2"]
-OWN = {"fedmd": ["algorithm.delta=1.0"]}  # fedmd needs Δ when the federation has no θ*
+# fedmd: Δ (the federation has no θ*) and random starts (its moment descent reads every sample: refused on ranks)
+OWN = {"fedmd": ["algorithm.delta=1.0", "algorithm.init=random"]}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -61,29 +64,39 @@ def _assert_same_rounds(a: Path, b: Path) -> None:
                 np.testing.assert_allclose(float(x[k]), float(y[k]), rtol=1e-5, atol=1e-7, err_msg=f"{a} {k}")
 
 
-def _two_ranks(root: Path, methods: list[str], args: list[str], timeout: float = 600) -> None:
-    specs = ",".join("+".join([m, *OWN.get(m, [])]) for m in methods)
+def _rank_env(rank: int, port: str) -> dict[str, str]:
+    return _env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+
+
+def _two_ranks(root: Path, specs: dict[str, list[str]], timeout: float = 600) -> None:
     port = str(_free_port())
-    procs = [subprocess.Popen([sys.executable, CHILD, str(root), specs, *args],
-                              env=_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                                       MASTER_PORT=port),
+    procs = [subprocess.Popen([sys.executable, CHILD, str(root), json.dumps(specs)], env=_rank_env(r, port),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
     logs = [p.communicate(timeout=timeout)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(logs)
 
 
-def _check_methods(tmp_path: Path, methods: list[str]) -> None:
-    for m in methods:
-        assert main(["run", *TINY, f"algorithm={m}", *OWN.get(m, []), f"out={tmp_path / 'one' / m}"]) == 0
-    _two_ranks(tmp_path / "two", methods, TINY)
-    for m in methods:
-        _assert_same_rounds(tmp_path / "one" / m, tmp_path / "two" / m)
+def _spec(method: str, *args: str) -> list[str]:
+    return [*TINY, f"algorithm={method}", *OWN.get(method, []), *args]
+
+
+def _check(tmp_path: Path, specs: dict[str, list[str]]) -> None:
+    for label, args in specs.items():
+        assert main(["run", *args, f"out={tmp_path / 'one' / label}"]) == 0
+    _two_ranks(tmp_path / "two", specs)
+    for label in specs:
+        _assert_same_rounds(tmp_path / "one" / label, tmp_path / "two" / label)
         # rank 0 alone wrote the run directory: one row per round, and the end-of-run files
-        assert len(_rows(tmp_path / "two" / m)) == 3
-        assert (tmp_path / "two" / m / "summary.json").is_file()
+        assert len(_rows(tmp_path / "two" / label)) == 3
+        assert (tmp_path / "two" / label / "summary.json").is_file()
 
 
-# fedrc: training, E-step losses and soft weights; hcfl-plus: shared body + K heads, splits and removals
+def _check_methods(tmp_path: Path, methods: list[str]) -> None:
+    _check(tmp_path, {m: _spec(m) for m in methods})
+
+
+# fedrc: training, E-step losses and soft weights; hcfl-plus: shared body + K heads, splits on prototype distances
+# computed by each client where its data are, and removals
 REPRESENTATIVE = ["fedrc", "hcfl-plus"]
 
 
@@ -91,9 +104,110 @@ def test_two_ranks_give_the_single_process_rounds(tmp_path: Path) -> None:
     _check_methods(tmp_path, REPRESENTATIVE)
 
 
+def test_server_steps_on_client_data_give_the_single_process_rounds(tmp_path: Path) -> None:
+    """The server-side computations that read clients' data, each done by the rank that holds the client:
+    PACFL's signatures, FedMD's one-shot estimates and lowest-loss picks (and the regression metrics), a
+    clustered method's Ω for clients never sampled (partial participation), HCFL's prototypes per cluster.
+    Every run's federation is cached by the single-process run first: rank 1 reads its clients' part of it."""
+    regression = ["num_clients=6", "rounds=3", "progress=false", "threads=1", "dataset=mixed-regression",
+                  "scenario=mixed-regression", "model=linear-nobias", "algorithm=fedmd", "algorithm.init=oneshot"]
+    _check(tmp_path, {"pacfl": _spec("pacfl"), "fedmd": _spec("fedmd"),
+                      # standardised inputs: rank 1 applies rank 0's statistics to the rows it reads
+                      "pacfl-standardised": _spec("pacfl", "normalize=true"),
+                      "fedem-partial": _spec("fedem", "clients_per_round=2"),
+                      "fesem-partial": _spec("fesem", "clients_per_round=2"),
+                      "hcfl-prototypes": _spec("hcfl", "algorithm.adaptive=split", "algorithm.split=false",
+                                               "algorithm.distance=prototype-cscp", "algorithm.rho=0.0"),
+                      "fedmd-regression": regression})
+
+
 @pytest.mark.slow
 def test_two_ranks_give_the_single_process_rounds_for_every_method(tmp_path: Path) -> None:
     _check_methods(tmp_path, sorted(ALGORITHMS.names()))
+
+
+MEMORY_CHILD = str(Path(__file__).parents[1] / "benchmarks" / "distributed_memory.py")  # its --child mode
+# 8 clients and 4 test clients (one per angle): every split divides evenly over 2 ranks
+EVEN = ["num_clients=8", "scenario=rotation", "scenario.angles=[0,90,180,270]", "algorithm=fedavg", "progress=false",
+        "threads=1"]
+
+
+def _held(out: Path, args: list[str], ranks: int) -> list[dict[str, int]]:
+    """What each process of a run with ``ranks`` processes holds once the run is built."""
+    port = str(_free_port())
+    envs = [_env()] if ranks == 1 else [_rank_env(r, port) for r in range(ranks)]
+    procs = [subprocess.Popen([sys.executable, MEMORY_CHILD, "--child", *args, f"out={out}"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for env in envs]
+    done = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * ranks, done
+    return [json.loads(stdout.strip().splitlines()[-1]) for stdout, _ in done]
+
+
+def test_each_rank_holds_only_its_clients_inputs(tmp_path: Path) -> None:
+    """Bytes of the data tensors (inputs and labels of train, val and test) a rank keeps, and those its trainer
+    reads, against the single process: at most 0.6× on 2 ranks for an even split; no client lost or held twice."""
+    one = _held(tmp_path / "one", EVEN, 1)[0]
+    two = _held(tmp_path / "two", EVEN, 2)
+    for rank in two:
+        assert rank["held"] <= 0.6 * one["held"], (rank, one)
+        assert rank["trainer"] <= 0.6 * one["trainer"], (rank, one)
+    assert sum(r["inputs"] for r in two) == one["inputs"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(DEBIAN_DIR).is_dir(), reason="Fashion-MNIST (dataset-fashion-mnist) not installed")
+def test_a_rank_keeps_less_resident_memory_than_the_single_process(tmp_path: Path) -> None:
+    """Fashion-MNIST, 8 clients: rank 1 of 2 (which reads only its clients' inputs from the federation cache)
+    keeps at least 0.3× the whole federation's data bytes less resident memory of its own than the single
+    process (half of it, less the noise of what else the process allocates)."""
+    args = ["algorithm=fedavg", "dataset=fashion-mnist", "model=mlp", "num_clients=8", "progress=false", "threads=1"]
+    one = _held(tmp_path / "one", args, 1)[0]  # builds the federation and caches it
+    one = _held(tmp_path / "again", args, 1)[0]  # reads the cache, as the ranks do
+    two = _held(tmp_path / "two", args, 2)
+    assert one["anon"] - two[1]["anon"] >= 0.3 * one["held"], (one, two)
+
+
+def test_a_method_that_reads_every_input_on_the_server_is_refused_in_one_line(tmp_path: Path) -> None:
+    port = str(_free_port())
+    specs = {"joint": _spec("fedem", "algorithm.formulation=joint")}
+    procs = [subprocess.Popen([sys.executable, CHILD, str(tmp_path), json.dumps(specs)], env=_rank_env(r, port),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [2, 2], errs
+    lines = [line for err in errs for line in err.splitlines() if line.startswith("fedcluster:")]
+    assert len(lines) == 1 and "formulation=joint" in lines[0] and "ranks=1" in lines[0], errs
+    assert not any("Traceback" in err for err in errs) and not (tmp_path / "joint").exists()
+
+
+SHARE = """
+import json, numpy as np, torch, torch.distributed as dist
+from fedcluster.engine import distributed
+dist.init_process_group("gloo")
+r = dist.get_rank()
+class Method:  # a state that differs on the two ranks, as after a non-deterministic server step
+    def __init__(self):
+        self.state = {"models": {"w": torch.full((2, 3), r + 0.5), "b": torch.zeros(0)}, "omega": np.eye(2) * (r + 1),
+                      "held": np.array([True, r == 0]), "k": r, "name": f"rank{r}", "big": 2**70 + r, "none": None}
+    def state_dict(self): return self.state
+    def load_state_dict(self, state): self.state = state
+m = Method()
+distributed.share_state(m, torch.device("cpu"))
+s = m.state
+print(json.dumps([s["models"]["w"].tolist(), str(s["models"]["w"].dtype), list(s["models"]["b"].shape),
+                  s["omega"].tolist(), s["held"].tolist(), str(s["held"].dtype), s["k"], s["name"], s["big"],
+                  s["none"]]))
+"""
+
+
+def test_every_rank_takes_rank_0s_state_after_a_round() -> None:
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, "-c", SHARE], env=_rank_env(r, port), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    done = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], done
+    states = [json.loads(out.strip().splitlines()[-1]) for out, _ in done]
+    assert states[0] == states[1] == [[[0.5] * 3] * 2, "torch.float32", [0], [[1.0, 0.0], [0.0, 1.0]],
+                                      [True, True], "bool", 0, "rank0", 2**70, None]
 
 
 def test_every_client_belongs_to_exactly_one_rank() -> None:

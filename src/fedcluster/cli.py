@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as e:
         if not _user_facing(e):
             raise
-        print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun every rank stops alike; rank 0 says it
+            print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into e.g. `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

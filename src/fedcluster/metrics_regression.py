@@ -27,6 +27,7 @@ from fedcluster.engine.params import Params
 
 if TYPE_CHECKING:
     from fedcluster.algorithms.base import Algorithm
+    from fedcluster.data.federation import Split
 
 
 def bottleneck_permutation(cost: np.ndarray) -> tuple[np.ndarray, float]:
@@ -105,9 +106,12 @@ def regression_extras(alg: Algorithm) -> dict[str, float]:
         return {}
     assign = alg.assignment()
     per_client = np.linalg.norm(est[assign] - theta_star[fed.true_cluster], axis=1)
-    with torch.no_grad():
-        pred = alg.predict(fed.val, True).squeeze(-1)
-    sq = ((pred - fed.val.y) ** 2).double().cpu().numpy()
-    mse = np.bincount(fed.val.owner(), sq, fed.val.num_clients) / np.maximum(fed.val.sizes, 1)
+
+    @torch.no_grad()
+    def client_mse(part: Split) -> np.ndarray:
+        sq = ((alg.predict(part, True).squeeze(-1) - part.y) ** 2).double().cpu().numpy()
+        return np.bincount(part.owner(), sq, part.num_clients) / np.maximum(part.sizes, 1)
+
+    mse = alg.ctx.trainer.per_client(fed.val, client_mse)
     return {"param_error": param_error(est, theta_star), "client_error": float(per_client.mean()),
             "mse": float(mse.mean())}

@@ -195,9 +195,12 @@ class ClusteredAlgorithm(Algorithm):
             return self.omega
         key = (self.rounds_done, id(self.models))
         if self._scoring is None or self._scoring[0] != key:
-            tr = self.ctx.fed.train
-            part = tr.rows(missing[tr.owner()])
-            w = np.asarray(self.test_weights(self.outputs(part.x), part), dtype=np.float64)
+
+            def weights(split: Split) -> np.ndarray:  # each missing client's Ω row from its own rows
+                part = split.rows(missing[split.owner()])
+                return np.asarray(self.test_weights(self.outputs(part.x), part), dtype=np.float64)
+
+            w = self.ctx.trainer.per_client(self.ctx.fed.train, weights)
             omega = self.omega.copy()
             omega[missing] = w[missing]
             self._scoring = (key, omega)

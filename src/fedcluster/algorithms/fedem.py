@@ -73,6 +73,11 @@ class FedEM(ClusteredAlgorithm):
         self.client_stats: dict[int, GaussianStats] = {}
         self.density: GaussianStats | None = None
 
+    def reads_every_input(self) -> str | None:
+        if self.params.formulation == "joint":
+            return "formulation=joint (the server fits a Gaussian density to the cohort's inputs)"
+        return None
+
     # -- tier 1 --------------------------------------------------------------------------------
     def loglik(self, losses: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
         p = self.params
@@ -88,7 +93,7 @@ class FedEM(ClusteredAlgorithm):
                 self.counts[c] = label_counts(gamma[own], y[own], fed.num_classes)
             self.marginal = label_marginal(self.counts.sum(0))
         elif p.formulation == "joint":
-            x = fed.train.x[torch.as_tensor(rows)]
+            x = fed.train.take(rows)
             for c, own in zip(clients, _rows_of(owner, len(clients)), strict=True):
                 self.client_stats[int(c)] = GaussianStats.of(x[torch.as_tensor(own)], gamma[own])
             stats = list(self.client_stats.values())
@@ -113,7 +118,7 @@ class FedEM(ClusteredAlgorithm):
         fed, tr = self.ctx.fed, self.ctx.fed.train
         rows, owner = self.rows(clients)
         idx = torch.as_tensor(rows)
-        x = tr.x[idx] if self.params.formulation == "joint" else tr.x[:0]  # only ``joint`` looks at x
+        x = tr.take(rows if self.params.formulation == "joint" else rows[:0])  # only ``joint`` looks at x
         ll = self.loglik(self.losses(rows), x, tr.y[idx])  # tier 1 with the received models, one batched pass
         est = self.e_step(ll, clients, rows, owner)  # tier 2
         self.gamma[rows] = est.gamma

@@ -53,6 +53,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.spectral import orthogonal_iteration
+from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import model_outputs, per_sample_losses
 from fedcluster.engine.params import Params, flatten, num_bytes, select
 from fedcluster.engine.training import per_sample_loss
@@ -209,6 +210,11 @@ class FedMD(Algorithm):
         if self.fixed is not None:
             self.omega = np.eye(k)[self.fixed]
 
+    def reads_every_input(self) -> str | None:
+        if self.phase1 > 0:
+            return "init=fedmd (Phase 1's moment descent reads every sample's residual)"
+        return None
+
     # -- parameter vectors -------------------------------------------------------------------
     def unflatten(self, vecs: np.ndarray) -> Params:
         t = torch.as_tensor(np.asarray(vecs), dtype=torch.float32, device=self.ctx.device)
@@ -248,14 +254,19 @@ class FedMD(Algorithm):
     def oneshot(self) -> np.ndarray:
         """One-shot clustering: local min-norm least-squares estimates, k-means, fixed labels (E.2.9)."""
         fed, k = self.ctx.fed, self.params.num_clusters
-        x, y = fed.train.x.double().cpu().numpy().reshape(len(fed.train.x), -1), fed.train.y.double().cpu().numpy()
-        with_bias = self.dim == x.shape[1] + 1
-        est = []
-        for i in range(fed.num_clients):
-            lo, hi = fed.train.ptr[i], fed.train.ptr[i + 1]
-            xi = np.concatenate([x[lo:hi], np.ones((hi - lo, 1))], 1) if with_bias else x[lo:hi]
-            est.append(np.linalg.lstsq(xi, y[lo:hi], rcond=None)[0])
-        est = np.array(est)
+        d = int(np.prod(fed.input_shape))
+        with_bias = self.dim == d + 1
+
+        def local_estimates(part: Split) -> np.ndarray:  # each client's estimate from its own data
+            x, y = part.x.double().cpu().numpy().reshape(len(part.x), -1), part.y.double().cpu().numpy()
+            est = np.zeros((part.num_clients, d + with_bias))
+            for i in np.flatnonzero(part.sizes):
+                lo, hi = part.ptr[i], part.ptr[i + 1]
+                xi = np.concatenate([x[lo:hi], np.ones((hi - lo, 1))], 1) if with_bias else x[lo:hi]
+                est[i] = np.linalg.lstsq(xi, y[lo:hi], rcond=None)[0]
+            return est
+
+        est = self.ctx.trainer.per_client(fed.train, local_estimates)
         self.fixed = KMeans(k, n_init=10, random_state=self.ctx.cfg.seed).fit_predict(est)
         return np.stack([est[self.fixed == ell].mean(0) if (self.fixed == ell).any() else self.random_vectors(1)[0]
                          for ell in range(k)])
@@ -367,11 +378,15 @@ class FedMD(Algorithm):
     def client_losses(self) -> np.ndarray:
         """[M, k] mean training loss of every model on every client."""
         fed = self.ctx.fed
-        out = model_outputs(self.ctx.module, self.models, fed.train.x)
-        losses = per_sample_losses(out, fed.train.y, fed.task).double().cpu().numpy()
-        owner = fed.train.owner()
-        return np.stack([np.bincount(owner, lk, fed.num_clients) for lk in losses], 1) / np.maximum(
-            fed.train.sizes, 1)[:, None]
+
+        def mean_losses(part: Split) -> np.ndarray:  # each client's losses on its own data
+            out = model_outputs(self.ctx.module, self.models, part.x)
+            losses = per_sample_losses(out, part.y, fed.task).double().cpu().numpy()
+            owner = part.owner()
+            return np.stack([np.bincount(owner, lk, part.num_clients) for lk in losses], 1) / np.maximum(
+                part.sizes, 1)[:, None]
+
+        return self.ctx.trainer.per_client(fed.train, mean_losses)
 
     def lowest_loss(self) -> np.ndarray:
         return self.client_losses().argmin(1)

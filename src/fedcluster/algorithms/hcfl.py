@@ -125,7 +125,7 @@ class HCFL(ClusterChanges):
     # -- tiers 1–2 and local training ------------------------------------------------------------
     def _loglik(self, rows: np.ndarray) -> np.ndarray:
         tr, idx = self.ctx.fed.train, torch.as_tensor(rows)
-        x = tr.x[idx] if self.params.formulation == "joint" else tr.x[:0]
+        x = tr.take(rows if self.params.formulation == "joint" else rows[:0])
         return self.loglik(self.losses(rows), x, tr.y[idx])
 
     def weights_and_training(self, round_: int, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray
@@ -195,16 +195,43 @@ class HCFL(ClusterChanges):
                         ) -> np.ndarray:
         """[m, m] d̃ between the cohort's clients (tier 4). Prototypes (eq. 11–12) use φ^t — the body of each
         client's cluster when the extractor is not shared — and eq. 9–10 with ``principle``/``reduce``."""
-        p, fed = self.params, self.ctx.fed
+        p = self.params
         if p.distance == "update-cosine":
             return cosine_distance(update)
         if p.distance == "parameter-l2":
             return parameter_distance(update)
-        tr = fed.train
-        z = self._features.cohort(self.models, tr.x, rows, members[owner], self.split)
-        protos, counts = client_prototypes(z, tr.y[torch.as_tensor(rows)], owner, len(members), fed.num_classes)
+        protos, counts = self.prototypes(rows, owner, members)
         self._proto_bytes = 4 * protos.shape[1] * protos.shape[2]
         return prototype_distance(protos, counts, p.distance.removeprefix("prototype-"), p.reduce)
+
+    def prototypes(self, rows: np.ndarray, owner: np.ndarray, members: np.ndarray
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """P_i [m, C+1, d] and their counts [m, C+1] (eq. 11–12) of the cohort's clients, each computed by the
+        client on its own rows (``rows``: the cohort's training rows, back to back; ``owner``: their cohort index)."""
+        fed, m = self.ctx.fed, len(members)
+        classes = fed.num_classes
+        rows_of = classes + 1
+        first = np.searchsorted(owner, np.arange(m))
+        has = np.bincount(owner, minlength=m) > 0
+        cohort = np.full(m, -1, dtype=np.int64)  # each cohort position's client (-1: no training rows)
+        cohort[has] = np.searchsorted(fed.train.ptr, rows[first[has]], side="right") - 1
+        shape: list[int] = []
+
+        def client_protos(part: Split) -> np.ndarray:
+            at = np.flatnonzero(has)
+            lo, hi = part.ptr[cohort[at]], part.ptr[cohort[at] + 1]
+            local = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
+            pos = np.repeat(at, hi - lo)
+            z = self._features.cohort(self.models, part.x, local, members[pos], self.split)
+            protos, counts = client_prototypes(z, part.y[torch.as_tensor(local, device=part.y.device)], pos, m,
+                                               classes)
+            shape[:] = protos.shape
+            return torch.cat([protos.flatten(1), counts], 1).cpu().numpy()[at]
+
+        table = self.ctx.trainer.per_client(fed.train, client_protos, cohort[has])
+        both = torch.zeros((m, table.shape[1]), dtype=torch.float64, device=self.ctx.device)
+        both[torch.as_tensor(np.flatnonzero(has), device=both.device)] = torch.as_tensor(table, device=both.device)
+        return both[:, :-rows_of].reshape(shape), both[:, -rows_of:]
 
     def split_decisions(self, round_: int, rows: np.ndarray, owner: np.ndarray, omega: np.ndarray,
                         local: Params, start: np.ndarray, extra: dict[str, float]

@@ -42,6 +42,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
 from fedcluster.registry import ALGORITHMS
@@ -73,10 +74,22 @@ class PACFL(HardClusters):
 
     def signatures(self) -> list[np.ndarray]:
         """Step 1: every client's U_i, on its inputs as stored (the run's standardisation undone)."""
-        fed = self.ctx.fed
+        fed, n_basis, tr = self.ctx.fed, self.params.n_basis, self.ctx.fed.train
         stats = fed.info.get("normalization")
-        return [data_signature(destandardize(x, stats), y, self.params.n_basis)
-                for x, y in (fed.train.client(i) for i in range(fed.num_clients))]
+        d, y = int(np.prod(fed.input_shape)), tr.y.cpu().numpy()
+        # U_i's columns: min(n_basis, N_{i,c}, d) per class present, known from the labels alone
+        widths = [sum(min(n_basis, int(n), d) for n in np.unique(y[lo:hi], return_counts=True)[1])
+                  for lo, hi in zip(tr.ptr[:-1], tr.ptr[1:], strict=True)]
+
+        def flat_signatures(part: Split) -> np.ndarray:  # each client's U_i from its own data, flattened
+            out = np.zeros((part.num_clients, d * max(widths, default=0)))
+            for i in np.flatnonzero(part.sizes):
+                u = data_signature(destandardize(part.client(i)[0], stats), part.client(i)[1], n_basis)
+                out[i, :u.size] = u.ravel()
+            return out
+
+        flat = self.ctx.trainer.per_client(tr, flat_signatures)
+        return [flat[i, :d * w].reshape(d, w) for i, w in enumerate(widths)]
 
     def proximity(self, signatures: list[np.ndarray] | None = None) -> np.ndarray:
         """Step 2's proximity matrix A [M, M] of angles in degrees between the clients' subspaces."""

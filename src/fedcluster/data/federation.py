@@ -50,9 +50,44 @@ class Split:
     def sizes(self) -> np.ndarray:
         return np.diff(self.ptr)
 
+    @property
+    def num_samples(self) -> int:
+        return len(self.y)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x.shape[1:])
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
     def client(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         lo, hi = int(self.ptr[i]), int(self.ptr[i + 1])
         return self.x[lo:hi], self.y[lo:hi]
+
+    def take(self, rows: np.ndarray) -> torch.Tensor:
+        """The inputs of ``rows``."""
+        return self.x[torch.as_tensor(np.asarray(rows, dtype=np.int64), device=self.x.device)]
+
+    def set_inputs(self, x: torch.Tensor) -> None:
+        """Replace the inputs (same rows) in place."""
+        self.x = x
+
+    def local(self) -> Split:
+        """The rows this process holds: all of them (see ``data.sharded`` for a split spread over processes)."""
+        return self
+
+    def nbytes(self) -> int:
+        """Bytes of the split's tensors (inputs and labels)."""
+        return self.x.nbytes + self.y.nbytes
+
+    def to(self, device: torch.device | str) -> Split:
+        return Split(self.x.to(device), self.y.to(device), self.ptr, self.fit)
+
+    def with_fit(self, fit: np.ndarray | None) -> Split:
+        """The same rows with another ``fit`` mask (engine.holdout)."""
+        return Split(self.x, self.y, self.ptr, fit)
 
     def owner(self) -> np.ndarray:
         """Client id of every sample."""
@@ -113,7 +148,7 @@ class Federation:
             raise ValueError("true_cluster needs one entry per client")
         if len(self.test_cluster) != self.test.num_clients:
             raise ValueError("test_cluster needs one entry per test client")
-        if self.sample_concept is not None and len(self.sample_concept) != len(self.train.x):
+        if self.sample_concept is not None and len(self.sample_concept) != self.train.num_samples:
             raise ValueError("sample_concept needs one entry per training sample")
         if self.style is None:
             self.style = np.full(self.num_clients, -1, dtype=np.int64)
@@ -124,7 +159,7 @@ class Federation:
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.train.x.shape[1:])
+        return self.train.input_shape
 
     @property
     def output_dim(self) -> int:
@@ -137,17 +172,16 @@ class Federation:
     def to(self, device: torch.device | str) -> Federation:
         """The federation with its train/val/test tensors on ``device`` (moved once; ground truth stays NumPy)."""
         device = torch.device(device)
-        if all(s.x.device == device and s.y.device == device for s in (self.train, self.val, self.test)):
+        if all(s.device == device and s.y.device == device for s in (self.train, self.val, self.test)):
             return self
-        moved = {k: Split(s.x.to(device), s.y.to(device), s.ptr)
-                 for k, s in (("train", self.train), ("val", self.val), ("test", self.test))}
+        moved = {k: s.to(device) for k, s in (("train", self.train), ("val", self.val), ("test", self.test))}
         return dataclasses.replace(self, **moved)
 
     def summary(self) -> str:
         n = self.train.sizes
         lines = [
             f"{self.info.get('name', 'federation')}: {self.num_clients} clients, "
-            f"{len(self.train.x)} train / {len(self.val.x)} val samples, "
+            f"{self.train.num_samples} train / {self.val.num_samples} val samples, "
             f"{self.test.num_clients} test clients, input {self.input_shape}, "
             f"{self.num_classes or 'regression'} classes, {self.num_concepts} concepts",
             f"  samples per client: min {n.min()}, median {int(np.median(n))}, max {n.max()}",
@@ -173,13 +207,14 @@ class Federation:
             raise ValueError(f"task {self.task!r} is neither classification nor regression")
         if not isinstance(self.num_classes, int) or self.num_classes < (1 if self.task == "classification" else 0):
             raise ValueError(f"num_classes {self.num_classes!r} does not fit a {self.task} task")
-        shape = tuple(self.train.x.shape[1:])
+        shape = tuple(self.train.local().x.shape[1:])
         for name, s in (("train", self.train), ("val", self.val), ("test", self.test)):
-            if not (isinstance(s.x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or not s.x.is_floating_point():
+            x = s.local().x  # the inputs this process holds (all of them but on a rank: data.sharded)
+            if not (isinstance(x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or not x.is_floating_point():
                 raise ValueError(f"{name} inputs are not float tensors")
-            if tuple(s.x.shape[1:]) != shape or s.y.dim() != 1:
-                raise ValueError(f"{name} inputs have shape {tuple(s.x.shape[1:])}, train {shape}")
-            if not bool(torch.isfinite(s.x).all()):
+            if tuple(x.shape[1:]) != shape or s.y.dim() != 1:
+                raise ValueError(f"{name} inputs have shape {tuple(x.shape[1:])}, train {shape}")
+            if not bool(torch.isfinite(x).all()):
                 raise ValueError(f"{name} inputs hold non-finite values")
             if self.task == "classification":
                 if s.y.is_floating_point() or (len(s.y) and not 0 <= int(s.y.min()) <= int(s.y.max())

@@ -26,11 +26,19 @@ def standardize(fed: Federation) -> Federation:
     if fed.train.x.dim() < 3 or len(fed.train.x) == 0:
         return fed
     mean, sd = channel_statistics(fed.train.x)
-    shape = (1, -1) + (1,) * (fed.train.x.dim() - 2)
-    m, s = mean.float().view(shape), sd.float().view(shape)
+    return standardize_with(fed, {"mean": mean.tolist(), "std": sd.tolist()})
+
+
+def standardize_with(fed: Federation, stats: dict[str, list[float]]) -> Federation:
+    """Standardise the inputs ``fed`` holds in place with the statistics :func:`standardize` recorded (a
+    process holding only some clients' inputs applies those of the whole federation)."""
+    x = fed.train.local().x
+    shape = (1, -1) + (1,) * (x.dim() - 2)
+    m = torch.as_tensor(stats["mean"], dtype=torch.float64).float().view(shape)
+    s = torch.as_tensor(stats["std"], dtype=torch.float64).float().view(shape)
     for split in (fed.train, fed.val, fed.test):
-        split.x = (split.x - m) / s
-    fed.info["normalization"] = {"mean": mean.tolist(), "std": sd.tolist()}
+        split.set_inputs((split.local().x - m.to(x.device)) / s.to(x.device))
+    fed.info["normalization"] = stats
     return fed
 
 

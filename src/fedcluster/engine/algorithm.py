@@ -39,7 +39,7 @@ class Context:
     @property
     def device(self) -> torch.device:
         """Where the run computes: the device of the federation's tensors (the runner moved them there)."""
-        return self.fed.train.x.device
+        return self.fed.train.device
 
     def fresh_models(self, k: int, stream: int = 0) -> Params:
         """K independently initialised models, seeded by (seed, stream); initialised on the CPU (the same
@@ -74,6 +74,12 @@ class Algorithm(ABC):
         self.models: Params = {}
         self.omega = np.zeros((ctx.fed.num_clients, 0))
         self._forward = StackForward(ctx.module)  # inference-optimised forward of the K models
+
+    def reads_every_input(self) -> str | None:
+        """What in the method's parameters makes the server read clients' inputs row by row, beyond the per-client
+        computations it asks of the trainer (``Trainer.per_client``, ``losses``); None when nothing does.
+        A run spread over processes, where each process holds only its clients' inputs, refuses it."""
+        return None
 
     @abstractmethod
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:

@@ -9,9 +9,18 @@ every rank holds bitwise the same stack); the E-step's per-sample losses are red
 batches are seeded by (seed, round, client, stream), never by its position in the cohort, so a sharded round
 trains exactly the units of the single-process round.
 
-The server's side (aggregation, E-step statistics, clustering, splits, merges, evaluation) then runs on every
-rank on bitwise identical inputs and gives identical results; :class:`DistributedRun` checks this after each
-round by comparing a fingerprint of the algorithm's state across ranks and stops the run if they differ.
+Each rank holds the inputs of its own clients only (:mod:`fedcluster.data.sharded`; labels, offsets and ground
+truth stay whole): after building the federation a rank drops the other ranks' clients' inputs. Server-side
+computations on clients' data are per client (``Trainer.per_client``: evaluation, the weights of clients never
+sampled, prototypes, signatures): each rank computes those of its clients and one ``all_reduce`` gathers
+them, exactly as for training. A method setting whose server reads every input (:meth:`Algorithm.
+reads_every_input`) is refused with more than one rank.
+
+The server's steps (aggregation, E-step statistics, clustering, splits, merges) then run on every rank on
+bitwise identical inputs. Rank 0's result is authoritative: after each round :func:`share_state` broadcasts its
+algorithm state (JSON structure + tensors, no pickle) and the other ranks load it, so ranks cannot drift apart
+even where a kernel is not deterministic; :class:`DistributedRun` then compares a fingerprint of the state
+across ranks (a check that the state went across whole) and stops the run if they differ.
 Only rank 0 writes the run directory (rounds, checkpoints, summary, tracking); a resumed run reads the
 checkpoint on every rank (for several machines the run directory must be on a shared file system).
 
@@ -21,9 +30,13 @@ agent stops the others, and ``fedcluster run ... ranks=N`` prints one line namin
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import datetime
+import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -36,13 +49,17 @@ import torch
 import torch.distributed as dist
 
 from fedcluster.config import RunConfig, load_raw, resolve
+from fedcluster.data.build import build_federation, cache_key, cache_path
 from fedcluster.data.federation import Federation
+from fedcluster.data.normalize import standardize_with
+from fedcluster.data.sharded import ShardedSplit, read_share, shard_federation
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
-from fedcluster.engine.runner import Run, summarize
+from fedcluster.engine.runner import Run, summarize, to_device
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.errors import ConfigError, UserError
+from fedcluster.storage.state_file import StateFileError, decode_state, encode_state
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
@@ -111,7 +128,24 @@ def _all_reduce(tensors: list[torch.Tensor]) -> None:
 
 class ShardedTrainer(Trainer):
     """A :class:`Trainer` that trains only this rank's clients and gathers every rank's results (module
-    docstring); the algorithms call it as they call the in-process one."""
+    docstring); the algorithms call it as they call the in-process one. Its ``x``/``y``/``ptr`` are the held
+    clients' rows (``split.local()``); ``split`` maps the algorithms' global rows to them."""
+
+    split: ShardedSplit | None = None
+
+    def sibling(self, module: torch.nn.Module, loss: Any) -> Trainer:
+        t = super().sibling(module, loss)
+        t.split = self.split  # type: ignore[attr-defined]
+        return t
+
+    def per_client(self, split: Any, compute: Any, clients: np.ndarray | None = None) -> np.ndarray:
+        if world_size() == 1 or not isinstance(split, ShardedSplit):
+            return super().per_client(split, compute, clients)
+        mine = np.asarray(compute(split.local()))
+        held = (split.held if clients is None else split.held[clients]).reshape(-1, *[1] * (mine.ndim - 1))
+        out = torch.from_numpy(np.where(held, mine, 0).astype(np.float64)).to(self.device)
+        _all_reduce([out])  # each client's values come from its one rank: the sum is exact
+        return out.cpu().numpy().astype(mine.dtype)
 
     def train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
               weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
@@ -142,13 +176,14 @@ class ShardedTrainer(Trainer):
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         if world_size() == 1:
             return super().losses(models, rows, shared_body)
+        assert self.split is not None, "a sharded trainer needs its split"
         rows = np.asarray(rows, dtype=np.int64)
-        owner = np.searchsorted(self.ptr, rows, side="right") - 1
+        owner = np.searchsorted(self.split.ptr, rows, side="right") - 1
         mine = owned(owner, rank(), world_size())
         k = len(next(iter(models.values())))
         full = np.zeros((len(rows), k))
         if len(mine):
-            full[mine] = super().losses(models, rows[mine], shared_body)
+            full[mine] = super().losses(models, self.split.local_rows(rows[mine]), shared_body)
         out = torch.from_numpy(full).to(self.device)
         _all_reduce([out])
         return out.cpu().numpy()
@@ -184,6 +219,45 @@ def state_fingerprint(state: Any) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float64)
 
 
+def share_state(alg: Any, device: torch.device) -> None:
+    """Rank 0's algorithm state on every rank (the others load it): the structure as JSON and the tensors
+    flattened per dtype, three broadcasts and no pickle. Ranks then agree even where a kernel is not
+    deterministic (e.g. atomics on a GPU)."""
+    where = device if device.type == "cuda" else torch.device("cpu")
+    lead = rank() == 0
+    tree, tensors = encode_state(alg.state_dict()) if lead else ("", {})
+    layout = [[n, str(t.dtype).removeprefix("torch."), list(t.shape)] for n, t in tensors.items()]
+    head = json.dumps({"tree": tree, "tensors": layout}).encode() if lead else b""
+    try:
+        size = torch.tensor([len(head)], dtype=torch.int64, device=where)
+        dist.broadcast(size, 0)
+        text = (torch.frombuffer(bytearray(head), dtype=torch.uint8).to(where) if lead
+                else torch.empty(int(size), dtype=torch.uint8, device=where))
+        dist.broadcast(text, 0)
+        spec = json.loads(bytes(text.cpu().numpy()).decode())
+        by_dtype: dict[str, list[list[Any]]] = {}
+        for entry in spec["tensors"]:
+            by_dtype.setdefault(entry[1], []).append(entry)
+        received: dict[str, torch.Tensor] = {}
+        for dtype_name, entries in by_dtype.items():
+            dtype = getattr(torch, dtype_name)
+            wire = torch.uint8 if dtype == torch.bool else dtype  # gloo sends no bool
+            if lead:
+                flat = torch.cat([tensors[n].reshape(-1).to(wire) for n, _, _ in entries]).to(where)
+            else:
+                flat = torch.empty(sum(math.prod(shape) for _, _, shape in entries), dtype=wire, device=where)
+            dist.broadcast(flat, 0)
+            i = 0
+            for name, _, shape in entries:
+                n = math.prod(shape)
+                received[name] = flat[i:i + n].to("cpu", dtype).reshape(shape)
+                i += n
+    except (RuntimeError, dist.DistBackendError) as e:
+        raise RankLost(str(e)) from None
+    if not lead:
+        alg.load_state_dict(to_device(decode_state(spec["tree"], received), device))
+
+
 def check_same_state(state: Any, round_: int, device: torch.device) -> None:
     """Stop the run if the ranks' algorithm states differ after round ``round_`` (they must not)."""
     mine = state_fingerprint(state).to(device)
@@ -201,6 +275,37 @@ def check_same_state(state: Any, round_: int, device: torch.device) -> None:
     if not same:
         raise RuntimeError(f"the ranks' algorithm states differ after round {round_}: a server-side step is not "
                            "deterministic across processes; run it with one process")
+
+
+def _return_freed_memory() -> None:
+    """Give the heap memory freed while reading or building the federation back to the system (glibc keeps
+    freed blocks below its trim threshold, tens of megabytes, in the process otherwise); nothing elsewhere."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _broadcast_stats(stats: dict[str, list[float]] | None, failed: bool, device: torch.device
+                     ) -> dict[str, list[float]] | None:
+    """Rank 0's input statistics (``data.normalize``; None when the inputs are not standardised) on every
+    rank, as float64 tensors; raises on every rank when rank 0 could not build the federation."""
+    where = device if device.type == "cuda" else torch.device("cpu")
+    channels = len(stats["mean"]) if stats is not None else 0
+    head = torch.tensor([float(failed), channels], dtype=torch.float64, device=where)
+    body = torch.tensor([*stats["mean"], *stats["std"]] if stats else [], dtype=torch.float64, device=where)
+    try:
+        dist.broadcast(head, 0)
+        if int(head[1]) and rank() != 0:
+            body = torch.zeros(2 * int(head[1]), dtype=torch.float64, device=where)
+        if int(head[1]):
+            dist.broadcast(body, 0)
+    except (RuntimeError, dist.DistBackendError) as e:
+        raise RankLost(str(e)) from None
+    if head[0] and rank() != 0:
+        raise UserError("rank 0 could not build the federation (it printed why)")
+    if not int(head[1]):
+        return None
+    values = body.cpu().tolist()
+    return {"mean": values[:len(values) // 2], "std": values[len(values) // 2:]}
 
 
 class FollowerRunDir(RunDir):
@@ -257,21 +362,65 @@ class DistributedRun(Run):
             run_dir = RunDir(default_run_dir(cfg.algorithm, cfg.scenario))
         super().__init__(cfg, typed, resume, fed, run_dir)
 
+    def load_federation(self) -> Federation:
+        """Rank 0 builds the federation (or reads the cache) and writes the cache; the other ranks then read
+        only their clients' inputs from the cache file (all of it, then drop the rest, when it could not be
+        written). Image inputs are standardised with the whole federation's statistics, which rank 0 sends."""
+        if self.world == 1:
+            return super().load_federation()
+        cfg, params = self.cfg, self.typed["scenario"]
+        fed, failed = None, False
+        if self.rank == 0:
+            try:
+                fed = build_federation(cfg, params)
+            except BaseException:
+                failed = True  # the others must not wait: they stop too, rank 0 says why
+                _broadcast_stats(None, failed, self.device)
+                raise
+        stats = _broadcast_stats(fed.info.get("normalization") if fed is not None else None, failed, self.device)
+        if self.rank == 0:
+            return fed
+        path, key = cache_path(cfg, params), cache_key(cfg, params)
+        try:
+            fed = read_share(path, key, self.rank, self.world)
+        except (StateFileError, OSError):  # no cache (e.g. not writable): build it whole, hold() drops the rest
+            return build_federation(cfg, params, use_cache=False)
+        return standardize_with(fed, stats) if stats is not None else fed
+
+    def hold(self, fed: Federation) -> Federation:
+        """Only this rank's clients' inputs (module docstring)."""
+        if self.world > 1 and not isinstance(fed.train, ShardedSplit):
+            fed = shard_federation(fed, self.rank, self.world)
+        _return_freed_memory()
+        return fed
+
+    def _build(self, fed: Federation | None) -> None:
+        super()._build(fed)
+        if self.world > 1 and (why := self.alg.reads_every_input()) is not None:
+            raise UserError(f"{self.cfg.algorithm} with {why} needs every client's inputs in one process; run "
+                            "it without ranks (ranks=1), or choose another setting")
+
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
         cfg, tr = self.cfg, self.fed.train
         if cfg.client_momentum == "keep":
             raise ConfigError("client_momentum=keep runs in one process: use ranks=1 (the ranks would each hold "
                               "only their own clients' buffers)")
-        return ShardedTrainer(module, tr.x, tr.y, tr.ptr, self.fed.task, seed=cfg.seed, path=self.engine_path,
-                              workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb)
+        local = tr.local()
+        trainer = ShardedTrainer(module, local.x, local.y, local.ptr, self.fed.task, seed=cfg.seed,
+                                 path=self.engine_path, workers=cfg.workers, precision=cfg.precision,
+                                 chunk_mb=cfg.chunk_mb)
+        trainer.split = tr if isinstance(tr, ShardedSplit) else None
+        return trainer
 
     def play_round(self, t: int) -> RoundResult:
         res = super().play_round(t)
+        share_state(self.alg, self.device)
         check_same_state(self.alg.state_dict(), t + 1, self.device if self.device.type == "cuda" else
                          torch.device("cpu"))
         return res
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
+        self.alg.assignment()  # may gather from every rank (a client never trained): all of them take part
         if self.rank == 0:
             return super().finish(rows, val_acc, elapsed)
         return summarize(rows) | {"wall_seconds": elapsed, "run_dir": str(self.dir.path)}

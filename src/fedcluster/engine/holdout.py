@@ -25,9 +25,9 @@ FIT_SHARE = {"half": 0.5, "90-10": 0.9}
 def with_fit_rows(split: Split, mode: TestFit, seed: int) -> Split:
     """``split`` with its ``fit`` mask set for ``mode``."""
     if mode == "all":
-        return Split(split.x, split.y, split.ptr)
+        return split.with_fit(None)
     rng = np.random.default_rng([seed, 81])
-    fit = np.zeros(len(split.x), dtype=bool)
+    fit = np.zeros(split.num_samples, dtype=bool)
     for c in range(split.num_clients):
         lo, hi = int(split.ptr[c]), int(split.ptr[c + 1])
         if hi - lo < 2:
@@ -36,7 +36,7 @@ def with_fit_rows(split: Split, mode: TestFit, seed: int) -> Split:
         n = hi - lo
         k = n // 2 if mode == "half" else min(n - 1, int(round(FIT_SHARE[mode] * n)))
         fit[lo + rng.permutation(n)[:k]] = True
-    return Split(split.x, split.y, split.ptr, fit)
+    return split.with_fit(fit)
 
 
 def fit_part(split: Split) -> Split:
@@ -47,6 +47,6 @@ def fit_part(split: Split) -> Split:
 def scored_rows(split: Split) -> np.ndarray:
     """Boolean mask of the rows that are scored: the complement of ``fit`` (a one-sample client's row too)."""
     if split.fit is None:
-        return np.ones(len(split.x), dtype=bool)
+        return np.ones(split.num_samples, dtype=bool)
     single = np.repeat(split.sizes < 2, split.sizes)
     return ~split.fit | single

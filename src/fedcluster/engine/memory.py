@@ -174,7 +174,7 @@ def estimate_training(cfg: RunConfig, typed: dict[str, Any], fed: Federation, k:
     if fp is None:
         return None
     units = k * cohort
-    budget = budget_bytes(fed.train.x.device, cfg.chunk_mb)
+    budget = budget_bytes(fed.train.device, cfg.chunk_mb)
     concurrent = min(units, MAX_UNITS if budget is None else chunk_units(budget, fp.step_bytes(cfg.batch_size)))
     largest = int(fed.train.sizes.max(initial=1))
     steps = math.ceil(largest / cfg.batch_size) * cfg.local_epochs
@@ -183,5 +183,5 @@ def estimate_training(cfg: RunConfig, typed: dict[str, Any], fed: Federation, k:
         units=(units * HELD_COPIES + k) * fp.params + concurrent * PARAM_COPIES * fp.params,
         schedules=units * steps * cfg.batch_size * 24,  # local + global index (int64 each), mask + weight (float32)
         activations=concurrent * cfg.batch_size * (ACTIVATION_COPIES * fp.activations + sample_bytes),
-        evaluation=2 * k * max(len(fed.val.x), len(fed.test.x)) * max(fed.output_dim, 1) * 4,
+        evaluation=2 * k * max(fed.val.num_samples, fed.test.num_samples) * max(fed.output_dim, 1) * 4,
     )

@@ -19,7 +19,7 @@ from tqdm import tqdm
 import fedcluster
 from fedcluster.config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
-from fedcluster.data.federation import Federation
+from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
@@ -46,17 +46,27 @@ def evaluate(alg: Algorithm, fed: Federation, train: bool = False) -> tuple[dict
     """Round metrics and the per-client validation accuracy; with ``train`` also ``train_acc``, the mean over
     clients of the accuracy on their own training data with the model(s) the method uses for them (the
     prediction path of ``val_acc``)."""
-    val_acc, val_loss = client_scores(alg.predict(fed.val, True), fed.val, fed.task)
-    test_acc, test_loss = client_scores(alg.predict(fed.test, False), fed.test, fed.task)
+    val_acc, val_loss = scores(alg, fed.val, True)
+    test_acc, test_loss = scores(alg, fed.test, False)
     metrics = {
         "val_acc": mean_over_clients(val_acc, fed.val), "test_acc": mean_over_clients(test_acc, fed.test),
         "ari": clustering_ari(fed.true_cluster, alg.assignment(), alg.num_clusters),
         "val_loss": mean_over_clients(val_loss, fed.val), "test_loss": mean_over_clients(test_loss, fed.test),
     }
     if train:
-        train_acc, _ = client_scores(alg.predict(fed.train, True), fed.train, fed.task)
+        train_acc, _ = scores(alg, fed.train, True)
         metrics["train_acc"] = mean_over_clients(train_acc, fed.train)
     return metrics, val_acc
+
+
+def scores(alg: Algorithm, split: Split, participating: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-client accuracy and mean loss of ``alg``'s predictions on ``split`` (computed where the clients'
+    data are: Trainer.per_client)."""
+    def compute(part: Split) -> np.ndarray:
+        return np.stack(client_scores(alg.predict(part, participating), part, alg.ctx.fed.task), 1)
+
+    both = alg.ctx.trainer.per_client(split, compute)
+    return both[:, 0], both[:, 1]
 
 
 def git_revision() -> str | None:
@@ -112,8 +122,8 @@ class Run:
         configure(self.device, cfg.deterministic)
         if fed is None:
             check_federation_fits(cfg, typed["scenario"])
-            fed = build_federation(cfg, typed["scenario"])
-        fed = fed.to(self.device)  # the one host-to-device copy of the data
+            fed = self.load_federation()
+        fed = self.hold(fed).to(self.device)  # the one host-to-device copy of the data
         self.fed = dataclasses.replace(fed, test=with_fit_rows(fed.test, cfg.test_fit, cfg.seed))
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
@@ -129,6 +139,15 @@ class Run:
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
         self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
+
+    def load_federation(self) -> Federation:
+        """The run's federation, built or read from the cache (engine.distributed reads its clients' part)."""
+        return build_federation(self.cfg, self.typed["scenario"])
+
+    def hold(self, fed: Federation) -> Federation:
+        """The part of the federation this process keeps: all of it here (engine.distributed keeps its
+        clients' inputs only)."""
+        return fed
 
     def make_trainer(self, module: torch.nn.Module) -> Trainer:
         """The clients' work (local training, E-step losses): in process here; the Flower adapter

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fedcluster.data.federation import Split
 from fedcluster.engine.batches import Schedule, make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
 from fedcluster.engine.evaluation import per_sample_losses
@@ -289,6 +290,14 @@ class Trainer:
         finite = torch.isfinite(torch.cat([s for _, s in watched])).cpu().numpy()
         clients = np.concatenate([c for c, _ in watched])
         return sorted({int(c) for c in clients[~finite]})
+
+    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray], clients: np.ndarray | None = None
+                   ) -> np.ndarray:
+        """Values of the ``clients`` of ``split`` (default: all; [len(clients), ...]) that ``compute`` works out
+        from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)``; a
+        run spread over processes (engine.distributed) computes each client's values where its data are and
+        gathers them."""
+        return np.asarray(compute(split))
 
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:

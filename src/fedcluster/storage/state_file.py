@@ -139,6 +139,17 @@ def _unreadable(path: Path) -> str:
     return "is truncated or corrupt (not a readable fedcluster state file)"
 
 
+def encode_state(state: Any) -> tuple[str, dict[str, torch.Tensor]]:
+    """``state`` as the JSON structure of a state file and its tensors (CPU), e.g. to send it to other
+    processes without pickle; :func:`decode_state` inverts it."""
+    tensors: dict[str, torch.Tensor] = {}
+    return json.dumps(_encode(state, tensors), allow_nan=False), tensors
+
+
+def decode_state(tree: str, tensors: dict[str, torch.Tensor]) -> Any:
+    return _decode(json.loads(tree), tensors)
+
+
 # -- files -----------------------------------------------------------------------------------------
 def save_state(path: Path, state: Any, kind: str, key: str = "", hint: str = "free some space") -> None:
     """Write ``state`` atomically to ``path`` (raises ``StorageError`` naming ``hint`` when it cannot)."""
@@ -172,3 +183,109 @@ def load_state(path: Path, kind: str, key: str | None = None) -> Any:
         return _decode(json.loads(header["tree"]), tensors)
     except (ValueError, KeyError, TypeError) as e:
         raise StateFileError(path, f"has a malformed structure ({e})") from None
+
+
+# -- reading parts of a file ---------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TensorRef:
+    """A tensor of a state file left unread by :meth:`StateParts.load` (read its rows with :meth:`StateParts.rows`)."""
+
+    name: str
+    shape: tuple[int, ...]
+
+
+class StateParts:
+    """A state file opened to read parts of it: the checksum is checked by streaming the file (it is never
+    held whole), then :meth:`load` gives the state with the tensors named in ``unread`` as :class:`TensorRef`
+    and :meth:`rows` reads some rows of one. Use as a context manager."""
+
+    CHUNK = 4 * 2**20  # bytes read at a time (small reads: the allocator reuses the same few megabytes)
+
+    def __init__(self, path: Path, kind: str, key: str | None = None) -> None:
+        self.path = Path(path)
+        try:
+            self._file = safe_open(str(self.path), framework="pt")
+            meta = dict(self._file.metadata() or {})
+            self.names = list(self._file.keys())  # noqa: SIM118 (not a dict)
+        except Exception:  # noqa: BLE001 (any failure to parse an untrusted file means: unusable)
+            raise StateFileError(self.path, _unreadable(self.path)) from None
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise StateFileError(self.path, "is not a fedcluster state file of this version")
+        self.header = {k: meta.get(k, "") for k in ("format", "version", "kind", "key", "tree")}
+        if not all(name.isdigit() for name in self.names) or meta.get("sha256") != self._streamed_digest():
+            raise StateFileError(self.path, "is corrupt or was modified (its SHA-256 checksum does not match)")
+        if self.header["kind"] != kind:
+            raise StateFileError(self.path, f"holds a {self.header['kind']}, not a {kind}")
+        if key is not None and self.header["key"] != key:
+            raise StateFileError(self.path, "belongs to another configuration (its key does not match)")
+
+    def __enter__(self) -> StateParts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file = None
+
+    def _streamed_digest(self) -> str:
+        """:func:`_digest` of the file, reading each tensor ``CHUNK`` bytes of rows at a time."""
+        h = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode())
+        for name in sorted(self.names, key=int):
+            part = self._file.get_slice(name)
+            shape = list(part.get_shape())
+            if not shape or not shape[0] or math.prod(shape) == 0:
+                t = self._file.get_tensor(name)
+                h.update(f"|{name}:{t.dtype}:{list(t.shape)}|".encode())
+                if t.numel():
+                    h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+                continue
+            row = max(1, math.prod(shape[1:]))
+            step = max(1, self.CHUNK // (row * 8))
+            for lo in range(0, shape[0], step):
+                t = part[lo:lo + step]
+                if lo == 0:
+                    h.update(f"|{name}:{t.dtype}:{shape}|".encode())
+                h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+        return h.hexdigest()
+
+    def tensor_at(self, *keys: str) -> str | None:
+        """The name of the tensor at ``state[keys[0]][keys[1]]...`` (dicts only), None if there is none."""
+        node: Any = json.loads(self.header["tree"])
+        for key in keys:
+            if not isinstance(node, dict) or not isinstance(node.get("dict"), list):
+                return None
+            node = next((v for pair in node["dict"] if isinstance(pair, list) and len(pair) == 2
+                         for k, v in [pair] if k == key), None)
+        return node.get("tensor") if isinstance(node, dict) and isinstance(node.get("tensor"), str) else None
+
+    def load(self, unread: set[str]) -> Any:
+        """The state, with the tensors named in ``unread`` left as :class:`TensorRef`."""
+        reader = self
+
+        class _Tensors(dict):
+            def __missing__(self, name: str) -> Any:
+                if name in unread:
+                    return TensorRef(name, tuple(reader._file.get_slice(name).get_shape()))
+                return reader._file.get_tensor(name)
+
+        try:
+            return _decode(json.loads(self.header["tree"]), _Tensors())
+        except (ValueError, KeyError, TypeError) as e:
+            raise StateFileError(self.path, f"has a malformed structure ({e})") from None
+
+    def rows(self, ref: TensorRef, rows: np.ndarray) -> torch.Tensor:
+        """Rows ``rows`` (increasing) of the tensor ``ref``, read ``CHUNK`` bytes of consecutive rows at a time
+        into one tensor."""
+        rows = np.asarray(rows, dtype=np.int64)
+        part = self._file.get_slice(ref.name)
+        first = part[0:0]
+        out = first.new_empty((len(rows), *first.shape[1:]))
+        if not len(rows):
+            return out
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        step = max(1, self.CHUNK // max(1, out[:1].nbytes))
+        at = 0
+        for lo, hi in zip(rows[np.r_[0, breaks]], rows[np.r_[breaks - 1, len(rows) - 1]] + 1, strict=True):
+            for a in range(int(lo), int(hi), step):
+                b = min(int(hi), a + step)
+                out[at:at + b - a] = part[a:b]
+                at += b - a
+        return out
