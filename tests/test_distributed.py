@@ -118,7 +118,9 @@ def test_server_steps_on_client_data_give_the_single_process_rounds(tmp_path: Pa
                       "fesem-partial": _spec("fesem", "clients_per_round=2"),
                       "hcfl-prototypes": _spec("hcfl", "algorithm.adaptive=split", "algorithm.split=false",
                                                "algorithm.distance=prototype-cscp", "algorithm.rho=0.0"),
-                      "fedmd-regression": regression})
+                      "fedmd-regression": regression,
+                      # train_acc: each rank scores its own clients' training rows
+                      "fedrc-train-acc": _spec("fedrc", "eval_train=true")})
 
 
 @pytest.mark.slow
