@@ -89,8 +89,7 @@ S4_K = _exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concept
                                                     {"local": "30.50", "global": "21.03"},
                                                     {"local": "42.48", "global": "30.57"},
                                                     {"local": "43.82", "global": "42.50"}), strict=True)),
-            paper_budget=PAPER_100,
-    more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
+            paper_budget=PAPER_100, more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
 _IMB_PAPER = {"FeSEM": "38.20/16.70", "IFCA": "39.72/16.37", "FedEM": "55.96/26.30", "FedRC": "55.64/45.77"}
 _IMB = tuple(x for x in TABLE1 if x.label in _IMB_PAPER)
 S4_IMBALANCE = _exp(
@@ -153,10 +152,8 @@ S4_NOISE = _exp(
                                                 if x.label != "FedRC") for s in _NOISE_PAPER),
         default=float("nan")), 0.0, ">=")]),
     paper_budget=PAPER_100,
-    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; the FedRC paper's Pairflip/Symflip column names are swapped relative to "
-          "HCFL "
-          "paper's: we name the "
-          "flip by what it does",))
+    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; its Pairflip/Symflip column names are swapped "
+          "relative to the HCFL paper's: we name the flip by what it does",))
 _PART = (0.2, 0.4, 0.6, 0.8, 1.0)
 _PART_PAPER = {"FedAvg": ("29.22/31.10", "29.61/29.43", "30.63/31.17", "30.46/29.03", "30.28/30.47"),
                "IFCA": ("31.95/16.67", "38.07/23.33", "41.26/29.57", "58.86/49.50", "43.76/26.62"),

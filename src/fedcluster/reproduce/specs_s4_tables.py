@@ -6,8 +6,8 @@ Every check encodes the claim as the FedRC paper's text states it (App. I), fixe
 
 from __future__ import annotations
 
-from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, Setting, Unavailable, mean_of
-from fedcluster.reproduce.specs_s4 import _BASE, K3, METRICS, PAPER, PAPER_100, SMALL, TABLE1, _exp
+from fedcluster.reproduce.spec import Budget, Method, Metric, Results, Setting, Unavailable, mean_of
+from fedcluster.reproduce.specs_s4 import _BASE, METRICS, PAPER, PAPER_100, SMALL, TABLE1, _exp
 from fedcluster.reproduce.verdicts import bottom, judge, top
 
 _BY_LABEL = {x.label: x for x in TABLE1}
