@@ -1,8 +1,7 @@
 """FedRC (Guo, Tang, Lin; FedRC paper): RobustCluster — FedEM with Ĩ = exp(−ℓ) / C_{y,k}.
 
-Composition: tier 1 ``fedrc-ratio`` (FedRC paper eq. 2, log Ĩ = −ℓ − log C_{y,k}), tier 2 ``soft-em``, fixed K. FedRC
-paper
-Alg. 1 (= App. H.1 Alg. 2) lines 3–4: the E-step (eq. 3) runs *before* local training with the C_{y,k}
+Composition: tier 1 ``fedrc-ratio`` (FedRC paper eq. 2, log Ĩ = −ℓ − log C_{y,k}), tier 2 ``soft-em``, fixed K. The
+FedRC paper's Alg. 1 (= App. H.1 Alg. 2) lines 3–4: the E-step (eq. 3) runs *before* local training with the C_{y,k}
 received from the server; each (client, k) pair trains with weights γ (eq. 5); the client uploads Δθ_{i,k}
 and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the models by N_i and recomputes
 C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.

@@ -29,16 +29,14 @@ PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128"),
                    note="the FedRC paper's 100 clients, 200 rounds and batch 128 on Fashion-MNIST with its public "
                         "code's CNN (the paper: CIFAR-10 with MobileNetV2, which needs CIFAR files)")
 METRICS = (Metric("local", "local %"), Metric("global", "global %"), Metric("ari", "ARI", ".3f"))
-DIFFS = ("FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records validation, "
-         "so the "
-         "round of best local validation accuracy is used",
+DIFFS = ("the FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records "
+         "validation, so the round of best local validation accuracy is used",
          "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
          "participation; "
          "FedSoft at lr 0.03 from the same grid (at 0.1 its personal models, trained on without restarting, "
          "diverged at round 21 of the small budget, seed 0)")
-SMALL_BATCH = ("batch 32 at the small budget (FedRC paper: 128, as the paper budget), so that its clients with 200 "
-               "training "
-               "samples take 7 steps per round")
+SMALL_BATCH = ("batch 32 at the small budget (the FedRC paper: 128, as the paper budget), so that its clients with "
+               "200 training samples take 7 steps per round")
 K3 = ("algorithm.num_clusters=3",)
 
 
@@ -82,7 +80,7 @@ S4_TABLE1 = _exp("s4-table1-fmnist", "FedRC paper Table 1, Fashion-MNIST column:
                  TABLE1)
 _CORE = tuple(x for x in TABLE1 if x.label in ("FedAvg", "FeSEM", "FedEM", "FedRC"))
 S4_K = _exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts", "FedRC paper Table 9 (CIFAR-10 in "
-                                                                                    "FedRC paper)",
+                                                                                    "the FedRC paper)",
             "with fewer clusters than concepts FedRC keeps the best global accuracy (42.50 vs ≤ 30.57)",
             tuple(Method(x.label, tuple(o.replace("num_clusters=3", "num_clusters=2") for o in x.overrides),
                          p) for x, p in zip(_CORE, ({"local": "28.74", "global": "28.43"},
@@ -99,20 +97,19 @@ S4_IMBALANCE = _exp(
           for x in _IMB),
     overrides=(*_BASE, "scenario.assignment=uniform", "scenario.ratios=[8,1,1]"),
     paper_budget=PAPER_100,
-    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in FedRC paper §3 "
-          "(assignment=uniform)",))
+    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in the FedRC "
+          "paper's §3 (assignment=uniform)",))
 S4_HARD = _exp(
     "s4-ablation-tehc-trhc", "FedRC paper Table 15: FedRC with hard clustering at test (TeHC) or train time (TrHC)",
-    "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy (FedRC paper: "
-                            "44.37 → 20.5, "
-    "−54 %)",
+    "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy (the "
+                            "FedRC paper: 44.37 → 20.5, −54 %)",
     (m("FedRC", "fedrc", "", "44.37 (CIFAR-10)", *K3), m("TeHC", "fedrc", "", "48.03 (CIFAR-10)", *K3,
                                                          "algorithm.hard=test"),
      m("TrHC", "fedrc", "", "20.5 (CIFAR-10)", *K3, "algorithm.hard=train")),
     verdict=lambda r: judge([("|FedRC − TeHC| global (points)", abs(mean_of(r, "", "FedRC", "global")
                                                                     - mean_of(r, "", "TeHC", "global")), 5.0, "<="),
                              ("share of FedRC's global accuracy that TrHC loses, (FedRC − TrHC) / FedRC ('most': "
-                              "over half; FedRC paper 0.54)", 1 - mean_of(r, "", "TrHC", "global")
+                              "over half; the FedRC paper: 0.54)", 1 - mean_of(r, "", "TrHC", "global")
                               / mean_of(r, "", "FedRC", "global"), 0.5, ">=")]),
     paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
@@ -170,7 +167,7 @@ S4_PARTICIPATION = _exp(
     verdict=lambda r: judge([("FedRC global − best other global (points, worst rate)", bottom(
         mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x, "global") for x in _PART_PAPER if x != "FedRC")
          for s in (f"participation {p}" for p in _PART)), 0.0, ">=")]),
-    more=("FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
+    more=("the FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
 _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_every=2"), fraction=0.25,
                               test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),
               "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"))}
