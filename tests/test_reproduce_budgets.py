@@ -144,3 +144,11 @@ def test_count_noise_perturbs_every_upload_reproducibly_and_scales_with_the_refe
 def test_count_noise_is_refused_without_the_label_counts_it_perturbs() -> None:
     assert main(["run", "dataset=digits", "algorithm=fedrc", "algorithm.formulation=conditional",
                  "algorithm.count_noise=5", "rounds=1", "num_clients=4"]) == 2
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if "HCFL paper" in e.source
+                                        and "FedRC paper" not in e.source))
+def test_hcfl_paper_budgets_are_its_clients_rounds_and_mobilenet(name: str) -> None:
+    """100 clients, 200 rounds, MobileNetV2 (the HCFL paper's default model) and batch 128 (the FedRC paper's)."""
+    for cfg, _ in _resolved(EXPERIMENTS[name], "paper"):
+        assert (cfg.num_clients, cfg.rounds, cfg.batch_size, cfg.model) == (100, 200, 128, "mobilenet-v2"), name
