@@ -86,7 +86,8 @@ PAPER_TABLES = Path(__file__).parent / "data" / "fedrc-ablation-tables.txt"
 
 
 @pytest.mark.parametrize("name", ["s4-ablation-k2", "s4-ablation-imbalance", "s4-ablation-single-shift",
-                                  "s4-ablation-participation"])
+                                  "s4-ablation-participation", "s4-ablation-clusters", "s4-ablation-local-epochs",
+                                  "s4-ablation-concepts", "s4-ablation-count-noise"])
 def test_fedrc_ablation_paper_values_sit_beside_their_method_in_the_paper_tables(name: str) -> None:
     """Each method's "local/global" pairs, over the settings in order, follow its name in the FedRC paper's table
     as transcribed in tests/data (catches values given to the wrong method, e.g. by zipping two lists in different
