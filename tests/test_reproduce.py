@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fedcluster.cli import main
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.command import RUNNERS
 from fedcluster.reproduce.stats import format_mean_sd, mean_sd
 from fedcluster.reproduce.verdicts import judge
@@ -25,6 +25,8 @@ HEADLINES = {
     "s4-ablation-label-noise", "s4-ablation-participation", "s1-table1-fmnist", "s1-table6-mu", "s1-table7-scwu",
     "s1-fig4-kt", "s2-mixreg-a", "s2-mixreg-b", "s2-mixreg-c", "s2-large-population", "s3-lines-sweeps",
     "s3-rotation-8", "s3-mixture-kappa", "s3-merge", "s3-labelmaps-5",
+    "s4-ablation-clusters", "s4-ablation-local-epochs", "s4-ablation-concepts", "s4-ablation-count-noise",
+    "s4-ablation-shared-extractor", "s4-adaptive-k",
 }
 OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse", "q-s4-ifca-protocol", "q-hcfl-s1-code"}
 
@@ -84,7 +86,8 @@ PAPER_TABLES = Path(__file__).parent / "data" / "fedrc-ablation-tables.txt"
 
 
 @pytest.mark.parametrize("name", ["s4-ablation-k2", "s4-ablation-imbalance", "s4-ablation-single-shift",
-                                  "s4-ablation-participation"])
+                                  "s4-ablation-participation", "s4-ablation-clusters", "s4-ablation-local-epochs",
+                                  "s4-ablation-concepts", "s4-ablation-count-noise"])
 def test_fedrc_ablation_paper_values_sit_beside_their_method_in_the_paper_tables(name: str) -> None:
     """Each method's "local/global" pairs, over the settings in order, follow its name in the FedRC paper's table
     as transcribed in tests/data (catches values given to the wrong method, e.g. by zipping two lists in different
@@ -107,9 +110,11 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
             "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    names = [line.split()[0] for line in out.stdout.splitlines()]
-    assert names == list(EXPERIMENTS)
-    assert all(line.endswith("[not yet run]") for line in out.stdout.splitlines())
+    lines = out.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [*EXPERIMENTS, *UNAVAILABLE]
+    assert all(line.endswith("[not yet run]") for line in lines[:len(EXPERIMENTS)])
+    assert all(f"[cannot run here: {u.needs}]" in line for line, u in zip(lines[len(EXPERIMENTS):],
+                                                                            UNAVAILABLE.values(), strict=True))
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -118,6 +123,7 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
     (["reproduce", "s2-mixreg-a", "--seeds", "0"], "at least 1 seed"),
     (["reproduce", "s2-mixreg-a", "--set", "rounds"], "key=value"),
     (["reproduce", "s2-mixreg-a", "--report-only"], "holds no results"),
+    (["reproduce", "s4-table3-airline"], "cannot run here: needs the Airline"),
     pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(
         torch.cuda.is_available(), reason="a CUDA device is present")),
 ])

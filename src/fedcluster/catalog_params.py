@@ -74,6 +74,8 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('beta1', 'float', '0.9', 'FedRC-Adam β1'),
             ('beta2', 'float', '0.99', 'FedRC-Adam β2'),
             ('eps', 'float', '1e-08', 'FedRC-Adam ε'),
+            ('count_noise', 'float', '0.0', 'ξ: std of the Gaussian noise on every uploaded label count (FedRC paper Table 10)'),
+            ('count_noise_ref', 'float', '0.0', '> 0: ξ is for a client of this many samples per class (FedRC paper: 45)'),
         )),
         'fedrc-adaptive': (None, (
             ('num_clusters', 'int', '6', 'K^0 (FedRC paper Fig. 7)'),

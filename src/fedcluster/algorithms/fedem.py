@@ -66,7 +66,7 @@ class FedEM(ClusteredAlgorithm):
         self.sample_prior = (np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
                              if params.weights_scope == "sample" else None)
         # Server-side tier-1 statistics: each client's latest soft label counts F_i [K, C] (HCFL paper Alg. 2
-        # step 3; for partial participation FedRC paper is silent keeps the latest) and for
+        # step 3; the FedRC paper is silent on partial participation: the latest are kept) and for
         # ``joint`` its latest γ-weighted input statistics.
         self.counts = np.zeros((fed.num_clients, k, max(fed.num_classes, 1)))
         self.marginal = np.full((k, max(fed.num_classes, 1)), 1.0 / max(fed.num_classes, 1))

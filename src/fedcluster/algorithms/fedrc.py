@@ -1,8 +1,7 @@
 """FedRC (Guo, Tang, Lin; FedRC paper): RobustCluster — FedEM with Ĩ = exp(−ℓ) / C_{y,k}.
 
-Composition: tier 1 ``fedrc-ratio`` (FedRC paper eq. 2, log Ĩ = −ℓ − log C_{y,k}), tier 2 ``soft-em``, fixed K. FedRC
-paper
-Alg. 1 (= App. H.1 Alg. 2) lines 3–4: the E-step (eq. 3) runs *before* local training with the C_{y,k}
+Composition: tier 1 ``fedrc-ratio`` (FedRC paper eq. 2, log Ĩ = −ℓ − log C_{y,k}), tier 2 ``soft-em``, fixed K. The
+FedRC paper's Alg. 1 (= App. H.1 Alg. 2) lines 3–4: the E-step (eq. 3) runs *before* local training with the C_{y,k}
 received from the server; each (client, k) pair trains with weights γ (eq. 5); the client uploads Δθ_{i,k}
 and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the models by N_i and recomputes
 C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.
@@ -20,6 +19,13 @@ Variants (paper readings where the authors' code differs / E.4):
 * ``hard=test`` — FedRC-TeHC (Table 15): train soft, predict with argmax_k ω_{i;k} only.
 * ``hard=train`` — FedRC-TrHC: each client trains and predicts only with its highest-weight model; the
   E-step, ω and the label counts stay soft.
+* ``count_noise`` — privacy variant (FedRC paper App. E, eq. 96, Table 10): each client adds c ~ N(0, ξ²) to
+  every soft label count Σ_j 1{y_ij = y} γ_{i,j;k} it uploads; the server sums the noisy counts. With
+  ``count_noise_ref`` > 0, client i's std is ξ · (N_i / C) / ref, i.e. ξ is given for a client holding ``ref``
+  samples per class (the FedRC paper's "expected value … is 45"), so that a smaller federation gets the same
+  relative noise. [reading] A noisy aggregated count below one sample counts as one sample (the paper does not
+  say how a negative sum is handled); a client's noise is drawn from (seed, round, client), so a resumed run
+  draws the same noise.
 * ``adam`` — FedRC-Adam (App. H.3): γ^t = γ^{t−1} − α ν̂ / (sqrt(â) + ε) on g = γ^{t−1} − γ̂^t with the
   paper's β1 = 0.9, β2 = 0.99 and its constant bias correction (the reference code uses 0.5 /
   0.5), clipped at 0 and renormalised; ω = mean_j γ. Client scope only.
@@ -38,7 +44,7 @@ from fedcluster.algorithms.fedem import FedEM, FedEMParams
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import mix_predictions
 from fedcluster.registry import ALGORITHMS
-from fedcluster.tiers.formulation import Formulation
+from fedcluster.tiers.formulation import Formulation, label_marginal
 from fedcluster.tiers.weights import EStep, adam_em, one_hot, segment_mean, soft_em
 
 
@@ -53,9 +59,15 @@ class FedRCParams(FedEMParams):
     beta1: float = 0.9  # FedRC-Adam β1
     beta2: float = 0.99  # FedRC-Adam β2
     eps: float = 1e-8  # FedRC-Adam ε
+    count_noise: float = 0.0  # ξ: std of the Gaussian noise on every uploaded label count (FedRC paper Table 10)
+    count_noise_ref: float = 0.0  # > 0: ξ is for a client of this many samples per class (FedRC paper: 45)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.count_noise < 0 or self.count_noise_ref < 0:
+            raise ValueError("count_noise and count_noise_ref must be >= 0")
+        if self.count_noise > 0 and self.formulation != "fedrc-ratio":
+            raise ValueError("count_noise perturbs the label counts of formulation=fedrc-ratio; use that formulation")
         if self.adam and self.weights_scope != "client":
             raise ValueError("adam=true updates the client-wise EM; use weights_scope=client")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1) or self.adam_lr <= 0:
@@ -81,6 +93,20 @@ class FedRC(FedEM):
             self.gamma[rows].astype(np.float64), hat, self.adam_m1[rows], self.adam_m2[rows],
             p.adam_lr, p.beta1, p.beta2, p.eps)
         return EStep(gamma, segment_mean(gamma, owner, len(clients)))
+
+    def update_statistics(self, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray, gamma: np.ndarray) -> None:
+        """The clients' label counts (with ``count_noise``: each upload plus N(0, ξ_i²) noise, FedRC paper eq. 96)
+        and the server's C_{y,k} from their sum."""
+        super().update_statistics(clients, rows, owner, gamma)
+        p, fed = self.params, self.ctx.fed
+        if p.count_noise <= 0:
+            return
+        sizes = self.sizes(clients)
+        for c, n in zip(clients, sizes, strict=True):
+            std = p.count_noise * ((n / fed.num_classes) / p.count_noise_ref if p.count_noise_ref > 0 else 1.0)
+            rng = np.random.default_rng([self.ctx.cfg.seed, 81, self.rounds_done, int(c)])
+            self.counts[c] = self.counts[c] + rng.normal(0.0, std, self.counts[c].shape)
+        self.marginal = label_marginal(np.maximum(self.counts.sum(0), 1.0))
 
     def local_training(self, clients: np.ndarray, est: EStep, round_: int) -> tuple[Any, np.ndarray, int]:
         if self.params.hard != "train":

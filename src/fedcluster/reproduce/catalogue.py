@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from fedcluster.reproduce import specs_s1, specs_s2, specs_s3, specs_s4
-from fedcluster.reproduce.spec import Experiment
+from fedcluster.reproduce import specs_s1, specs_s2, specs_s3, specs_s4, specs_s4_tables
+from fedcluster.reproduce.spec import Experiment, Unavailable
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for mod in (specs_s4, specs_s1, specs_s2, specs_s3)
                                       for e in mod.EXPERIMENTS}
+EXPERIMENTS.update((e.name, e) for e in specs_s4_tables.EXPERIMENTS)
+# paper results that cannot run here, listed with what they need
+UNAVAILABLE: dict[str, Unavailable] = {u.name: u for u in specs_s4_tables.UNAVAILABLE}
 
 
 def get(name: str) -> Experiment:
     """The experiment called ``name``; a KeyError naming the valid choices otherwise."""
+    if name in UNAVAILABLE:
+        raise KeyError(f"{name} cannot run here: {UNAVAILABLE[name].needs}")
     if name not in EXPERIMENTS:
         raise KeyError(f"unknown experiment {name!r}; `fedcluster reproduce --list` shows: {', '.join(EXPERIMENTS)}")
     return EXPERIMENTS[name]

@@ -9,7 +9,7 @@ from importlib import import_module
 from pathlib import Path
 
 from fedcluster.errors import UserError
-from fedcluster.reproduce.catalogue import EXPERIMENTS, get
+from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE, get
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import BUDGETS
 from fedcluster.storage.paths import output_path
@@ -40,12 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def list_experiments(out: Path) -> int:
-    width = max(len(n) for n in EXPERIMENTS)
+    width = max(len(n) for n in (*EXPERIMENTS, *UNAVAILABLE))
     for name, exp in EXPERIMENTS.items():
         stored = Stored.load(out / f"{name}.json")
         state = "not yet run" if stored is None else f"{stored.budget}, {stored.seeds} seeds" + (
             "" if stored.finished else ", incomplete")
         print(f"{name:<{width}}  {exp.title} [{state}]")
+    for name, item in UNAVAILABLE.items():
+        print(f"{name:<{width}}  {item.title} [cannot run here: {item.needs}]")
     return 0
 
 

@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import Experiment
@@ -103,6 +103,14 @@ def reading(out: Path, name: str) -> list[str]:
     return path.read_text().strip().splitlines() if path.is_file() else []
 
 
+def paper_budget_line(exp: Experiment, stored: Stored) -> list[str]:
+    """Where the paper budget was not run: that it was not, what it needs, and the command that runs it."""
+    if stored.budget == "paper":
+        return []
+    cmd = command(exp, "paper", max(stored.seeds, 3), "cuda", [e for e in stored.extra if not e.startswith("threads=")])
+    return [f"Paper budget: not run: {exp.paper_needs}. Command: `{cmd}`", ""]
+
+
 def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     budget = exp.budget(stored.budget)
     paper = exp.budgets["paper"]
@@ -123,7 +131,7 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
              f"| device | {stored.device} | — |", f"| seeds | {stored.seeds} | — |",
              f"| wall time, all runs recorded | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
-             "## Results", "", *table(exp, stored), *diverged_runs(stored), ""]
+             *paper_budget_line(exp, stored), "## Results", "", *table(exp, stored), *diverged_runs(stored), ""]
     if notes:
         lines += ["## Reading", "", f"Written by hand after the run (`{exp.name}.reading.md`).", "", *notes, ""]
     lines += ["## Differences from the paper", ""]
@@ -151,6 +159,10 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             why = f"{why} ([details]({out.name}/{exp.name}.md))"
         groups[f"{status} (open questions)" if exp.open_question else status].append(exp.name)
         cells = (exp.name, exp.source, exp.claim, f"**{status}**", run, why)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    for item in UNAVAILABLE.values():
+        groups["cannot run here"].append(item.name)
+        cells = (item.name, item.source, item.claim, "**cannot run here**", "–", item.needs)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(groups.items()))
     text = ["# Reproduction: the papers' headline claims, paper vs ours", "",

@@ -75,7 +75,8 @@ def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, fl
         return at_best_train(rows)
     if read == "best-val":
         at = summary["at_best_val"]
-        return {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"]}
+        return {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"],
+                "kt": float(summary["final"]["num_clusters"])}
     if read == "best":
         best, final = summary["best"], summary["final"]
         return {"val": 100 * best["val_acc"]["value"], "test": 100 * best["test_acc"]["value"],

@@ -41,8 +41,10 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
                 *extra]
         fed = build(exp, budget, setting, base, seed)
         full = int(fed.train.sizes.max())
+        k = setting.params.get("num_clusters")  # a sweep over K: the methods' K = 3 becomes the setting's
         for method in todo:
             over = [*base, *(o.replace("=FULL", f"={full}") for o in method.overrides)]
+            over = [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
             with tempfile.TemporaryDirectory() as tmp:
                 t0 = time.perf_counter()
                 r = make_run(over, Path(tmp) / "run", fed)

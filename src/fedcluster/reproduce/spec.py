@@ -63,6 +63,17 @@ class Metric:
     spec: str = ".2f"
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A paper result that cannot run here: listed with what it needs, never run with something else instead."""
+
+    name: str
+    title: str
+    source: str
+    claim: str
+    needs: str  # e.g. "needs CIFAR files (...)", "method not implemented (...)"
+
+
 Results = Mapping[tuple[str, str], Mapping[str, Sequence[float]]]  # (setting, method) -> metric -> per-seed
 Verdict = Callable[[Results], tuple[str, str]]  # -> ("holds" | "does not hold" | "partly", why)
 ScaledVerdict = Callable[[Results, "Budget"], tuple[str, str]]  # a check whose bound scales with the federation
@@ -91,6 +102,7 @@ class Experiment:
     verdict_uses_budget: bool = False  # verdict(results, budget): e.g. a cluster count scaled to the clients
     open_question: bool = False
     tiny_rounds: int = 2  # rounds of the test budget (methods with a fixed first phase need more)
+    paper_needs: str = "needs a GPU"  # what the paper budget needs that this machine (2 CPU cores) lacks
 
     def budget(self, name: str) -> Budget:
         """The named budget; "tiny" (tests only) is the small one cut to a few rounds (and, for the image

@@ -7,15 +7,16 @@ from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Result
 from fedcluster.reproduce.verdicts import bottom, judge, top
 
 MLP = "MLP with one hidden layer of 128 (φ = hidden layer, θ_k = output layer)"
-SMALL = Budget(40, 30, MLP, ("eval_every=2",), fraction=0.25, test_size=500,
+SMALL = Budget(40, 30, MLP, ("model=mlp", "model.hidden=[128]", "eval_every=2"), fraction=0.25, test_size=500,
                note="40 clients × ¼ of their data (300 training + 75 validation samples each), 30 rounds, 500 images "
-                    "per test client")
-PAPER = Budget(100, 200, MLP, ("batch_size=128",),
-               note="an MLP instead of MobileNetV2 (CPU); batch 128 (HCFL paper does not state it; FedRC's, from the "
-                    "same "
+                    "per test client; an MLP instead of the HCFL paper's MobileNetV2 (CPU)")
+PAPER = Budget(100, 200, "MobileNetV2 (φ = every layer but the last, θ_k = the last linear layer)",
+               ("model=mobilenet-v2", "batch_size=128"),
+               note="the HCFL paper's 100 clients, 200 rounds and MobileNetV2 (trained from scratch, on "
+                    "Fashion-MNIST); batch 128 (the HCFL paper does not state it; the FedRC paper's, from the same "
                     "authors)")
-BASE = ("dataset=fashion-mnist", "scenario=hcfl-shift", "scenario.concepts=3", "scenario.beta=0.2", "model=mlp",
-        "model.hidden=[128]", "lr=0.05", "momentum=0.9", "batch_size=32", "local_epochs=1")
+BASE = ("dataset=fashion-mnist", "scenario=hcfl-shift", "scenario.concepts=3", "scenario.beta=0.2", "lr=0.05",
+        "momentum=0.9", "batch_size=32", "local_epochs=1")
 METRICS = (Metric("val", "best val %"), Metric("test", "best test %"), Metric("kt", "K^T", ".1f"),
            Metric("ari", "final ARI", ".3f"))
 DIFFS = ("HCFL paper has no Fashion-MNIST column: the paper numbers are CIFAR-10's (only the shape compares)",

@@ -24,17 +24,19 @@ PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128"),
                note="the FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used (with "
                     "'same' "
                     "padding: FC input 64×7×7 where the code has 64×4×4)")
+# the FedRC paper's 100-client ablations (Tables 8-15; CIFAR-10 there, Fashion-MNIST with the CNN here)
+PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128"),
+                   note="the FedRC paper's 100 clients, 200 rounds and batch 128 on Fashion-MNIST with its public "
+                        "code's CNN (the paper: CIFAR-10 with MobileNetV2, which needs CIFAR files)")
 METRICS = (Metric("local", "local %"), Metric("global", "global %"), Metric("ari", "ARI", ".3f"))
-DIFFS = ("FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records validation, "
-         "so the "
-         "round of best local validation accuracy is used",
+DIFFS = ("the FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records "
+         "validation, so the round of best local validation accuracy is used",
          "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
          "participation; "
          "FedSoft at lr 0.03 from the same grid (at 0.1 its personal models, trained on without restarting, "
          "diverged at round 21 of the small budget, seed 0)")
-SMALL_BATCH = ("batch 32 at the small budget (FedRC paper: 128, as the paper budget), so that its clients with 200 "
-               "training "
-               "samples take 7 steps per round")
+SMALL_BATCH = ("batch 32 at the small budget (the FedRC paper: 128, as the paper budget), so that its clients with "
+               "200 training samples take 7 steps per round")
 K3 = ("algorithm.num_clusters=3",)
 
 
@@ -65,10 +67,12 @@ _BASE = ("dataset=fashion-mnist", "scenario=diverse-shift", *_TRAIN)
 def _exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, ...], **kw: object) -> Experiment:
     kw.setdefault("overrides", _BASE)
     kw.setdefault("verdict", _fedrc_best(tuple(x.label for x in methods)))
+    kw.setdefault("metrics", METRICS)
     read = str(kw.pop("read", "best-val"))  # best-train: the FedRC paper's reading (DIFFS[0] then does not apply)
     diffs = DIFFS if read == "best-val" else DIFFS[1:]
+    budgets = {"small": kw.pop("small_budget", SMALL), "paper": kw.pop("paper_budget", PAPER)}
     return Experiment(name=name, title=title, source=source, claim=claim, kind="suite",
-                      budgets={"small": SMALL, "paper": PAPER}, methods=methods, metrics=METRICS, read=read,
+                      budgets=budgets, methods=methods, read=read,
                       differences=(*diffs, SMALL_BATCH, *kw.pop("more", ())), **kw)
 
 
@@ -78,14 +82,14 @@ S4_TABLE1 = _exp("s4-table1-fmnist", "FedRC paper Table 1, Fashion-MNIST column:
                  TABLE1, read="best-train")
 _CORE = tuple(x for x in TABLE1 if x.label in ("FedAvg", "FeSEM", "FedEM", "FedRC"))
 S4_K = _exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts", "FedRC paper Table 9 (CIFAR-10 in "
-                                                                                    "FedRC paper)",
+                                                                                    "the FedRC paper)",
             "with fewer clusters than concepts FedRC keeps the best global accuracy (42.50 vs ≤ 30.57)",
             tuple(Method(x.label, tuple(o.replace("num_clusters=3", "num_clusters=2") for o in x.overrides),
                          p) for x, p in zip(_CORE, ({"local": "28.74", "global": "28.43"},
                                                     {"local": "30.50", "global": "21.03"},
                                                     {"local": "42.48", "global": "30.57"},
                                                     {"local": "43.82", "global": "42.50"}), strict=True)),
-            more=("FedRC paper runs this on CIFAR-10 with 100 clients",))
+            paper_budget=PAPER_100, more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
 _IMB_PAPER = {"FeSEM": "38.20/16.70", "IFCA": "39.72/16.37", "FedEM": "55.96/26.30", "FedRC": "55.64/45.77"}
 _IMB = tuple(x for x in TABLE1 if x.label in _IMB_PAPER)
 S4_IMBALANCE = _exp(
@@ -94,22 +98,23 @@ S4_IMBALANCE = _exp(
     tuple(Method(x.label, x.overrides, dict(zip(("local", "global"), _IMB_PAPER[x.label].split("/"), strict=True)))
           for x in _IMB),
     overrides=(*_BASE, "scenario.assignment=uniform", "scenario.ratios=[8,1,1]"),
-    more=("FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in FedRC paper §3 "
-          "(assignment=uniform)",))
+    paper_budget=PAPER_100,
+    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in the FedRC "
+          "paper's §3 (assignment=uniform)",))
 S4_HARD = _exp(
     "s4-ablation-tehc-trhc", "FedRC paper Table 15: FedRC with hard clustering at test (TeHC) or train time (TrHC)",
-    "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy (FedRC paper: "
-                            "44.37 → 20.5, "
-    "−54 %)",
+    "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy (the "
+                            "FedRC paper: 44.37 → 20.5, −54 %)",
     (m("FedRC", "fedrc", "", "44.37 (CIFAR-10)", *K3), m("TeHC", "fedrc", "", "48.03 (CIFAR-10)", *K3,
                                                          "algorithm.hard=test"),
      m("TrHC", "fedrc", "", "20.5 (CIFAR-10)", *K3, "algorithm.hard=train")),
     verdict=lambda r: judge([("|FedRC − TeHC| global (points)", abs(mean_of(r, "", "FedRC", "global")
                                                                     - mean_of(r, "", "TeHC", "global")), 5.0, "<="),
                              ("share of FedRC's global accuracy that TrHC loses, (FedRC − TrHC) / FedRC ('most': "
-                              "over half; FedRC paper 0.54)", 1 - mean_of(r, "", "TrHC", "global")
+                              "over half; the FedRC paper: 0.54)", 1 - mean_of(r, "", "TrHC", "global")
                               / mean_of(r, "", "FedRC", "global"), 0.5, ">=")]),
-    more=("FedRC paper runs this on CIFAR-10 with 100 clients",))
+    paper_budget=PAPER_100,
+    more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
 _SINGLE = {"feature-only": ("scenario=hcfl-shift", "scenario.concepts=1"),
            "concept-only": ("scenario=concept-swap", "scenario.split=iid"),
            "label-only": ("scenario=label-skew", "scenario.alpha=0.1")}
@@ -128,7 +133,8 @@ S4_SINGLE = _exp(
     verdict=lambda r: judge([("FedRC global − best global (points, worst setting)", bottom(
         mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x.label, "global") for x in _SINGLE_METHODS)
          for s in _SINGLE), -5.0, ">=")]),
-    more=("FedRC paper runs this on CIFAR-10 with 100 clients; feature-only = hcfl-shift with one concept, "
+    paper_budget=PAPER_100,
+    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; feature-only = hcfl-shift with one concept, "
           "concept-only = "
           "label maps on an IID split, label-only = Dirichlet α = 0.1",))
 _NOISE_PAPER = {"pair 0.2": ("52.35", "20.55", "35.25", "57.55", "59.95"),
@@ -144,10 +150,9 @@ S4_NOISE = _exp(
         (mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x.label, "global") for x in _SINGLE_METHODS
                                                 if x.label != "FedRC") for s in _NOISE_PAPER),
         default=float("nan")), 0.0, ">=")]),
-    more=("FedRC paper runs this on CIFAR-10; the FedRC paper's Pairflip/Symflip column names are swapped relative to "
-          "HCFL "
-          "paper's: we name the "
-          "flip by what it does",))
+    paper_budget=PAPER_100,
+    more=("the FedRC paper runs this on CIFAR-10 with 100 clients; its Pairflip/Symflip column names are swapped "
+          "relative to the HCFL paper's: we name the flip by what it does",))
 _PART = (0.2, 0.4, 0.6, 0.8, 1.0)
 _PART_PAPER = {"FedAvg": ("29.22/31.10", "29.61/29.43", "30.63/31.17", "30.46/29.03", "30.28/30.47"),
                "IFCA": ("31.95/16.67", "38.07/23.33", "41.26/29.57", "58.86/49.50", "43.76/26.62"),
@@ -164,7 +169,7 @@ S4_PARTICIPATION = _exp(
     verdict=lambda r: judge([("FedRC global − best other global (points, worst rate)", bottom(
         mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x, "global") for x in _PART_PAPER if x != "FedRC")
          for s in (f"participation {p}" for p in _PART)), 0.0, ">=")]),
-    more=("FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
+    more=("the FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
 _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_every=2"), fraction=0.25,
                               test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),
               "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"))}
