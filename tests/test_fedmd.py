@@ -122,3 +122,16 @@ def test_two_phase_reaches_oracle_error_while_ifca_from_random_start_stalls(tmp_
     assert ours[4] < 0.5 * ifca[0]  # Phase 1 moves the anchors towards θ* from the random start
     assert ours[-1] < 1.5 * oracle[-1]  # two-phase ends at the oracle's error ...
     assert ifca[-1] > 10 * oracle[-1]  # ... IFCA from the same kind of random start sits on a floor
+
+
+@pytest.mark.parametrize("args", [["model=mlp", "dataset=mixed-regression", "scenario=mixed-regression"],
+                                  ["model=linear"]])
+def test_one_shot_start_on_a_model_it_cannot_fit_is_refused_in_one_line(tmp_path, capsys, args) -> None:
+    """One-shot clustering fits a least-squares model per client: a non-linear model or a classification task
+    gets one line naming the problem and the fix (exit 2), not a traceback."""
+    from fedcluster.cli import main
+
+    code = main(["run", "algorithm=fedmd", "algorithm.init=oneshot", "num_clients=6", "rounds=1", "progress=false",
+                 *args, f"out={tmp_path / 'run'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "algorithm.init=oneshot" in err[0] and "Traceback" not in err[0]

@@ -256,6 +256,10 @@ class FedMD(Algorithm):
         fed, k = self.ctx.fed, self.params.num_clusters
         d = int(np.prod(fed.input_shape))
         with_bias = self.dim == d + 1
+        if fed.task != "regression" or self.dim not in (d, d + 1):
+            raise ConfigError(f"algorithm.init=oneshot fits one least-squares model per client: it needs a regression "
+                              f"scenario and a linear model with one output (model=linear or linear-nobias), not "
+                              f"model={self.ctx.cfg.model} on a {fed.task} task; choose another algorithm.init")
 
         def local_estimates(part: Split) -> np.ndarray:  # each client's estimate from its own data
             x, y = part.x.double().cpu().numpy().reshape(len(part.x), -1), part.y.double().cpu().numpy()
