@@ -26,6 +26,8 @@ HEADLINES = {
     "s1-fig4-kt", "s2-mixreg-a", "s2-mixreg-b", "s2-mixreg-c", "s2-large-population", "s3-lines-sweeps",
     "s3-rotation-8", "s3-mixture-kappa", "s3-merge", "s3-labelmaps-5",
 }
+HEADLINES |= {"s2-local-steps", "s2-large-population-k4", "s3-rotation-8-sweep", "s3-rotation-4-fedem",
+              "s1-table2-distance", "s1-table10-prime"}
 OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse", "q-s4-ifca-protocol", "q-hcfl-s1-code"}
 
 

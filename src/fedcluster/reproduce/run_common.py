@@ -69,14 +69,17 @@ def at_round(rows: Sequence[dict[str, float]], key: str, round_: int) -> float:
 
 
 def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """One run's numbers in the paper's reading: best-val (FedRC paper), best (HCFL paper) or final (CFL-GP paper)."""
+    """One run's numbers in the paper's reading: best-val (FedRC paper), best (HCFL paper: best val/test, K^T and
+    max_t K^t) or final (CFL-GP paper)."""
     if read == "best-val":
         at = summary["at_best_val"]
         return {"local": 100 * at["val_acc"], "global": 100 * at["test_acc"], "ari": at["ari"]}
     if read == "best":
         best, final = summary["best"], summary["final"]
+        kmax = max((r["num_clusters"] for r in rows if not math.isnan(r.get("num_clusters", math.nan))),
+                   default=math.nan)
         return {"val": 100 * best["val_acc"]["value"], "test": 100 * best["test_acc"]["value"],
-                "kt": float(final["num_clusters"]), "ari": final["ari"]}
+                "kt": float(final["num_clusters"]), "ari": final["ari"], "kmax": float(kmax)}
     if read == "final":
         final = summary["final"]
         return {"ari": final["ari"], "to_ari1": first_round(rows, "ari", 1.0), "acc": 100 * final["test_acc"],
