@@ -236,8 +236,9 @@ S3_TABLE10 = Experiment(
     claim=("with K = 4 and K = 8 CFL-GP clusters the clients appropriately and reaches high accuracy at every C; IFCA "
            "with the same K also beats the other baselines (MADMO, the global model)"),
     kind="suite",
-    budgets={"small": Budget(32, 20, "MLP 784-200-10", (), fraction=0.5, test_size=500,
-                             note="T = 20 instead of 200; half of every client's samples; 500 test images per angle"),
+    budgets={"small": Budget(32, 20, "MLP 784-200-10", (), fraction=0.1, test_size=300,
+                             note="T = 20 instead of 200; a tenth of every client's samples (a client's batch is "
+                                  "all of them when it has fewer than 64); 300 test images per angle"),
              "paper": Budget(32, 200, "MLP 784-200-10", note="C from the setting (8 … 128)")},
     methods=(*_K48, *_BASELINES), metrics=FINAL_METRICS, read="final", curve="ari",
     settings=tuple(Setting(f"C={c}", (f"num_clients={c}",), _per_c(TABLE10_ACC, "acc", TABLE10_C)[f"C={c}"])
@@ -293,8 +294,9 @@ S3_TABLE9 = Experiment(
     claim=("CFL-GP reaches ARI 1.0 at every C with the highest accuracy; FedEM's ARI is close to 0 and its accuracy "
            "lies below CFL-GP's and IFCA's but above MADMO's and the global model's; IFCA's ARI is well above FedEM's"),
     kind="suite",
-    budgets={"small": Budget(20, 30, "MLP 784-200-10", (), fraction=0.5, test_size=500,
-                             note="T = 30 instead of 200; half of every client's samples; 500 test images per angle"),
+    budgets={"small": Budget(20, 20, "MLP 784-200-10", (), fraction=0.1, test_size=300,
+                             note="T = 20 instead of 200; a tenth of every client's samples (a client's batch is "
+                                  "all of them when it has fewer than 100); 300 test images per angle"),
              "paper": Budget(20, 200, "MLP 784-200-10", note="C from the setting (20 … 160)")},
     methods=(*_methods(4, {}), Method("fedem", ("algorithm=fedem", "algorithm.num_clusters=4"))),
     metrics=FINAL_METRICS, read="final", curve="ari",
