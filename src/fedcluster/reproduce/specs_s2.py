@@ -85,7 +85,7 @@ S2_LARGE = Experiment(
     read="error", curve="test_acc",
     differences=("Fashion-MNIST instead of MNIST (no MNIST files on this machine)",
                  "Δ (the FedMD paper's separation) is set to 1 and only enters the stopping rule",
-                 "k = 2 rotations {0°, 90°} only (FedMD paper also runs k = 4)"),
+                 "k = 2 rotations {0°, 90°} only (the FedMD paper's k = 4: s2-large-population-k4)"),
     verdict=_large_population_verdict, tiny_rounds=3)
 
 LOCAL_STEPS = (1, 5, 10)  # the FedMD paper does not list its s values; 5 is its right panels' s
