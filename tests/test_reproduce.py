@@ -28,6 +28,8 @@ HEADLINES = {
     "s4-ablation-clusters", "s4-ablation-local-epochs", "s4-ablation-concepts", "s4-ablation-count-noise",
     "s4-ablation-shared-extractor", "s4-adaptive-k",
 }
+HEADLINES |= {"s2-local-steps", "s2-large-population-k4", "s3-rotation-8-sweep", "s3-rotation-4-fedem",
+              "s1-table2-distance", "s1-table10-prime"}
 OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse", "q-s4-ifca-protocol", "q-hcfl-s1-code"}
 
 

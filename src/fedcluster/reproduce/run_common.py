@@ -69,8 +69,8 @@ def at_round(rows: Sequence[dict[str, float]], key: str, round_: int) -> float:
 
 
 def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """One run's numbers in the paper's reading: best-val or best-train (FedRC paper), best (HCFL paper) or final
-    (CFL-GP paper)."""
+    """One run's numbers in the paper's reading: best-val or best-train (FedRC paper), best (HCFL paper: best
+    val/test, K^T and max_t K^t) or final (CFL-GP paper)."""
     if read == "best-train":
         return at_best_train(rows)
     if read == "best-val":
@@ -79,8 +79,10 @@ def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, fl
                 "kt": float(summary["final"]["num_clusters"])}
     if read == "best":
         best, final = summary["best"], summary["final"]
+        kmax = max((r["num_clusters"] for r in rows if not math.isnan(r.get("num_clusters", math.nan))),
+                   default=math.nan)
         return {"val": 100 * best["val_acc"]["value"], "test": 100 * best["test_acc"]["value"],
-                "kt": float(final["num_clusters"]), "ari": final["ari"]}
+                "kt": float(final["num_clusters"]), "ari": final["ari"], "kmax": float(kmax)}
     if read == "final":
         final = summary["final"]
         return {"ari": final["ari"], "to_ari1": first_round(rows, "ari", 1.0), "acc": 100 * final["test_acc"],

@@ -24,14 +24,15 @@ from fedcluster.reproduce.spec import Budget, Experiment
 MIXREG_INIT = {"two-phase": "fedmd", "one-shot": "oneshot", "ifca-random": "random", "oracle": "oracle"}
 
 
-def mixreg_curve(fed: Federation, method: str, rounds: int, common: Sequence[str], out: Path) -> np.ndarray:
+def mixreg_curve(fed: Federation, method: str, rounds: int, common: Sequence[str], out: Path,
+                 over: Sequence[str] = ()) -> np.ndarray:
     """Estimation error d(θ̂, θ*) per round (the FedMD paper's measure); FedAvg's single model stands for every
-    cluster."""
+    cluster. ``over``: the method's own overrides (e.g. Phase 2's local steps s), applied last."""
     base = [*common, "scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
             f"rounds={rounds}", f"num_clients={fed.num_clients}", f"clients_per_round={fed.num_clients}"]
     if method != "fedavg":
-        run = make_run([*base, "algorithm=fedmd", f"algorithm.init={MIXREG_INIT[method]}",
-                        "algorithm.num_clusters=3", "algorithm.local_steps=5"], out, fed)
+        run = make_run([*base, "algorithm=fedmd", f"algorithm.init={MIXREG_INIT.get(method, 'fedmd')}",
+                        "algorithm.num_clusters=3", "algorithm.local_steps=5", *over], out, fed)
         run.execute()
         return np.array([r["param_error"] for r in run.dir.read_rounds()])
     run = make_run([*base, "algorithm=fedavg", "local_epochs=5", f"batch_size={int(fed.train.sizes.max())}"], out, fed)
@@ -49,33 +50,44 @@ def mixreg_curve(fed: Federation, method: str, rounds: int, common: Sequence[str
     return np.array(errs)
 
 
+def _option(overrides: Sequence[str], key: str) -> str | None:
+    return next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith(f"{key}=")), None)
+
+
 def run_mixreg(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
                emit: Emit) -> None:
-    """All five methods of one seed (the ratio to the oracle needs the whole seed, so it is all or nothing)."""
-    if all(("", m.label) in done for m in exp.methods):
-        return
-    config = next(o.split("=", 1)[1] for o in exp.overrides if o.startswith("scenario.config="))
-    fed = mixed_regression(**mixed_regression_config(config), seed=seed)
-    common = [*budget.overrides, f"seed={seed}", *extra]
-    curves, seconds, failed = {}, {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for m in exp.methods:
-            t0 = time.perf_counter()
-            try:
-                curves[m.label] = mixreg_curve(fed, m.label, budget.rounds, common, Path(tmp) / m.label)
-            except DivergedError as e:  # a result, not a crash: its metrics are NaN, the page lists it
-                curves[m.label] = np.full(budget.rounds, math.nan)
-                failed[m.label] = str(e).split(";")[0]
-            seconds[m.label] = time.perf_counter() - t0
-    oracle = curves["oracle"][-1]
-    for label, c in curves.items():
-        hit = np.flatnonzero(c <= 1.1 * oracle)
-        emit({"seed": seed, "setting": "", "method": label, "seconds": seconds[label],
-              **({"diverged": failed[label]} if label in failed else {}),
-              "metrics": {"err5": float(c[min(4, len(c) - 1)]), "err105": float(c[min(104, len(c) - 1)]),
-                          "final": float(c[-1]), "ratio": float(c[-1] / oracle),
-                          "hit": float(hit[0] + 1) if len(hit) else math.nan},
-              "curve": [[t + 1, float(v)] for t, v in enumerate(c) if not math.isnan(v)]})
+    """Every method of one seed, per setting (the ratio to the oracle needs the whole seed's setting, so each setting
+    is all or nothing). A setting's ``scenario.config=`` picks the configuration (else the experiment's); a method
+    override ``algorithm.prox_mu=1/LR`` becomes 1/lr, the FedMD paper's proximal weight 1/η in the engine's scale."""
+    for setting in exp.settings:
+        if all((setting.name, m.label) in done for m in exp.methods):
+            continue
+        config = _option(setting.overrides, "scenario.config") or _option(exp.overrides, "scenario.config")
+        fed = mixed_regression(**mixed_regression_config(str(config)), seed=seed)
+        common = [*budget.overrides, *(o for o in setting.overrides if not o.startswith("scenario.config=")),
+                  f"seed={seed}", *extra]
+        lr = float(_option(common, "lr") or 0.01)
+        curves, seconds, failed = {}, {}, {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, m in enumerate(exp.methods):
+                t0 = time.perf_counter()
+                over = [o.replace("=1/LR", f"={1 / lr:g}") for o in m.overrides]
+                try:
+                    curves[m.label] = mixreg_curve(fed, m.label, budget.rounds, common, Path(tmp) / f"m{i}", over)
+                except DivergedError as e:  # a result, not a crash: its metrics are NaN, the page lists it
+                    curves[m.label] = np.full(budget.rounds, math.nan)
+                    failed[m.label] = str(e).split(";")[0]
+                seconds[m.label] = time.perf_counter() - t0
+        oracle = curves["oracle"][-1]
+        for label, c in curves.items():
+            hit, hit2 = np.flatnonzero(c <= 1.1 * oracle), np.flatnonzero(c <= 2 * oracle)
+            emit({"seed": seed, "setting": setting.name, "method": label, "seconds": seconds[label],
+                  **({"diverged": failed[label]} if label in failed else {}),
+                  "metrics": {"err5": float(c[min(4, len(c) - 1)]), "err105": float(c[min(104, len(c) - 1)]),
+                              "final": float(c[-1]), "ratio": float(c[-1] / oracle),
+                              "hit": float(hit[0] + 1) if len(hit) else math.nan,
+                              "hit2": float(hit2[0] + 1) if len(hit2) else math.nan},
+                  "curve": [[t + 1, float(v)] for t, v in enumerate(c) if not math.isnan(v)]})
 
 
 def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
