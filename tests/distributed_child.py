@@ -19,3 +19,6 @@ if __name__ == "__main__":
         code = main(["run", *args, f"out={root / label}"])
         if code:
             sys.exit(code)
+    from fedcluster.engine import distributed
+
+    distributed.leave_group()

@@ -198,6 +198,7 @@ s = m.state
 print(json.dumps([s["models"]["w"].tolist(), str(s["models"]["w"].dtype), list(s["models"]["b"].shape),
                   s["omega"].tolist(), s["held"].tolist(), str(s["held"].dtype), s["k"], s["name"], s["big"],
                   s["none"]]))
+distributed.leave_group()
 """
 
 

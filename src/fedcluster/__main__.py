@@ -4,4 +4,7 @@ import sys
 
 from fedcluster.cli import main
 
-sys.exit(main())
+code = main()
+if code == 0 and "fedcluster.engine.distributed" in sys.modules:  # a rank of a torchrun job leaves its group
+    sys.modules["fedcluster.engine.distributed"].leave_group()
+sys.exit(code)

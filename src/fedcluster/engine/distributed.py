@@ -104,6 +104,15 @@ def start(device: str) -> None:
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
 
 
+def leave_group() -> None:
+    """Leave the process group once every rank has finished, before the process exits (no-op outside one):
+    gloo aborts a process that exits while still a member."""
+    if dist.is_available() and dist.is_initialized():
+        with contextlib.suppress(RuntimeError, dist.DistBackendError):
+            dist.barrier()
+            dist.destroy_process_group()
+
+
 def owned(clients: np.ndarray, rank_: int, world: int) -> np.ndarray:
     """Positions of ``clients`` whose client belongs to ``rank_`` (client c: rank c % world)."""
     return np.flatnonzero(np.asarray(clients, dtype=np.int64) % world == rank_)
