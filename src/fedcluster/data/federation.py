@@ -22,8 +22,30 @@ from fedcluster.storage.state_file import StateFileError, load_state, save_state
 Task = Literal["classification", "regression"]
 
 
+class ClientRows:
+    """The CSR layout shared by every split: client ``i`` owns global rows ``ptr[i]:ptr[i+1]``."""
+
+    ptr: np.ndarray
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.ptr) - 1
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.ptr[-1])
+
+    def owner(self) -> np.ndarray:
+        """Client id of every sample."""
+        return np.repeat(np.arange(self.num_clients), self.sizes)
+
+
 @dataclass
-class Split:
+class Split(ClientRows):
     """Samples of several clients stored back to back; client ``i`` owns ``ptr[i]:ptr[i+1]``."""
 
     x: torch.Tensor
@@ -41,18 +63,6 @@ class Split:
             raise ValueError("split offsets do not match the number of samples")
         if np.any(np.diff(self.ptr) < 0):
             raise ValueError("split offsets must be non-decreasing")
-
-    @property
-    def num_clients(self) -> int:
-        return len(self.ptr) - 1
-
-    @property
-    def sizes(self) -> np.ndarray:
-        return np.diff(self.ptr)
-
-    @property
-    def num_samples(self) -> int:
-        return len(self.y)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -88,10 +98,6 @@ class Split:
     def with_fit(self, fit: np.ndarray | None) -> Split:
         """The same rows with another ``fit`` mask (engine.holdout)."""
         return Split(self.x, self.y, self.ptr, fit)
-
-    def owner(self) -> np.ndarray:
-        """Client id of every sample."""
-        return np.repeat(np.arange(self.num_clients), self.sizes)
 
     def rows(self, keep: np.ndarray) -> Split:
         """The same clients with only the rows where ``keep`` is true."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedcluster.data.federation import Federation, Split
+from fedcluster.data.federation import ClientRows, Federation, Split
 from fedcluster.storage.state_file import StateFileError, StateParts
 
 
@@ -25,7 +25,7 @@ class NotHeldError(RuntimeError):
     """Inputs of a client this process does not hold were read."""
 
 
-class ShardedSplit:
+class ShardedSplit(ClientRows):
     """The clients ``held`` (a boolean mask over the clients) of a split, with the split's global layout."""
 
     def __init__(self, x_held: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, held: np.ndarray,
@@ -50,19 +50,7 @@ class ShardedSplit:
         x = split.x[torch.as_tensor(rows, device=split.x.device)] if len(rows) < len(split.x) else split.x
         return ShardedSplit(x, split.y, split.ptr, held, split.fit)
 
-    # -- the global layout (as Split) -----------------------------------------------------------
-    @property
-    def num_clients(self) -> int:
-        return len(self.ptr) - 1
-
-    @property
-    def sizes(self) -> np.ndarray:
-        return np.diff(self.ptr)
-
-    @property
-    def num_samples(self) -> int:
-        return int(self.ptr[-1])
-
+    # -- the global layout (offsets, sizes, owner: ClientRows) ------------------------------------
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_held.shape[1:])
@@ -70,9 +58,6 @@ class ShardedSplit:
     @property
     def device(self) -> torch.device:
         return self.x_held.device
-
-    def owner(self) -> np.ndarray:
-        return np.repeat(np.arange(self.num_clients), self.sizes)
 
     # -- inputs: held rows only ------------------------------------------------------------------
     @property
