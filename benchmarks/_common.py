@@ -21,7 +21,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # 2
 import yaml  # noqa: E402
 
 import fedcluster  # noqa: E402
-from fedcluster.config import parse_value  # noqa: E402  (the CLI's value parser: --set reads as on the command line)
+from fedcluster.config.run_config import parse_value  # noqa: E402  (the CLI's value parser: --set reads as on the command line)
 from fedcluster.data.federation import Federation  # noqa: E402
 from fedcluster.reproduce.federations import shrink  # noqa: E402,F401  (no public API subsamples a federation)
 from fedcluster.reproduce.run_common import at_round, first_round  # noqa: E402,F401  (rounds.csv readers)

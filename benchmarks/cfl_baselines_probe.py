@@ -28,14 +28,13 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # 2
 import numpy as np  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 
-import fedcluster.builtin  # noqa: E402,F401
-from fedcluster.config import load_raw, resolve  # noqa: E402
+from fedcluster.catalog.registry import DATASETS  # noqa: E402
+from fedcluster.config.run_config import load_raw, resolve  # noqa: E402
 from fedcluster.data.assemble import ClientPlan, assemble  # noqa: E402
 from fedcluster.data.build import build_federation  # noqa: E402
 from fedcluster.data.federation import Federation  # noqa: E402
 from fedcluster.data.scenarios.common import full_test  # noqa: E402
 from fedcluster.engine.runner import Run  # noqa: E402
-from fedcluster.registry import DATASETS  # noqa: E402
 from fedcluster.tiers.adaptive import threshold_clusters  # noqa: E402
 from fedcluster.tiers.distance import cosine_similarity, data_signature, subspace_angles  # noqa: E402
 

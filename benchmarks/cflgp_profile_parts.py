@@ -18,9 +18,8 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
-import fedcluster.builtin  # noqa: F401
 from fedcluster.algorithms.spectral import spectral_features
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run  # internal: reads the trained algorithm's gradient profiles (run.alg)
 
 

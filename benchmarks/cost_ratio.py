@@ -21,9 +21,8 @@ import time
 import numpy as np
 import torch
 
-import fedcluster.builtin  # noqa: F401
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.federation import Federation
 from fedcluster.engine.evaluation import model_outputs, per_sample_losses
 from fedcluster.engine.runner import Run, evaluate  # internal on purpose: times run_round and evaluation apart

@@ -35,12 +35,13 @@ def status_bytes(field: str) -> int:
 
 
 def child(args: list[str]) -> None:
-    from fedcluster.config import load_raw, resolve
+    from fedcluster.app import launch
+    from fedcluster.config.run_config import load_raw, resolve
     from fedcluster.data.sharded import held_bytes
     from fedcluster.engine import distributed
 
     cfg, typed = resolve(load_raw(None, args))
-    run = distributed.run_class()(cfg, typed)
+    run = launch.run_class()(cfg, typed)
     gc.collect()
     trainer, splits = run.ctx.trainer, (run.fed.train, run.fed.val, run.fed.test)
     print(json.dumps({"rank": distributed.rank(), "held": held_bytes(run.fed),

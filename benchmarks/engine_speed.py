@@ -35,8 +35,7 @@ import torch
 from _synthetic import synthetic_federation  # benchmarks/ is the script's folder
 from torch.utils.data import DataLoader, TensorDataset
 
-import fedcluster.builtin  # noqa: F401
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.device import configure, device_name, resolve_device
 from fedcluster.engine.params import get_params, repeat
 from fedcluster.engine.runner import Run

@@ -108,7 +108,7 @@ def _main_of_cli() -> Any:
     try:
         from fedcluster.app.cli import main
     except ImportError:
-        from fedcluster.cli import main
+        from fedcluster.app.cli import main
     return main
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import _common as common  # first: pins BLAS threads before numpy/torch load
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
 
 

@@ -41,8 +41,7 @@ def one_point(device: str, method: str, clients: int, args: argparse.Namespace) 
     """Runs in the child process: build, warm up, time ``args.rounds`` rounds, report peak memory."""
     from _synthetic import synthetic_federation
 
-    import fedcluster.builtin  # noqa: F401
-    from fedcluster.config import load_raw, resolve
+    from fedcluster.config.run_config import load_raw, resolve
     from fedcluster.engine.params import state_bytes
     from fedcluster.engine.runner import Run
 

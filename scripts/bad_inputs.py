@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python scripts/bad_inputs.py [--only FAMILY] [--show]
 
-Every case is an argv for ``fedcluster.cli.main`` (or a library call) after an optional setup that plants
+Every case is an argv for ``fedcluster.app.cli.main`` (or a library call) after an optional setup that plants
 files (a damaged run directory, a crafted checkpoint, a data file). Outcomes:
 
 * clean: what the case expects — exit 2 with one ``fedcluster: error:`` line (a bad input), or exit 0 with
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 RUN = ["run", "num_clients=4", "rounds=1", "progress=false"]
 MNIST = {"train_images": "train-images-idx3-ubyte", "train_labels": "train-labels-idx1-ubyte",

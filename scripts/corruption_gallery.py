@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-import fedcluster.builtin  # noqa: F401  (registers the datasets)
+from fedcluster.catalog.registry import DATASETS
 from fedcluster.data.gallery import FAMILIES, corruption_gallery
-from fedcluster.registry import DATASETS
 
 
 def main() -> None:

@@ -15,13 +15,15 @@ import torch
 from fake_device import FakeDevice
 from safetensors import safe_open
 
-import fedcluster.builtin  # noqa: F401  (register everything)
+from fedcluster.catalog.registry import load_builtins
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine import runner
 from fedcluster.engine.device import check_engine
 from fedcluster.engine.training import auto_path
 from fedcluster.reproduce import run_common
 from fedcluster.storage import state_file
+
+load_builtins()  # every built-in method, data set, scenario and model registered
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -109,7 +111,7 @@ def terminal_ctrl_c() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished run directory (IFCA, 6 clients, 2 rounds), made once: tests copy it before changing anything."""
-    from fedcluster.cli import main
+    from fedcluster.app.cli import main
 
     out = tmp_path_factory.mktemp("finished") / "run"
     err = io.StringIO()

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 if __name__ == "__main__":
     root, specs = Path(sys.argv[1]), json.loads(sys.argv[2])

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 from fedcluster.tracking.run_dir import RunDir
 
 

@@ -72,7 +72,7 @@ class Cluster:
         wait_port(self.port, timeout)
 
     def start_node(self, partition: int, extra: list[str] | None = None) -> None:
-        self._start(f"node{partition}", [sys.executable, "-m", "fedcluster.cli", "flower", "node",
+        self._start(f"node{partition}", [sys.executable, "-m", "fedcluster.app.cli", "flower", "node",
                                          "--superlink", self.address, "--partition-id", str(partition),
                                          "--port", str(free_port()), *self.security(False), *(extra or [])])
 
@@ -96,7 +96,7 @@ class Cluster:
             self.stop(name)
 
     def serve_cmd(self, args: list[str]) -> list[str]:
-        return [sys.executable, "-m", "fedcluster.cli", "flower", "serve", "--superlink", self.address,
+        return [sys.executable, "-m", "fedcluster.app.cli", "flower", "serve", "--superlink", self.address,
                 *self.security(False), *args]
 
     def serve(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
@@ -113,7 +113,7 @@ class Cluster:
         return path.read_bytes()[-chars:].decode(errors="replace") if path.exists() else f"(no {path})"
 
     def run_cli(self, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fedcluster.cli", *args], env=self.env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "fedcluster.app.cli", *args], env=self.env, capture_output=True,
                               text=True, timeout=timeout, cwd=self.tmp)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import flatten, select
 from fedcluster.engine.runner import Run
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from fedcluster.algorithms.base import Algorithm
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import RunDir

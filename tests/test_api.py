@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import fedcluster
-from fedcluster.cli import main
-from fedcluster.demo import run_demo
+from fedcluster.app.cli import main
+from fedcluster.app.demo import run_demo
 from fedcluster.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,10 +101,10 @@ def test_demos_started_in_the_same_second_get_their_own_folders(tmp_path: Path,
             (root / method).mkdir(parents=True)
         return 0
 
-    monkeypatch.setattr("fedcluster.demo._demo", fake_demo)
+    monkeypatch.setattr("fedcluster.app.demo._demo", fake_demo)
     assert run_demo() == 0 and run_demo() == 0
     assert roots == [Path("runs/20250101-120000-demo"), Path("runs/20250101-120000-demo-2")]
-    monkeypatch.setattr("fedcluster.demo._demo", lambda root, progress: 1 / 0)
+    monkeypatch.setattr("fedcluster.app.demo._demo", lambda root, progress: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         run_demo()
     assert sorted(Path("runs").iterdir()) == roots
@@ -112,6 +112,6 @@ def test_demos_started_in_the_same_second_get_their_own_folders(tmp_path: Path,
 
 def test_run_without_arguments_is_the_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    monkeypatch.setattr("fedcluster.demo.run_demo", lambda out=None, progress=True: calls.append(out) or 0)
+    monkeypatch.setattr("fedcluster.app.demo.run_demo", lambda out=None, progress=True: calls.append(out) or 0)
     assert main(["run"]) == 0 and main(["demo", "--out", "x"]) == 0
     assert calls == [None, "x"]

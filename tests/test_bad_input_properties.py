@@ -29,8 +29,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedcluster.cli import main
-from fedcluster.config import RunConfig
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import RunConfig
 
 CASES: Counter[str] = Counter()
 FAST = settings(max_examples=100, deadline=None, derandomize=True,  # the same cases every run (MANY explores)
@@ -318,7 +318,7 @@ def test_corrupt_cifar_batches_are_one_line_many(case: tuple[str, bytes, str]) -
 # -- a few real processes --------------------------------------------------------------------------------------
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, "-m", "fedcluster.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "fedcluster.app.cli", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=120)
 
 

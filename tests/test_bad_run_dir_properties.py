@@ -24,7 +24,7 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 from fedcluster.storage.state_file import load_state, save_state
 from fedcluster.tracking.run_files import ROUND_COLUMNS
 

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import full_test

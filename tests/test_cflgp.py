@@ -7,7 +7,7 @@ import csv
 import numpy as np
 
 from fedcluster.algorithms.spectral import choose_k, cumulative_beta, match_clusters, spectral_clustering
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.sources.synthetic import cflgp_lines
 from fedcluster.engine.runner import Run
 

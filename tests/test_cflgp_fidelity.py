@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fedcluster.algorithms.spectral import choose_k
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.sources.synthetic import cflgp_lines
 from fedcluster.engine.runner import Run
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 FAST = ["num_clients=8", "rounds=3", "progress=false"]
 ROUND_COLUMNS = ["round", "val_acc", "test_acc", "ari", "num_clusters", "bytes_up", "bytes_down", "seconds"]
@@ -103,7 +103,7 @@ def test_list_names_everything(capsys) -> None:
     ],
 )
 def test_bad_input_is_one_clear_line(args: list[str], needle: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "fedcluster.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fedcluster.app.cli", *args], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2
     assert needle in proc.stderr and "Traceback" not in proc.stderr

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 from fedcluster.engine.batches import make_schedule
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss
 from fedcluster.engine.params import Params, get_params, stack

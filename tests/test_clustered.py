@@ -12,8 +12,8 @@ import torch
 
 from fedcluster.algorithms.clustered import replace_solver
 from fedcluster.algorithms.oneshot import kmeans_models
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import flatten
 from fedcluster.engine.runner import Run, to_device
 from fedcluster.storage.state_file import load_state, save_state

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 COLUMNS = ["round", "val_acc", "test_acc", "ari", "num_clusters", "bytes_up", "bytes_down", "seconds"]
 

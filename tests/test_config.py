@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedcluster.config import coerce, dump_config, load_raw, parse_value, resolve
+from fedcluster.config.run_config import coerce, dump_config, load_raw, parse_value, resolve
 from fedcluster.errors import ConfigError
 
 

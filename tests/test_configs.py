@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster.config import load_raw, resolve
-from fedcluster.demo import METHODS, demo_config
+from fedcluster.app.demo import METHODS, demo_config
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.errors import ConfigError
 
 CONFIGS = sorted((Path(__file__).parent.parent / "configs").glob("*.yaml"))
@@ -33,7 +33,7 @@ def test_every_config_resolves(path: Path) -> None:
 def test_demo_yaml_is_the_demo_clustered_run() -> None:
     clustered = next(m for m in METHODS if m != "fedavg")
     from_file, _ = resolve(load_raw(CONFIGS[[p.stem for p in CONFIGS].index("demo")], []))
-    from fedcluster.api import load_config
+    from fedcluster.app.api import load_config
 
     in_code, _ = load_config(demo_config(clustered))
     assert from_file == in_code
@@ -78,6 +78,6 @@ def test_broken_yaml_names_the_line(tmp_path: Path) -> None:
     p = _write(tmp_path, "rounds: 5\n  lr: 0.1\n")
     with pytest.raises(ConfigError, match="line 2, column 5"):
         load_raw(p, [])
-    proc = subprocess.run([sys.executable, "-m", "fedcluster.cli", "run", str(p)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fedcluster.app.cli", "run", str(p)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "line 2" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

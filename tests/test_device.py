@@ -13,8 +13,9 @@ import pytest
 import torch
 from fake_device import FakeDevice
 
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.algorithm import Context
 from fedcluster.engine.device import check_engine, resolve_device
@@ -26,7 +27,6 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
-from fedcluster.registry import ALGORITHMS
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]

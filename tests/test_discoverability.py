@@ -13,11 +13,11 @@ import typing
 import pytest
 
 import fedcluster
-from fedcluster.catalog_params import PARAMS
-from fedcluster.cli import main
-from fedcluster.config import RunConfig
-from fedcluster.describe import RUN_KEY_DOCS, default_of, field_docs, live_params, type_name, value_text
-from fedcluster.registry import REGISTRIES
+from fedcluster.app.cli import main
+from fedcluster.app.describe import RUN_KEY_DOCS, default_of, field_docs, live_params, type_name, value_text
+from fedcluster.catalog.params import PARAMS
+from fedcluster.catalog.registry import REGISTRIES
+from fedcluster.config.run_config import RunConfig
 
 ENV = {**os.environ}
 
@@ -29,11 +29,16 @@ def _python(code: str) -> str:
 
 
 def test_catalog_equals_the_full_registry() -> None:
-    """Importing every implementation (fedcluster.builtin) registers exactly the catalog: names, descriptions and
-    the module that registers each name."""
+    """Importing every module of the package registers exactly the catalog: names, descriptions and the module
+    that registers each name (a module that registers a name the catalog does not list fails here)."""
     out = _python(
-        "import json, fedcluster.builtin\n"
-        "from fedcluster.registry import REGISTRIES\n"
+        "import importlib, json, pathlib, fedcluster\n"
+        "root = pathlib.Path(fedcluster.__file__).parent\n"
+        "for p in sorted(root.rglob('*.py')):\n"
+        "    name = '.'.join(['fedcluster', *p.relative_to(root).with_suffix('').parts])\n"
+        "    if not name.endswith('__main__'):\n"
+        "        importlib.import_module(name.removesuffix('.__init__'))\n"
+        "from fedcluster.catalog.registry import REGISTRIES\n"
         "print(json.dumps({k: {e.name: [getattr(e.obj, '__module__', None) or type(e.obj).__module__, e.description]"
         " for e in r._entries.values()} for k, r in REGISTRIES.items()}))")
     full = json.loads(out)
@@ -42,16 +47,16 @@ def test_catalog_equals_the_full_registry() -> None:
         missing = {n: v for n, v in full[kind].items() if light[kind].get(n) != v}
         stale = sorted(set(light[kind]) - set(full[kind]))
         assert not missing and not stale, (
-            f"fedcluster/catalog.py is out of date for {kind}: add or fix {missing}, remove {stale}")
+            f"fedcluster/catalog/names.py is out of date for {kind}: add or fix {missing}, remove {stale}")
 
 
 def test_every_name_loads_lazily_from_its_module() -> None:
     """In a fresh interpreter each catalog name is found by importing only what the catalog names."""
     out = _python(
         "import sys\n"
-        "from fedcluster.registry import REGISTRIES\n"
+        "from fedcluster.catalog.registry import REGISTRIES\n"
         "assert 'torch' not in sys.modules\n"
-        "from fedcluster.registry import ALGORITHMS\n"
+        "from fedcluster.catalog.registry import ALGORITHMS\n"
         "ALGORITHMS.get('fedavg')\n"
         "print('fedcluster.algorithms.pacfl' in sys.modules, 'fedcluster.data.scenarios' in sys.modules)\n"
         "for r in REGISTRIES.values():\n"
@@ -61,21 +66,21 @@ def test_every_name_loads_lazily_from_its_module() -> None:
 
 
 def test_static_parameter_tables_equal_the_dataclasses() -> None:
-    """fedcluster/catalog_params.py (what `list NAME` prints without importing the implementations) is what the
+    """fedcluster/catalog/params.py (what `list NAME` prints without importing the implementations) is what the
     registered dataclasses give: a parameter added, removed or changed in code fails here until regenerated."""
     live = live_params()
     stale = sorted(f"{kind} {name}" for kind in live.keys() | PARAMS.keys()
                    for name in live.get(kind, {}).keys() | PARAMS.get(kind, {}).keys()
                    if live.get(kind, {}).get(name, "missing") != PARAMS.get(kind, {}).get(name, "missing"))
-    assert not stale, (f"fedcluster/catalog_params.py is out of date for {stale}: regenerate it with "
-                       "`PYTHONPATH=src python -m fedcluster.describe`")
+    assert not stale, (f"fedcluster/catalog/params.py is out of date for {stale}: regenerate it with "
+                       "`PYTHONPATH=src python -m fedcluster.app.describe`")
 
 
 @pytest.mark.parametrize("argv", [["list"], ["list", "algorithms"], ["run", "--help"], ["scenario", "--help"],
                                   ["--version"], ["report", "--help"], ["list", "fedrc"],
                                   ["list", "mixed-regression"], ["compare", "--help"], ["demo", "--help"]])
 def test_list_and_help_do_not_import_torch(argv: list[str]) -> None:
-    out = _python("import sys\nfrom fedcluster.cli import main\n"
+    out = _python("import sys\nfrom fedcluster.app.cli import main\n"
                   f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
                   "heavy = [m for m in ('torch', 'sklearn', 'scipy', 'numpy') if m in sys.modules]\n"
                   "sys.stdout.write('LOADED ' + str(heavy))")
@@ -122,7 +127,7 @@ def test_list_name_prints_typed_parameters_with_defaults_and_docs(capsys) -> Non
 
 
 def test_list_unknown_name_is_one_line_exit_2() -> None:
-    proc = subprocess.run([sys.executable, "-m", "fedcluster.cli", "list", "nonsense"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "fedcluster.app.cli", "list", "nonsense"], capture_output=True,
                           text=True, timeout=60, env=ENV)
     assert proc.returncode == 2 and "nonsense" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 

@@ -24,10 +24,11 @@ import pytest
 import torch
 
 import fedcluster
-from fedcluster.cli import main
+from fedcluster.app import launch
+from fedcluster.app.cli import main
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR
 from fedcluster.engine import distributed
-from fedcluster.registry import ALGORITHMS
 from fedcluster.storage.state_file import load_state
 
 SRC = str(Path(fedcluster.__file__).parents[1])
@@ -234,8 +235,8 @@ def test_the_failed_rank_is_named_not_those_torchrun_stopped(tmp_path: Path, cap
     (tmp_path / "config.yaml").write_text("")
     fail = SimpleNamespace(failures={0: SimpleNamespace(exitcode=-signal.SIGTERM, timestamp=5),
                                      1: SimpleNamespace(exitcode=-signal.SIGKILL, timestamp=5),
-                                     2: SimpleNamespace(exitcode=distributed.EXIT_RANK_LOST, timestamp=4)})
-    assert distributed._report_failure(fail, tmp_path) == 1
+                                     2: SimpleNamespace(exitcode=launch.EXIT_RANK_LOST, timestamp=4)})
+    assert launch._report_failure(fail, tmp_path) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("fedcluster: rank 1 was killed by SIGKILL") and f"fedcluster resume {tmp_path}" in err
 

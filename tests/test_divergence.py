@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine import divergence
 from fedcluster.engine.runner import Run
 

@@ -1,5 +1,5 @@
 """The documentation site's generated parts are current: the configuration reference is what the code says
-(regenerate with `PYTHONPATH=src python -m fedcluster.reference_page`), the method catalogue cites every paper."""
+(regenerate with `PYTHONPATH=src python -m fedcluster.app.reference_page`), the method catalogue cites every paper."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from pathlib import Path
 
 import yaml
 
-from fedcluster import catalog, papers
-from fedcluster.reference_page import PAGE, configuration_reference
+from fedcluster.app.reference_page import PAGE, configuration_reference
+from fedcluster.catalog import names as catalog
+from fedcluster.catalog import papers
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_configuration_reference_is_current() -> None:
     assert (ROOT / PAGE).read_text(encoding="utf-8") == configuration_reference(), (
-        "docs/reference/configuration.md is stale: run `PYTHONPATH=src python -m fedcluster.reference_page`")
+        "docs/reference/configuration.md is stale: run `PYTHONPATH=src python -m fedcluster.app.reference_page`")
 
 
 def test_configuration_reference_covers_every_name_and_key() -> None:

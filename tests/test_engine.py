@@ -139,7 +139,7 @@ def test_schedule_drop_last_gives_full_batches_only() -> None:
 def test_drop_last_reaches_training_through_the_run_config(tmp_path: Path) -> None:
     """drop_last=true with a batch larger than every client: nobody takes a step, the model stays put (up to the
     rounding of averaging identical copies); without it the batch is capped to the largest client and trains."""
-    from fedcluster.config import load_raw, resolve
+    from fedcluster.config.run_config import load_raw, resolve
     from fedcluster.engine.runner import Run
 
     moved = {}

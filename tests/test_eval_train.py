@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
 from fedcluster.reproduce.run_common import read_metrics
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import client_scores, per_sample_losses
 from fedcluster.engine.holdout import scored_rows, with_fit_rows

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fedcluster
-from fedcluster.describe import describe_name
+from fedcluster.app.describe import describe_name
 from fedcluster.errors import ConfigError
 
 DOCS = Path(__file__).parent.parent / "docs"

@@ -30,8 +30,8 @@ from fault_child import kill_self_at
 
 import fedcluster.engine.training as training
 import fedcluster.storage.atomic as atomic
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation, cache_key, cache_path
 from fedcluster.data.federation import Federation
 from fedcluster.storage.state_file import load_state
@@ -408,7 +408,7 @@ def test_real_full_tmpfs(tmp_path: Path) -> None:
     mnt, copy = tmp_path / "mnt", tmp_path / "copy"
     mnt.mkdir()
     script = (f"mount -t tmpfs -o size=100k tmpfs {mnt} && mkdir {mnt}/cache && "
-              f"FEDCLUSTER_CACHE={mnt}/cache {sys.executable} -m fedcluster.cli run {' '.join(args)} "
+              f"FEDCLUSTER_CACHE={mnt}/cache {sys.executable} -m fedcluster.app.cli run {' '.join(args)} "
               f"out={mnt}/run; echo rc=$?; ls -a {mnt}/cache/federations; cp -a {mnt}/run {copy}")
     proc = subprocess.run(["unshare", "-r", "-m", "sh", "-c", script], capture_output=True, text=True,
                           timeout=300, env=os.environ)

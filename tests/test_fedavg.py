@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import flatten, repeat, server_update
 from fedcluster.engine.runner import Run
 

@@ -16,10 +16,10 @@ from fedcluster.algorithms.fedmd import (
     top_symmetric,
 )
 from fedcluster.algorithms.spectral import orthogonal_iteration
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.sources.synthetic import mixed_regression
 from fedcluster.engine.runner import Run
-from fedcluster.metrics_regression import bottleneck_permutation, param_error
+from fedcluster.metrics.regression import bottleneck_permutation, param_error
 
 
 def test_orthogonal_iteration_recovers_top_subspace() -> None:
@@ -129,7 +129,7 @@ def test_two_phase_reaches_oracle_error_while_ifca_from_random_start_stalls(tmp_
 def test_one_shot_start_on_a_model_it_cannot_fit_is_refused_in_one_line(tmp_path, capsys, args) -> None:
     """One-shot clustering fits a least-squares model per client: a non-linear model or a classification task
     gets one line naming the problem and the fix (exit 2), not a traceback."""
-    from fedcluster.cli import main
+    from fedcluster.app.cli import main
 
     code = main(["run", "algorithm=fedmd", "algorithm.init=oneshot", "num_clients=6", "rounds=1", "progress=false",
                  *args, f"out={tmp_path / 'run'}"])

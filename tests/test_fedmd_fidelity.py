@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.sources.synthetic import mixed_regression
 from fedcluster.engine.runner import Run
 

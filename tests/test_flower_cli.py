@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 pytest.importorskip("flwr")
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 from flower_cluster import Cluster, final_models
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
 
 pytest.importorskip("flwr")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 from fedcluster.flower.process import run_forwarding_signals
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")

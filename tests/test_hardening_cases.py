@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import fedcluster
-from fedcluster.cli import main
-from fedcluster.config import load_raw, parse_value
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, parse_value
+from fedcluster.config.validation import read_config_file
 from fedcluster.errors import ConfigError, UserError
-from fedcluster.validation import read_config_file
 
 RUN = ["run", "num_clients=4", "rounds=1", "progress=false"]
 
@@ -164,7 +164,7 @@ def test_a_resumed_summary_keeps_full_precision(finished: Path, tmp_path: Path) 
 
 
 def test_a_poisoned_cache_with_a_fresh_checksum_is_rebuilt(tmp_path: Path) -> None:
-    from fedcluster.config import resolve
+    from fedcluster.config.run_config import resolve
     from fedcluster.data.build import cache_key, cache_path
     from fedcluster.storage.state_file import load_state, save_state
 
@@ -184,7 +184,7 @@ def test_config_yaml_never_builds_python_objects(tmp_path: Path) -> None:
     """Config files may come from someone else: a Python tag is a YAML error, never a call."""
     import yaml
 
-    from fedcluster.config_yaml import load_yaml
+    from fedcluster.config.yaml_dialect import load_yaml
 
     marker = tmp_path / "ran"
     for text in (f"seed: !!python/object/apply:os.system ['touch {marker}']",

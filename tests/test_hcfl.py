@@ -19,8 +19,8 @@ from fedcluster.algorithms.hcfl_presets import (
     composition_overrides,
     to_hcfl,
 )
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tiers.adaptive import remove_weights

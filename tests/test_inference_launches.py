@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine import inference
 from fedcluster.engine.evaluation import model_outputs
 from fedcluster.engine.inference import CHUNK, StackForward, inference_rows

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,5 +1,6 @@
-"""The package's layers only point down: data -> models -> tiers -> engine -> algorithms -> reproduce/flower ->
-cli. Every import of a fedcluster module (at the top of a file or inside a function) is read from the source."""
+"""The package's layers only point down: catalog/storage -> config -> data -> models -> tiers/metrics/tracking ->
+engine -> algorithms -> reproduce/flower -> app, and no module imports itself through others (no circle). Every
+import of a fedcluster module (at the top of a file or inside a function) is read from the source."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 
 import fedcluster
 
-LAYERS = {"data": 0, "models": 1, "tiers": 2, "engine": 3, "algorithms": 4, "reproduce": 5, "flower": 5, "cli": 6}
+LAYERS = {"catalog": 0, "storage": 0, "config": 1, "data": 2, "models": 3, "tiers": 4, "metrics": 4, "tracking": 4,
+          "engine": 5, "algorithms": 6, "reproduce": 7, "flower": 7, "app": 8}
+SHARED = {"errors", "_version"}  # modules every layer may use
 ROOT = Path(fedcluster.__file__).parent
 
 
 def _layer(module: str) -> str | None:
-    """The layer of a dotted module name inside fedcluster (None: a shared module such as config or errors)."""
+    """The layer of a dotted module name inside fedcluster (None: a shared module such as errors)."""
     parts = module.split(".")
     return parts[1] if parts[0] == "fedcluster" and len(parts) > 1 and parts[1] in LAYERS else None
 
@@ -45,11 +48,72 @@ def upward_imports() -> list[str]:
     return bad
 
 
+def module_graph() -> dict[str, set[str]]:
+    """module -> the fedcluster modules it imports (``from package import module`` resolved to the module)."""
+    paths = {".".join(["fedcluster", *p.relative_to(ROOT).with_suffix("").parts]).removesuffix(".__init__"): p
+             for p in sorted(ROOT.rglob("*.py"))}
+    graph = {}
+    for name, path in paths.items():
+        targets = set()
+        for module, _ in fedcluster_imports(path):
+            while module not in paths and "." in module:  # `from fedcluster.x import name`: the module x
+                module = module.rsplit(".", 1)[0]
+            if module in paths and module != name:
+                targets.add(module)
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle: the strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
 def test_imports_only_point_down() -> None:
     assert not upward_imports(), "\n".join(upward_imports())
+
+
+def test_no_import_circle() -> None:
+    assert not circles(module_graph()), circles(module_graph())
+
+
+def test_the_root_holds_only_the_entry_points_and_shared_modules() -> None:
+    loose = {p.stem for p in ROOT.glob("*.py")} - {"__init__", "__main__", *SHARED}
+    assert not loose, f"modules outside a layer package: {sorted(loose)}"
+    packages = {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert packages == set(LAYERS), packages ^ set(LAYERS)
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_check_reads_the_imports_it_judges() -> None:
     assert "fedcluster.engine.algorithm" in {m for m, _ in fedcluster_imports(ROOT / "engine" / "runner.py")}
     assert "fedcluster.models.params" in {m for m, _ in fedcluster_imports(ROOT / "tiers" / "adaptive.py")}
-    assert _layer("fedcluster.algorithms.base") == "algorithms" and _layer("fedcluster.config") is None
+    assert _layer("fedcluster.algorithms.base") == "algorithms" and _layer("fedcluster.errors") is None
+    assert "fedcluster.config.yaml_dialect" in module_graph()["fedcluster.config.validation"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from fedcluster.metrics import clustering_ari
+from fedcluster.metrics.clustering import clustering_ari
 
 
 def test_ari_perfect_relabelled_and_random() -> None:

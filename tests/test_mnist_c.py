@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.data.shifts.mnist_c import FEDRC_FMNIST_C, MNIST_C, corrupt_mnist_c
 from fedcluster.errors import ConfigError

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.catalog.registry import DATASETS
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.data.normalize import destandardize
-from fedcluster.registry import DATASETS
 
 
 def _fed(*overrides: str):

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
+from fedcluster.metrics.statistics import format_mean_sd, mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.command import RUNNERS
-from fedcluster.reproduce.stats import format_mean_sd, mean_sd
 from fedcluster.reproduce.verdicts import judge
 
 # one NAME per headline result of the four papers
@@ -107,7 +107,7 @@ def _env() -> dict[str, str]:
 
 
 def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
-    code = ("import sys; from fedcluster.cli import main; "
+    code = ("import sys; from fedcluster.app.cli import main; "
             f"rc = main(['reproduce', '--list', '--out', {str(tmp_path)!r}]); "
             "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=120)
@@ -224,7 +224,7 @@ def test_every_experiment_end_to_end(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("budget", ["small", "paper"])
 def test_every_suite_configuration_resolves(budget: str) -> None:
     """Every (setting, method) of every image experiment is a valid run configuration (keys, names, ranges)."""
-    from fedcluster.config import load_raw, resolve
+    from fedcluster.config.run_config import load_raw, resolve
 
     for exp in (e for e in EXPERIMENTS.values() if e.kind == "suite"):
         b = exp.budget(budget)
@@ -361,7 +361,7 @@ def test_s4_paper_cnn_has_one_definition() -> None:
     import argparse
     import importlib
 
-    from fedcluster.api import load_config
+    from fedcluster.app.api import load_config
     from fedcluster.reproduce.specs_s4 import PAPER_CNN
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))

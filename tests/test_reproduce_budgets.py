@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.run_common import make_run
 from fedcluster.reproduce.spec import Experiment

@@ -20,8 +20,8 @@ import pytest
 import torch
 import yaml
 
-from fedcluster.cli import main
-from fedcluster.config import load_raw, resolve
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.sources.idx import read_idx
 from fedcluster.engine import memory
 from fedcluster.engine.runner import Run
@@ -220,13 +220,13 @@ def test_ctrl_c_during_start_up_is_one_line_130(tmp_path: Path, monkeypatch: pyt
 
 def test_ctrl_c_during_start_up_real_process(tmp_path: Path) -> None:
     """SIGINT while the config is being resolved (held there by a sleep): one line, exit 130."""
-    code = ("import signal, sys, time, fedcluster.config as c\n"
+    code = ("import signal, sys, time, fedcluster.config.run_config as c\n"
             "signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even under `&`\n"
             "real = c.resolve\n"
             "def slow(raw):\n"
             "    print('resolving', file=sys.stderr, flush=True); time.sleep(60); return real(raw)\n"
             "c.resolve = slow\n"
-            "from fedcluster.cli import main\n"
+            "from fedcluster.app.cli import main\n"
             "sys.exit(main(['run', 'rounds=1', 'progress=false']))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 from fedcluster.storage import folders
 
 FAST = ["num_clients=6", "progress=false", "model.hidden=[16]", "checkpoint_every=2"]

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.catalog.registry import SCENARIOS
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation, cache_path
 from fedcluster.data.federation import Federation
 from fedcluster.data.shifts.concept import hcfl_beta_label_maps
@@ -22,7 +23,6 @@ from fedcluster.data.shifts.geometric import downsample, rotate
 from fedcluster.data.sources.digits import load_digits
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR
 from fedcluster.errors import ConfigError
-from fedcluster.registry import SCENARIOS
 
 IMAGE_SCENARIOS = ["iid", "label-skew", "concept-swap", "diverse-shift", "hcfl-shift", "rotation", "mixture",
                    "label-noise"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.params import state_bytes
 from fedcluster.engine.runner import Run

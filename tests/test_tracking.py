@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 from fedcluster.tracking.loggers import Tracking
 
 FAST = ["num_clients=8", "rounds=3", "progress=false", "algorithm=ifca"]
@@ -192,7 +192,7 @@ def test_a_failing_logger_is_dropped_and_the_run_goes_on(capsys) -> None:
                                                  (RuntimeError, "FAILED")])
 def test_tracking_ends_with_the_run_status(raised: type[BaseException] | None, status: str, tmp_path: Path,
                                            monkeypatch) -> None:
-    from fedcluster.config import RunConfig
+    from fedcluster.config.run_config import RunConfig
     from fedcluster.tracking import loggers
 
     made: list[_Broken] = []

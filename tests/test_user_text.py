@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster import catalog, papers
-from fedcluster.catalog_params import PARAMS
-from fedcluster.describe import describe_name, run_keys_help
+from fedcluster.app.describe import describe_name, run_keys_help
+from fedcluster.catalog import names as catalog
+from fedcluster.catalog import papers
+from fedcluster.catalog.params import PARAMS
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,10 @@ def test_api_reference_docstrings_have_no_internal_references() -> None:
     """The modules docs/reference/api.md renders."""
     import inspect
 
-    from fedcluster import api, config, errors, registry
+    from fedcluster import errors
+    from fedcluster.app import api
+    from fedcluster.catalog import registry
+    from fedcluster.config import run_config as config
 
     texts = []
     for module in (api, errors, registry, papers):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.fedem import FedEM, FedEMParams
-from fedcluster.registry import ALGORITHMS
+from fedcluster.catalog.registry import ALGORITHMS
 
 
 @dataclass

@@ -1,21 +1,22 @@
 """fedcluster: clustered federated learning under one fast engine.
 
-The library API (:mod:`fedcluster.api`) is importable from here; it loads lazily, so ``import fedcluster``
+The library API (:mod:`fedcluster.app.api`) is importable from here; it loads lazily, so ``import fedcluster``
 stays light: ``fedcluster.run(config, **overrides)``, ``fedcluster.build_federation(config, **overrides)``,
-``fedcluster.load_config(config, **overrides)`` and the :class:`~fedcluster.api.Result` of a run.
+``fedcluster.load_config(config, **overrides)`` and the :class:`~fedcluster.app.api.Result` of a run.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from fedcluster._version import __version__
+
 __all__ = ["Result", "__version__", "build_federation", "load_config", "run"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("Result", "build_federation", "load_config", "run"):
-        from fedcluster import api
+        from fedcluster.app import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'fedcluster' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 import sys
 
-from fedcluster.cli import main
+from fedcluster.app.cli import main
 
 code = main()
 if code == 0 and "fedcluster.engine.distributed" in sys.modules:  # a rank of a torchrun job leaves its group

@@ -29,7 +29,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
-from fedcluster.registry import ALGORITHMS
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import CFLRule
 
 

@@ -37,10 +37,10 @@ import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.spectral import choose_k, cumulative_beta, spectral_clustering
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten, num_bytes, select
-from fedcluster.metrics import clustering_ari
-from fedcluster.metrics_regression import regression_extras
-from fedcluster.registry import ALGORITHMS
+from fedcluster.metrics.clustering import clustering_ari
+from fedcluster.metrics.regression import regression_extras
 
 
 @dataclass
@@ -183,7 +183,8 @@ class CFLGP(Algorithm):
         extra.update(models_down=down, models_up=down, transmissions=self.transmissions,
                      cluster_update=float(cluster_round), clustering_stopped=float(self.stopped),
                      first_ari1_round=self.first_ari1)
-        extra.update(regression_extras(self))
+        extra.update(regression_extras(self.ctx.fed, self.models, self.assignment, self.predict,
+                                       self.ctx.trainer.per_client))
         payload = num_bytes({k: v[0] for k, v in self.models.items()}) * down
         return RoundResult(bytes_up=payload, bytes_down=payload, extra=extra)
 

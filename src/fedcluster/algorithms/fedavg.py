@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import num_bytes, server_update
-from fedcluster.registry import ALGORITHMS
 
 
 @dataclass

@@ -28,7 +28,7 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
-from fedcluster.registry import ALGORITHMS
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.formulation import (
     Formulation,
     GaussianStats,

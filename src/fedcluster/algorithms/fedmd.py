@@ -32,7 +32,7 @@ clustering from θ* (regression federations with ``extras["theta_star"]``), ``"o
 (k-means on local min-norm least-squares estimates, E.2.9; the assignment then stays fixed).
 
 Learning rate: the engine's regression loss is (ŷ − y)² without the FedMD paper's ½, so ``lr`` = η_S2 / 2.
-``linear-nobias`` (registered here) is the FedMD paper's model y = ⟨x, θ⟩ without a bias term.
+``linear-nobias`` (:mod:`fedcluster.models.zoo`) is the FedMD paper's model y = ⟨x, θ⟩ without a bias term.
 """
 
 from __future__ import annotations
@@ -48,25 +48,17 @@ import torch
 from scipy.sparse.csgraph import connected_components
 from sklearn.cluster import KMeans
 from threadpoolctl import ThreadpoolController
-from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.spectral import orthogonal_iteration
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import model_outputs, per_sample_losses
 from fedcluster.engine.params import Params, flatten, num_bytes, select
 from fedcluster.engine.training import per_sample_loss
 from fedcluster.errors import ConfigError
-from fedcluster.metrics_regression import regression_extras
-from fedcluster.models.base import SplitModel, flat_dim
-from fedcluster.registry import ALGORITHMS, MODELS
-
-
-@MODELS.register("linear-nobias", "linear regression ŷ = <θ, x> without bias "
-                  "(the FedMD paper's mixed-regression model)")
-def linear_nobias(input_shape: tuple[int, ...], output_dim: int, params: None) -> SplitModel:
-    return SplitModel(nn.Flatten(), nn.Linear(flat_dim(input_shape), output_dim, bias=False))
+from fedcluster.metrics.regression import regression_extras
 
 
 @dataclass
@@ -445,7 +437,8 @@ class FedMD(Algorithm):
             phase = 2.0
         if round_ + 1 == self.phase1 or round_ < self.phase1:
             self.omega = np.eye(k)[self.lowest_loss()]
-        extra = {"phase": phase, **regression_extras(self)}
+        extra = {"phase": phase, **regression_extras(self.ctx.fed, self.models, self.assignment, self.predict,
+                                                       self.ctx.trainer.per_client)}
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
 
     def state_dict(self) -> dict:

@@ -41,9 +41,9 @@ import torch
 
 from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.fedem import FedEM, FedEMParams
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import mix_predictions
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.formulation import Formulation, label_marginal
 from fedcluster.tiers.weights import EStep, adam_em, one_hot, segment_mean, soft_em
 

@@ -26,10 +26,10 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
 from fedcluster.engine.params import Params
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.weights import fedsoft
 
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import distances
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.weights import best_cluster, hard_distance
 
 

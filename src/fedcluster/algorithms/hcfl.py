@@ -46,12 +46,12 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import replace_solver
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.algorithms.hcfl_changes import ClusterChanges
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import per_sample_losses
 from fedcluster.engine.features import BodyFeatures
 from fedcluster.engine.params import Params, distances, flatten
 from fedcluster.errors import ConfigError
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import CFLRule, ClusterBook, choose_split, low_mass_clusters, removal_set, split_gap
 from fedcluster.tiers.distance import (
     Reduce,

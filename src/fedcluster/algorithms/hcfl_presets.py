@@ -22,7 +22,7 @@ from typing import Literal
 
 from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.hcfl import HCFL, HCFLParams
-from fedcluster.registry import ALGORITHMS
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.distance import Reduce
 
 Backbone = Literal["fesem", "fedem", "fedrc", "fedsoft"]

@@ -41,7 +41,7 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
-from fedcluster.registry import ALGORITHMS
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import icfl_bipartition, icfl_connectivity, icfl_threshold
 from fedcluster.tiers.distance import cosine_similarity
 

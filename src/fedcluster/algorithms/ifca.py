@@ -31,7 +31,7 @@ import torch
 
 from fedcluster.algorithms.base import RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
-from fedcluster.registry import ALGORITHMS
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.weights import best_cluster
 
 

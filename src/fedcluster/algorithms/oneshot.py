@@ -23,8 +23,8 @@ from sklearn.cluster import KMeans
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.weights import best_cluster
 
 

@@ -13,9 +13,9 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.errors import ConfigError
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.weights import one_hot
 
 

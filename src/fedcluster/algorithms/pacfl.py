@@ -42,10 +42,10 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import ClusterBook, threshold_clusters
 from fedcluster.tiers.distance import data_signature, subspace_angles
 

@@ -39,8 +39,8 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import Params, repeat, server_update
-from fedcluster.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import stocfl_merges
 from fedcluster.tiers.distance import cosine_similarity
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from fedcluster.config import RunConfig
+from fedcluster.catalog.registry import DATASETS, SCENARIOS
+from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.normalize import standardize
 from fedcluster.data.progress import build_progress
 from fedcluster.errors import ConfigError
-from fedcluster.registry import DATASETS, SCENARIOS
 from fedcluster.storage.atomic import StorageError, remove_stale_temporaries
 from fedcluster.storage.state_file import StateFileError
 

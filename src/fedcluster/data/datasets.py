@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fedcluster.catalog.registry import DATASETS
 from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.data.sources.cifar import load_cifar10, load_cifar100
 from fedcluster.data.sources.digits import load_digits
 from fedcluster.data.sources.fashion_mnist import load_fashion_mnist
 from fedcluster.data.sources.mnist import load_emnist, load_mnist
 from fedcluster.errors import ConfigError
-from fedcluster.registry import DATASETS
 
 
 @dataclass(frozen=True)

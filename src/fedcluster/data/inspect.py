@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fedcluster.config import load_raw, resolve
+from fedcluster.catalog.registry import DATASETS
+from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation, cache_path
 from fedcluster.data.federation import Federation
-from fedcluster.registry import DATASETS
 from fedcluster.storage.atomic import writing
 from fedcluster.storage.paths import picture_path
 

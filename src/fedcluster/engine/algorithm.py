@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedcluster.config import RunConfig
+from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
 from fedcluster.engine.inference import StackForward

@@ -10,19 +10,19 @@ Two checks run in :class:`~fedcluster.engine.runner.Run`:
   processes would sit idle), ``algorithm.num_clusters`` may not exceed the clients, and the memory of
   K × cohort training units, their minibatch schedules, activations and evaluation outputs
   (:func:`fedcluster.engine.memory.estimate_training`, the estimator that also sizes the trainer's chunks)
-  is compared with the memory available (:func:`fedcluster.memory.available_bytes`).
+  is compared with the memory available (:func:`fedcluster.data.host_memory.available_bytes`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fedcluster.config import RunConfig
+from fedcluster.config.notes import note
+from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.host_memory import available_bytes, format_bytes
 from fedcluster.engine.memory import estimate_training
 from fedcluster.errors import ConfigError, ResourceError
-from fedcluster.memory import available_bytes, format_bytes
-from fedcluster.validation import note
 
 
 def check_federation_fits(cfg: RunConfig, scenario_params: Any) -> None:

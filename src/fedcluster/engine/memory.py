@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from fedcluster.config import RunConfig
+from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.models.base import build_model
 

@@ -16,8 +16,10 @@ import sklearn
 import torch
 from tqdm import tqdm
 
-import fedcluster
-from fedcluster.config import RunConfig, dump_config
+from fedcluster._version import __version__
+from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.notes import note
+from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
@@ -31,15 +33,13 @@ from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.errors import DivergedError, InterruptedRun
-from fedcluster.metrics import clustering_ari
+from fedcluster.metrics.clustering import clustering_ari
 from fedcluster.models.base import build_model
-from fedcluster.registry import ALGORITHMS
 from fedcluster.storage.atomic import writing
 from fedcluster.tracking.checkpoint_schema import CheckpointSchemaError, check_algorithm_state
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
-from fedcluster.validation import note
 
 
 def evaluate(alg: Algorithm, fed: Federation, train: bool = False) -> tuple[dict[str, float], np.ndarray]:
@@ -71,7 +71,7 @@ def scores(alg: Algorithm, split: Split, participating: bool) -> tuple[np.ndarra
 
 def git_revision() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(fedcluster.__file__).parent,
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
                              capture_output=True, text=True, timeout=5)
         return out.stdout.strip() if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
@@ -79,7 +79,7 @@ def git_revision() -> str | None:
 
 
 def versions(device: torch.device | None = None) -> dict[str, str]:
-    out = {"fedcluster": fedcluster.__version__, "python": platform.python_version(),
+    out = {"fedcluster": __version__, "python": platform.python_version(),
            "torch": torch.__version__, "numpy": np.__version__, "scikit-learn": sklearn.__version__}
     return out if device is None else out | {"device": device_name(device)}
 

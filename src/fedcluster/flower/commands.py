@@ -87,7 +87,7 @@ def _tls_args(p: argparse.ArgumentParser) -> None:
 
 def split_options(items: list[str]) -> tuple[str | None, list[str], Any]:
     """The optional CONFIG, the run's key=value overrides and the ``flower.*`` options."""
-    from fedcluster.config import coerce, parse_value
+    from fedcluster.config.run_config import coerce, parse_value
     from fedcluster.flower.server import FlowerOptions
 
     path = items[0] if items and "=" not in items[0] else None
@@ -113,7 +113,7 @@ def split_options(items: list[str]) -> tuple[str | None, list[str], Any]:
 
 def resolved_yaml(path: str | None, overrides: list[str]) -> tuple[str, Any]:
     """The resolved config as YAML, with ``out`` fixed (the server and the report agree on it)."""
-    from fedcluster.config import dump_config, load_raw, resolve
+    from fedcluster.config.run_config import dump_config, load_raw, resolve
     from fedcluster.tracking.run_dir import default_run_dir
 
     cfg, _ = resolve(load_raw(path, overrides))

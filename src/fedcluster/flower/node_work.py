@@ -30,7 +30,7 @@ _CACHE: dict[tuple[str, int], NodeData] = {}
 
 def resolve_text(config_yaml: str):  # noqa: ANN201 - (RunConfig, typed params)
     """(RunConfig, typed params) of a resolved config's YAML text."""
-    from fedcluster.config import load_raw, resolve
+    from fedcluster.config.run_config import load_raw, resolve
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "config.yaml"

@@ -27,7 +27,7 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from fedcluster.algorithms.base import RoundResult
-from fedcluster.config import RunConfig
+from fedcluster.config.run_config import RunConfig
 from fedcluster.engine.protocol import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
 from fedcluster.engine.runner import Run
 from fedcluster.engine.training import Trainer
@@ -183,7 +183,6 @@ class FlowerRun(Run):
 
 def serve_run(grid: Grid, config_yaml: str, options: FlowerOptions) -> dict[str, Any]:
     """The ServerApp's body: resolve the config, run every round, write the run directory."""
-    import fedcluster.builtin  # noqa: F401
     from fedcluster.flower.node_work import resolve_text
 
     cfg, typed = resolve_text(config_yaml)

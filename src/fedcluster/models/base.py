@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from fedcluster.config import build_params
-from fedcluster.registry import MODELS
+from fedcluster.catalog.registry import MODELS
+from fedcluster.config.run_config import build_params
 
 
 class SplitModel(nn.Module):

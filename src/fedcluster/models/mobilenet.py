@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedcluster.catalog.registry import MODELS
 from fedcluster.errors import ConfigError
 from fedcluster.models.base import SplitModel
 from fedcluster.models.resnet import ResNetParams, group_norm
 from fedcluster.models.weights import load_weights
-from fedcluster.registry import MODELS
 
 # (expansion t, output channels c, repeats n, first stride s); CIFAR variant: stride 1 in the second stage
 CIFAR_STAGES = ((1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedcluster.catalog.registry import MODELS
 from fedcluster.errors import ConfigError
 from fedcluster.models.base import SplitModel
 from fedcluster.models.weights import load_weights
-from fedcluster.registry import MODELS
 
 
 def group_norm(channels: int, groups: int) -> nn.GroupNorm:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from fedcluster.catalog.registry import MODELS
 from fedcluster.errors import ConfigError
 from fedcluster.models.base import SplitModel, flat_dim
-from fedcluster.registry import MODELS
 
 
 @MODELS.register("logistic", "multinomial logistic regression (flatten → linear)")
@@ -36,6 +36,12 @@ def linear(input_shape: tuple[int, ...], output_dim: int, params: LinearParams) 
         nn.init.uniform_(head.weight, -params.init_range, params.init_range)
         nn.init.zeros_(head.bias)
     return SplitModel(nn.Flatten(), head)
+
+
+@MODELS.register("linear-nobias", "linear regression ŷ = <θ, x> without bias "
+                 "(the FedMD paper's mixed-regression model)")
+def linear_nobias(input_shape: tuple[int, ...], output_dim: int, params: None) -> SplitModel:
+    return SplitModel(nn.Flatten(), nn.Linear(flat_dim(input_shape), output_dim, bias=False))
 
 
 @dataclass

@@ -7,11 +7,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedcluster.catalog.registry import DATASETS
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation, Split
 from fedcluster.data.scenarios.common import full_test, resize_plans
 from fedcluster.data.scenarios.rotation import angle_name, rotator
-from fedcluster.registry import DATASETS
 
 
 def _keep(split: Split, keep: list[np.ndarray]) -> Split:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fedcluster.papers import PAPERS, cited_in
+from fedcluster.catalog.papers import PAPERS, cited_in
 
 CITATIONS = PAPERS
 
 
 def cited(*texts: str) -> list[str]:
-    """The paper names of :data:`fedcluster.papers.PAPERS` that ``texts`` use, in order of first use."""
+    """The paper names of :data:`fedcluster.catalog.papers.PAPERS` that ``texts`` use, in order of first use."""
     return cited_in(" ".join(texts))
 
 

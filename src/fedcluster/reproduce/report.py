@@ -6,11 +6,11 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from fedcluster.metrics.statistics import format_mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import Experiment
-from fedcluster.reproduce.stats import format_mean_sd
 
 SUMMARY = "REPRODUCTION.md"
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-import fedcluster.builtin  # noqa: F401  (registers algorithms, datasets, scenarios, models)
-from fedcluster.config import RunConfig, load_raw, resolve
+from fedcluster.config.run_config import RunConfig, load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.runner import Run

@@ -16,7 +16,7 @@ from fedcluster.data.federation import Federation
 from fedcluster.data.sources.synthetic import cflgp_lines, mixed_regression, mixed_regression_config
 from fedcluster.engine.runner import Run
 from fedcluster.errors import DivergedError
-from fedcluster.metrics_regression import param_error, regression_extras
+from fedcluster.metrics.regression import param_error, regression_extras
 from fedcluster.reproduce.run_common import Emit, diverged, first_round, make_run
 from fedcluster.reproduce.spec import Budget, Experiment
 
@@ -123,7 +123,9 @@ def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], 
                     emit(diverged(seed, setting.name, m.label, exp, e, time.perf_counter() - t0))
                     continue
                 rows = run.dir.read_rounds()
-            mse = regression_extras(run.alg).get("mse", math.nan)
+            alg = run.alg
+            mse = regression_extras(alg.ctx.fed, alg.models, alg.assignment, alg.predict,
+                                    alg.ctx.trainer.per_client).get("mse", math.nan)
             emit({"seed": seed, "setting": setting.name, "method": m.label, "seconds": time.perf_counter() - t0,
                   "metrics": {"ari": rows[-1]["ari"], "mse": mse, "to_ari1": first_round(rows, "ari", 1.0)},
                   "curve": [[r["round"], r["ari"]] for r in rows]})

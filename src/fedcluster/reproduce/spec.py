@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fedcluster.reproduce.stats import mean_sd
+from fedcluster.metrics.statistics import mean_sd
 
 BUDGETS = ("small", "paper")  # the user-visible budgets; "tiny" exists for the tests
 

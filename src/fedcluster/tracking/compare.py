@@ -24,13 +24,13 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from fedcluster.config.validation import read_config_file  # noqa: E402
 from fedcluster.errors import UserError  # noqa: E402
-from fedcluster.reproduce.stats import mean_sd  # noqa: E402
+from fedcluster.metrics.statistics import mean_sd  # noqa: E402
 from fedcluster.storage import folders  # noqa: E402
 from fedcluster.storage.atomic import writing  # noqa: E402
 from fedcluster.storage.paths import output_path  # noqa: E402
 from fedcluster.tracking.run_files import ROUND_COLUMNS, parse_rounds, parse_summary, rows_as_floats  # noqa: E402
-from fedcluster.validation import read_config_file  # noqa: E402
 
 CONTRACT = ("config.yaml", "rounds.csv", "summary.json")
 # keys that name where or how a run is computed or logged, not what it computes

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from fedcluster.config import RunConfig
+from fedcluster.config.run_config import RunConfig
 from fedcluster.errors import InterruptedRun, UserError
 
 INSTALL_HINT = "pip install 'fedcluster[tracking]'"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedcluster.config import RunConfig, load_raw, resolve
+from fedcluster.config.run_config import RunConfig, load_raw, resolve
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir
 

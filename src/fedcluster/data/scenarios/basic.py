@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
@@ -28,7 +29,6 @@ from fedcluster.data.scenarios.common import (
 from fedcluster.data.shifts.assignment import balanced_assignment, ratio_assignment
 from fedcluster.data.shifts.concept import permutation_label_maps
 from fedcluster.data.sources.base import ArrayDataset
-from fedcluster.registry import SCENARIOS
 
 
 @dataclass

@@ -24,8 +24,10 @@ from typing import Literal
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
+from fedcluster.data.host_memory import available_bytes, format_bytes
 from fedcluster.data.scenarios.common import (
     NoiseKind,
     SplitKind,
@@ -45,8 +47,6 @@ from fedcluster.data.shifts.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from fedcluster.data.shifts.mnist_c import MNIST_C, corrupt_mnist_c
 from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.errors import ResourceError
-from fedcluster.memory import available_bytes, format_bytes
-from fedcluster.registry import SCENARIOS
 
 STYLE_NAMES: list[str] = list(CORRUPTIONS)  # style id = index; 0 = "original" (family cifar-c)
 Family = Literal["cifar-c", "mnist-c"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
@@ -31,7 +32,6 @@ from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import rotate
 from fedcluster.data.shifts.mixture import mix_two
 from fedcluster.data.sources.base import ArrayDataset
-from fedcluster.registry import SCENARIOS
 
 
 def _mixed_rotator(source: np.ndarray, angles: list[float]) -> Transform:

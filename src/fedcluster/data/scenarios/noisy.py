@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.basic import LabelSkewParams
@@ -26,7 +27,6 @@ from fedcluster.data.scenarios.common import (
     scenario_info,
 )
 from fedcluster.data.sources.base import ArrayDataset
-from fedcluster.registry import SCENARIOS
 
 
 @dataclass

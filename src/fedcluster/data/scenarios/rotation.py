@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
@@ -33,7 +34,6 @@ from fedcluster.data.scenarios.common import (
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import ROTATED_MNIST_ANGLES, rotate, rotation_clusters
 from fedcluster.data.sources.base import ArrayDataset
-from fedcluster.registry import SCENARIOS
 
 
 def rotator(angle: float) -> Transform:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.federation import Federation
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.sources.base import ArrayDataset
@@ -28,7 +29,6 @@ from fedcluster.data.sources.synthetic import (
     mixed_regression_config,
     parse_sizes,
 )
-from fedcluster.registry import SCENARIOS
 
 
 def _synthetic_only(data: ArrayDataset | None, name: str) -> None:

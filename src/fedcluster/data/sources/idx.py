@@ -21,9 +21,9 @@ from typing import BinaryIO
 
 import numpy as np
 
+from fedcluster.data.host_memory import available_bytes, format_bytes
 from fedcluster.data.sources.base import ArrayDataset, DatasetNotFoundError, images_to_float
 from fedcluster.errors import DataFileError
-from fedcluster.memory import available_bytes, format_bytes
 
 # idx type byte → big-endian numpy dtype
 _IDX_TYPES: dict[int, str] = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}

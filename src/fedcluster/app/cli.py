@@ -42,7 +42,7 @@ def _split_args(items: list[str]) -> tuple[str | None, list[str]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fedcluster.config import load_raw, resolve
+    from fedcluster.config.run_config import load_raw, resolve
 
     if not args.items:  # the README's first command
         return cmd_demo(argparse.Namespace(out=None))
@@ -53,11 +53,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                             "a config file)")
     with starting_up():
         cfg, typed = resolve(load_raw(path, overrides))  # a bad config fails before the engine (torch) loads
+        from fedcluster.app import launch
         from fedcluster.engine import distributed
 
         if cfg.ranks > 1 and not distributed.in_torchrun():  # ranks=N: start N processes under torchrun
-            return distributed.launch_run(args.items, cfg)
-        run = distributed.run_class()(cfg, typed)
+            return launch.launch_run(args.items, cfg)
+        run = launch.run_class()(cfg, typed)
     lead = distributed.world_from_env()[0] == 0  # under torchrun only rank 0 speaks
     if lead:
         print(run.fed.summary(), file=sys.stderr)
@@ -68,23 +69,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from fedcluster.app import launch
     from fedcluster.engine import distributed
     from fedcluster.tracking.resume import plan_resume
 
     path = Path(args.run_dir)
     if distributed.world_from_env()[0] > 0:  # under torchrun: rank 0 locks, checks and writes the directory
-        return distributed.resume_follower(path, args.overrides)
+        return launch.resume_follower(path, args.overrides)
     if not distributed.in_torchrun() and (path / "config.yaml").is_file():
-        ranks = distributed.follower_resume(path, args.overrides)[0].ranks
+        ranks = launch.follower_resume(path, args.overrides)[0].ranks
         if ranks > 1:  # the run's (or the override's) ranks=N: start N processes under torchrun
-            return distributed.launch_resume(path, args.overrides, ranks)
+            return launch.launch_resume(path, args.overrides, ranks)
     plan = plan_resume(path, args.overrides)
     if plan.finished:
         plan.run_dir.release()
         print(f"fedcluster: {plan.run_dir.path} has finished all {plan.done} rounds; nothing to do "
               f"(pass rounds=N with N > {plan.done} to extend it)")
         return 0
-    summary = distributed.run_class()(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
+    summary = launch.run_class()(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
     _report(summary)
     return 0
 
@@ -97,10 +99,10 @@ def _report(summary: dict) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from fedcluster.registry import REGISTRIES
+    from fedcluster.catalog.registry import REGISTRIES
 
     if args.name is not None and args.name not in REGISTRIES:
-        from fedcluster.describe import describe_name
+        from fedcluster.app.describe import describe_name
 
         print(describe_name(args.name))
         return 0
@@ -118,7 +120,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from fedcluster.demo import run_demo
+    from fedcluster.app.demo import run_demo
 
     return run_demo(args.out)
 
@@ -155,8 +157,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from fedcluster import __version__
-    from fedcluster.describe import run_keys_help
+    from fedcluster._version import __version__
+    from fedcluster.app.describe import run_keys_help
     from fedcluster.reproduce.command import add_arguments as add_reproduce_arguments
 
     p = OneLineParser(prog="fedcluster", description="Clustered federated learning.")
@@ -257,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         distributed = sys.modules.get("fedcluster.engine.distributed")
         if distributed is None or not isinstance(e, distributed.RankLost):
             raise
-        return distributed.stop_quietly(e)
+        from fedcluster.app.launch import stop_quietly
+
+        return stop_quietly(e)
 
 
 if __name__ == "__main__":

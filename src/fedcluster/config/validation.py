@@ -1,6 +1,6 @@
 """Checks on user input beyond types: the config file itself, finite numbers, ranges, sections, ``out=``.
 
-Called from :mod:`fedcluster.config` (``read_config_file`` by ``load_raw``; ``check_raw``,
+Called from :mod:`fedcluster.config.run_config` (``read_config_file`` by ``load_raw``; ``check_raw``,
 ``check_config`` and ``check_params`` by ``resolve``). Every failure is a :class:`ConfigError` whose
 one-line message names the key or file and says what to do.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fedcluster.config_yaml import load_yaml
+from fedcluster.config.notes import note
+from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.storage.paths import output_path
 
@@ -203,8 +203,3 @@ def _checked_path(text: str, what: str, folder: bool) -> None:
         output_path(text, what, folder)
     except UserError as e:
         raise ConfigError(str(e)) from None
-
-
-def note(message: str) -> None:
-    """A one-line notice on stderr (the run goes on)."""
-    print(f"fedcluster: note: {message}", file=sys.stderr)

@@ -50,7 +50,7 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
         raise ConfigError(f"an integer of {len(digits)} digits (line {node.start_mark.line + 1}) is far too large "
                           "for any setting; give a number of a few digits")
     if len(digits) > 1 and digits.startswith("0"):
-        from fedcluster.validation import note
+        from fedcluster.config.notes import note
 
         note(f"{text} (line {node.start_mark.line + 1}) is read as the decimal {sign * int(digits)}, not as an "
              "octal number")

@@ -2,7 +2,7 @@
 at once): name -> (module that registers it, one-line description).
 
 The registries import a module the first time one of its names is used; the modules' own
-``register``/``add`` calls stay the source of truth (tests/test_catalog.py checks this table against
+``register``/``add`` calls stay the source of truth (tests/test_discoverability.py checks this table against
 them and prints the lines to paste when a registration is added or changed)."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ MODELS: dict[str, tuple[str, str]] = {
         'lighter two-conv CNN (16/32 channels, FC 128)'),
     'linear': ('fedcluster.models.zoo',
         "linear regression ŷ = <θ, x> + b (init_range=a: CFL-GP paper's θ_1 ~ U(−a, a), θ_2 = 0)"),
-    'linear-nobias': ('fedcluster.algorithms.fedmd',
+    'linear-nobias': ('fedcluster.models.zoo',
         "linear regression ŷ = <θ, x> without bias (the FedMD paper's mixed-regression model)"),
     'logistic': ('fedcluster.models.zoo',
         'multinomial logistic regression (flatten → linear)'),

@@ -1,6 +1,6 @@
 """Name → builder registries for algorithms, datasets, scenarios and models.
 
-Each registry knows every built-in name and its description from :mod:`fedcluster.catalog` without
+Each registry knows every built-in name and its description from :mod:`fedcluster.catalog.names` without
 importing anything heavy; the module that implements a name is imported the first time the name is
 looked up (``get``) and registers the real entry. Names registered at run time (your own method or
 scenario, see docs/extending.md) need no catalog line.
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from fedcluster import catalog
+from fedcluster.catalog import names as catalog
 from fedcluster.errors import ConfigError
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ class Registry(Generic[T]):
             importlib.import_module(module)
             if name not in self._entries:
                 raise RuntimeError(f"fedcluster.catalog says {module} registers {self.kind} {name!r}, "
-                                   "but it does not: update fedcluster/catalog.py")
+                                   "but it does not: update fedcluster/catalog/names.py")
         if name not in self._entries:
             raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
         return self._entries[name]
@@ -93,3 +93,9 @@ SCENARIOS: Registry[Any] = Registry("scenario", catalog.SCENARIOS)
 MODELS: Registry[Any] = Registry("model", catalog.MODELS)
 REGISTRIES: dict[str, Registry[Any]] = {"algorithms": ALGORITHMS, "datasets": DATASETS, "scenarios": SCENARIOS,
                                         "models": MODELS}
+
+
+def load_builtins() -> None:
+    """Import every module of the catalog: all built-in algorithms, data sets, scenarios and models registered."""
+    for registry in REGISTRIES.values():
+        registry.load_all()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedcluster.config import RunConfig, load_raw, merge_mapping, resolve
+from fedcluster.config.run_config import RunConfig, load_raw, merge_mapping, resolve
 from fedcluster.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def run(config: Config = None, /, federation: Federation | None = None, **overri
                               f"{type(federation).__name__}")
         n = federation.num_clients
         if "num_clients" in raw and raw["num_clients"] != n:
-            from fedcluster.validation import note
+            from fedcluster.config.notes import note
 
             note(f"num_clients={raw['num_clients']!r} is replaced by the {n} clients of the federation passed")
         raw["num_clients"] = n

@@ -43,7 +43,7 @@ def run_demo(out: str | None = None, progress: bool = True) -> int:
 
 
 def _demo(root: Path, progress: bool) -> int:
-    from fedcluster import api
+    from fedcluster.app import api
 
     fed = api.build_federation(demo_config("fedavg"), progress=progress)
     print("fedcluster demo: FedAvg (one model) vs CFL (splits into clusters as needed) on the same federation\n"

@@ -17,17 +17,17 @@ bias, so only the weight part is compared there (train FedMD paper runs with ``l
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from fedcluster.engine.params import Params
+from fedcluster.models.params import Params
 
 if TYPE_CHECKING:
-    from fedcluster.algorithms.base import Algorithm
-    from fedcluster.data.federation import Split
+    from fedcluster.data.federation import Federation, Split
 
 
 def bottleneck_permutation(cost: np.ndarray) -> tuple[np.ndarray, float]:
@@ -95,23 +95,26 @@ def rounds_to_ari(rows: list[dict[str, Any]]) -> tuple[float, float]:
     return to_max, float(rounds[hit[0]]) if len(hit) else float("nan")
 
 
-def regression_extras(alg: Algorithm) -> dict[str, float]:
-    """``param_error``, ``client_error`` and ``mse`` of a regression algorithm's current models (else {})."""
-    fed = alg.ctx.fed
-    if fed.task != "regression" or "theta_star" not in fed.extras or "head.weight" not in alg.models:
+def regression_extras(fed: Federation, models: Params, assignment: Callable[[], np.ndarray],
+                      predict: Callable[[Split, bool], torch.Tensor],
+                      per_client: Callable[[Split, Callable[[Split], np.ndarray]], np.ndarray]) -> dict[str, float]:
+    """``param_error``, ``client_error`` and ``mse`` of a regression method's current ``models`` (else {}): the
+    method supplies its client assignment, its prediction and the engine's per-client map (``Trainer.per_client``,
+    which runs on the rank holding each client)."""
+    if fed.task != "regression" or "theta_star" not in fed.extras or "head.weight" not in models:
         return {}
     theta_star = np.asarray(fed.extras["theta_star"], dtype=np.float64)
-    est = linear_params(alg.models, theta_star.shape[1])
+    est = linear_params(models, theta_star.shape[1])
     if est.shape[1] != theta_star.shape[1]:
         return {}
-    assign = alg.assignment()
-    per_client = np.linalg.norm(est[assign] - theta_star[fed.true_cluster], axis=1)
+    assign = assignment()
+    per_client_error = np.linalg.norm(est[assign] - theta_star[fed.true_cluster], axis=1)
 
     @torch.no_grad()
     def client_mse(part: Split) -> np.ndarray:
-        sq = ((alg.predict(part, True).squeeze(-1) - part.y) ** 2).double().cpu().numpy()
+        sq = ((predict(part, True).squeeze(-1) - part.y) ** 2).double().cpu().numpy()
         return np.bincount(part.owner(), sq, part.num_clients) / np.maximum(part.sizes, 1)
 
-    mse = alg.ctx.trainer.per_client(fed.val, client_mse)
-    return {"param_error": param_error(est, theta_star), "client_error": float(per_client.mean()),
+    mse = per_client(fed.val, client_mse)
+    return {"param_error": param_error(est, theta_star), "client_error": float(per_client_error.mean()),
             "mse": float(mse.mean())}

@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import yaml
 
-from fedcluster.config_yaml import load_yaml
+from fedcluster.catalog.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
+from fedcluster.config.validation import check_config, check_params, check_raw, read_config_file
+from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError
-from fedcluster.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
-from fedcluster.validation import check_config, check_params, check_raw, read_config_file
 
 SECTIONS = ("algorithm", "scenario", "model")
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a larger step size or decay overflows in training
@@ -213,7 +213,7 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
 def _drop_foreign_file_params(raw: dict[str, Any], from_file: dict[str, tuple[Any, dict[str, Any]]]) -> None:
     """``configs/x.yaml algorithm=ifca``: the file's parameters of its own algorithm (scenario, model) that the
     newly chosen one does not take are dropped with a note; shared ones (e.g. num_clusters) carry over."""
-    from fedcluster.validation import note
+    from fedcluster.config.notes import note
 
     for section, (file_name, file_params) in from_file.items():
         name = raw.get(section)
@@ -272,7 +272,7 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
         typed[section] = params
         setattr(cfg, section + "_params", params_to_dict(params))
         check_params(section, getattr(cfg, section + "_params"))
-    from fedcluster.registry import DATASETS
+    from fedcluster.catalog.registry import DATASETS
 
     DATASETS.get(cfg.dataset)
     return cfg, typed

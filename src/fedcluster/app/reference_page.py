@@ -1,9 +1,10 @@
 """The documentation's configuration reference (docs/reference/configuration.md), generated from the code.
 
-Run keys come from :class:`fedcluster.config.RunConfig` with the meanings ``fedcluster run --help`` prints; the
-parameters of every built-in algorithm, scenario, model and data set from :mod:`fedcluster.catalog_params` (itself
-generated from the registered dataclasses); the keys a resume may change from :mod:`fedcluster.tracking.resume`.
-``PYTHONPATH=src python -m fedcluster.reference_page`` rewrites the page; tests/test_docs.py fails until it is
+Run keys come from :class:`fedcluster.config.run_config.RunConfig` with the meanings ``fedcluster run --help``
+prints; the parameters of every built-in algorithm, scenario, model and data set from
+:mod:`fedcluster.catalog.params` (itself generated from the registered dataclasses); the keys a resume may
+change from :mod:`fedcluster.tracking.resume`.
+``PYTHONPATH=src python -m fedcluster.app.reference_page`` rewrites the page; tests/test_docs.py fails until it is
 current.
 """
 
@@ -37,17 +38,17 @@ def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
 
 def configuration_reference() -> str:
     """The whole page as Markdown."""
-    from fedcluster import catalog
-    from fedcluster.catalog_params import PARAMS
-    from fedcluster.config import RunConfig
-    from fedcluster.describe import RUN_KEY_DOCS, field_docs, field_rows
+    from fedcluster.app.describe import RUN_KEY_DOCS, field_docs, field_rows
+    from fedcluster.catalog import names as catalog
+    from fedcluster.catalog.params import PARAMS
+    from fedcluster.config.run_config import RunConfig
     from fedcluster.tracking.resume import MAY_CHANGE
 
     docs = {**field_docs(RunConfig), **RUN_KEY_DOCS}
     run_rows = [r for r in field_rows(RunConfig, docs=docs) if not r[0].endswith("_params")]
     assert len(run_rows) == len([f for f in dataclasses.fields(RunConfig) if not f.name.endswith("_params")])
     out = ["# Configuration reference", "",
-           "Generated from the code by `PYTHONPATH=src python -m fedcluster.reference_page`; do not edit by hand.",
+           "Generated from the code by `PYTHONPATH=src python -m fedcluster.app.reference_page`; do not edit by hand.",
            "The same keys are on the command line (`key=value`) and in YAML files (`key: value`);",
            "`fedcluster run --help` and `fedcluster list NAME` print them too. Lists are written `[a,b,c]`,",
            "`null` means none.", "", "## Run keys", "", *_table(run_rows), "",
