@@ -19,13 +19,17 @@ from fedcluster.tiers.adaptive import (
     icfl_threshold,
     keep_models,
     low_mass_clusters,
+    merge_clusters,
     merge_weights,
     removal_set,
+    remove_clusters,
     remove_statistics,
     remove_weights,
+    reposition,
     soft_remove,
     soft_split,
     split_gap,
+    split_off,
     split_statistics,
     split_weights,
     stocfl_merges,
@@ -129,6 +133,20 @@ def test_model_stack_helpers() -> None:
     grown = append_model(models, {"w": models["w"][1]})
     assert grown["w"].shape == (4, 2) and torch.equal(grown["w"][3], models["w"][1])
     assert torch.equal(keep_models(grown, np.array([3, 0]))["w"], torch.tensor([[2.0, 3.0], [0.0, 1.0]]))
+
+
+def test_cluster_changes_keep_models_ids_and_client_positions_together() -> None:
+    book, models = ClusterBook.start(3), {"w": torch.arange(3.0).view(3, 1)}  # ids 0 1 2 at positions 0 1 2
+    models, new = split_off(models, book, 1, 1, {"w": torch.tensor([9.0])}, [4])
+    assert new == 3 and book.ids == [0, 1, 2, 3] and models["w"].flatten().tolist() == [0.0, 1.0, 2.0, 9.0]
+    clients = np.array([0, 1, 2, 3, -1])
+    merged, kept, remap = merge_clusters(models, book, 2, [(0, [2])])  # id 2 folds into id 0
+    assert kept.tolist() == [0, 1, 3] and book.ids == [0, 1, 3] and merged["w"].flatten().tolist() == [0.0, 1.0, 9.0]
+    assert reposition(clients, kept, 4, remap).tolist() == [0, 1, 0, 2, -1]
+    fewer, kept = remove_clusters(merged, book, 3, [1])  # id 1 removed: its clients have no cluster
+    assert kept.tolist() == [0, 2] and book.ids == [0, 3] and fewer["w"].flatten().tolist() == [0.0, 9.0]
+    assert reposition(np.array([0, 1, 2, -1]), kept, 3).tolist() == [0, -1, 1, -1]
+    assert [e.kind for e in book.events] == ["split", "merge", "remove"]
 
 
 # -- HCFL+ split test (eq. 8) and removal set ----------------------------------------------------------

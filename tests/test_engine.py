@@ -11,7 +11,7 @@ import torch
 from fedcluster.engine.batches import make_schedule
 from fedcluster.engine.dense import dense_layers
 from fedcluster.engine.multihead import MultiHead
-from fedcluster.engine.params import get_params, repeat, server_update, stack, weighted_mean
+from fedcluster.engine.params import get_params, repeat, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.models import build_model
@@ -157,15 +157,6 @@ def test_drop_last_reaches_training_through_the_run_config(tmp_path: Path) -> No
 def test_schedule_max_steps() -> None:
     sched = make_schedule(np.array([100]), np.array([0]), seed=0, round_=0, epochs=1, batch_size=10, max_steps=3)
     assert sched.steps.tolist() == [3]
-
-
-def test_server_update_is_sample_weighted_mean() -> None:
-    a = {"w": torch.tensor([0.0, 0.0])}
-    local = {"w": torch.tensor([[1.0, 2.0], [3.0, 6.0]])}
-    sizes = torch.tensor([1.0, 3.0])
-    torch.testing.assert_close(weighted_mean(local, sizes)["w"], torch.tensor([2.5, 5.0]))
-    torch.testing.assert_close(server_update(a, local, sizes, 1.0)["w"], torch.tensor([2.5, 5.0]))
-    torch.testing.assert_close(server_update(a, local, sizes, 0.5)["w"], torch.tensor([1.25, 2.5]))
 
 
 def test_nonfinite_units_are_found_and_an_overflowing_sum_is_no_false_alarm() -> None:

@@ -6,8 +6,9 @@ import numpy as np
 import torch
 
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine.params import flatten, repeat, server_update
+from fedcluster.engine.params import flatten, repeat
 from fedcluster.engine.runner import Run
+from fedcluster.tiers.aggregation import server_update
 
 
 def _run(tmp_path, *overrides: str) -> Run:

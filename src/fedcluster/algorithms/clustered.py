@@ -34,6 +34,7 @@ from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, num_bytes, subset
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
+from fedcluster.tiers.aggregation import cluster_update
 from fedcluster.tiers.weights import best_cluster, em_weights, one_hot
 from fedcluster.tracking.clusters import cluster_record, sample_groups
 
@@ -139,27 +140,11 @@ class ClusteredAlgorithm(Algorithm):
         """Server update of every cluster from ``local`` [m, K, ...] (or [m, ...]: one model per client,
         offered to every cluster) with aggregation weights A [m, K]; φ is shared when split."""
         a = torch.as_tensor(weights, dtype=torch.float64, device=self.ctx.device)
-        lr, k = self.ctx.cfg.global_lr, self.num_clusters
-        new: Params = {}
-        for name, cur in self.models.items():
-            loc = local[name]
-            if loc.dim() == cur.dim():  # [m, ...] → [m, K, ...]
-                loc = loc.unsqueeze(1).expand(loc.shape[0], k, *loc.shape[1:])
-            if self.split and name.startswith("body."):
-                w = a.sum(1)
-                if w.sum() <= 0:
-                    new[name] = cur
-                    continue
-                mean = torch.tensordot((w / w.sum()).to(cur.dtype), loc[:, 0], dims=([0], [0]))
-                new[name] = (cur[0] + lr * (mean - cur[0])).unsqueeze(0).expand_as(cur).clone()
-                continue
-            total = a.sum(0)
-            norm = (a / total.clamp_min(1e-300)).to(cur.dtype)  # [m, K]
-            mean = torch.einsum("mk,mk...->k...", norm, loc)
-            moved = cur + lr * (mean - cur)
-            keep = (total <= 0).view(-1, *[1] * (cur.dim() - 1))
-            new[name] = torch.where(keep, cur, moved)
-        self.models = new
+        k = self.num_clusters
+        # a client's single model is offered to every cluster as a [m, K, ...] view (fixes the order of the sums)
+        offered = {n: v if v.dim() > self.models[n].dim() else v.unsqueeze(1).expand(v.shape[0], k, *v.shape[1:])
+                   for n, v in local.items()}
+        self.models = cluster_update(self.models, offered, a, self.ctx.cfg.global_lr, shared_body=self.split)
 
     def cluster_sizes_weights(self, clients: np.ndarray, assign: np.ndarray) -> np.ndarray:
         """A [m, K] = N_i at each client's cluster (hard methods)."""

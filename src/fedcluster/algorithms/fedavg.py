@@ -14,7 +14,8 @@ import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.engine.params import num_bytes, server_update
+from fedcluster.engine.params import num_bytes
+from fedcluster.tiers.aggregation import server_update
 
 
 @dataclass

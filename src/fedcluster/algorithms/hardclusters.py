@@ -30,7 +30,8 @@ from fedcluster.engine import inference
 from fedcluster.engine.evaluation import model_outputs
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
-from fedcluster.tiers.adaptive import ClusterBook, append_model, keep_models
+from fedcluster.tiers.adaptive import ClusterBook, merge_clusters, remove_clusters, reposition, split_off
+from fedcluster.tiers.aggregation import cluster_update
 from fedcluster.tracking.clusters import sample_groups
 
 
@@ -80,48 +81,35 @@ class HardClusters(Algorithm):
         k = self.num_clusters
         a = torch.as_tensor(np.eye(k)[positions] * self.ctx.fed.train.sizes[clients][:, None], dtype=torch.float64,
                             device=self.ctx.device)
-        total = a.sum(0)
-        lr = self.ctx.cfg.global_lr
-        new: Params = {}
-        for name, cur in self.models.items():
-            norm = (a / total.clamp_min(1e-300)).to(cur.dtype)
-            mean = torch.einsum("mk,m...->k...", norm, local[name])
-            keep = (total <= 0).view(-1, *[1] * (cur.dim() - 1))
-            new[name] = torch.where(keep, cur, cur + lr * (mean - cur))
-        self.models = new
+        self.models = cluster_update(self.models, local, a, self.ctx.cfg.global_lr)
 
     # -- cluster changes (models, Ω, ids) ----------------------------------------------------
     def split_cluster(self, position: int, movers: np.ndarray) -> int:
         """Split ``movers`` (client ids) off ``position`` into a new cluster starting from a copy of its model."""
-        new = self.book.split(self._round, position, movers)
-        self.models = append_model(self.models, {n: v[position] for n, v in self.models.items()})
+        self.models, new = split_off(self.models, self.book, self._round, position,
+                                     {n: v[position] for n, v in self.models.items()}, movers)
         self.cluster[np.asarray(movers, dtype=np.int64)] = new
         return new
 
     def merge_clusters(self, groups: list[tuple[int, list[int]]], models: Params | None = None) -> np.ndarray:
         """Fold the absorbed positions of each (keep, absorbed) into keep; ``models`` (the full stack before
         the drop, e.g. merged averages) replaces the current one. Returns the kept positions."""
-        remap = np.arange(self.num_clusters)
-        for keep, absorbed in groups:
-            remap[np.asarray(absorbed, dtype=np.int64)] = keep
-        keep = self.book.merge(self._round, groups)
-        self._reindex(keep, remap, models)
+        k = self.num_clusters
+        self.models, keep, remap = merge_clusters(self.models if models is None else models, self.book,
+                                                  self._round, groups)
+        self.cluster = reposition(self.cluster, keep, k, remap)
+        self.on_reindex(keep)
         return keep
 
     def remove_clusters(self, positions: list[int] | np.ndarray) -> np.ndarray:
         """Delete clusters that have no members. Returns the kept positions."""
         if np.isin(self.cluster, positions).any():
             raise ValueError("only clusters without members can be removed")
-        keep = self.book.remove(self._round, list(positions))
-        self._reindex(keep, np.arange(self.num_clusters), None)
-        return keep
-
-    def _reindex(self, keep: np.ndarray, remap: np.ndarray, models: Params | None) -> None:
-        new_pos = np.full(self.num_clusters, -1, dtype=np.int64)
-        new_pos[keep] = np.arange(len(keep))
-        self.cluster = new_pos[remap[self.cluster]]
-        self.models = keep_models(self.models if models is None else models, keep)
+        k = self.num_clusters
+        self.models, keep = remove_clusters(self.models, self.book, self._round, positions)
+        self.cluster = reposition(self.cluster, keep, k)
         self.on_reindex(keep)
+        return keep
 
     def on_reindex(self, keep: np.ndarray) -> None:
         """Hook: per-cluster state of a subclass follows the kept positions."""

@@ -18,14 +18,16 @@ from fedcluster.algorithms.fedem import FedEM
 from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptive import (
     ClusterBook,
-    append_model,
     hard_split_weights,
-    keep_models,
+    remove_clusters,
     remove_statistics,
     remove_weights,
+    reposition,
+    split_off,
     split_statistics,
     split_weights,
 )
+from fedcluster.tiers.aggregation import server_step, weighted_mean
 from fedcluster.tiers.formulation import GaussianStats, label_marginal
 from fedcluster.tiers.weights import segment_mean
 
@@ -35,9 +37,8 @@ def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, gl
     line 2: the N_i-weighted mean of one part's local models); unchanged when the part has no weight."""
     if float(np.sum(weights)) <= 0:
         return old.clone()
-    w = torch.as_tensor(weights, dtype=torch.float64, device=local.device)
-    mean = torch.tensordot((w / w.sum()).to(local.dtype), local, dims=([0], [0]))
-    return old + global_lr * (mean - old)
+    return server_step(old, weighted_mean(local, torch.as_tensor(weights, dtype=torch.float64, device=local.device)),
+                       global_lr)
 
 
 class ClusterChanges(FedEM):
@@ -69,9 +70,8 @@ class ClusterChanges(FedEM):
             mask1[first], mask2[second] = 1.0, 1.0
             cur[position] = part_average(old[name][position], loc, a * mask1, lr)
             new_unit[name] = part_average(old[name][position], loc, a * mask2, lr)
-        self.models = append_model(self.models, new_unit)
         movers = cohort[second]
-        new = self.book.split(self._round, position, movers)
+        self.models, new = split_off(self.models, self.book, self._round, position, new_unit, movers)
         if soft_update:
             self.omega = split_weights(self.omega, position)
             self.gamma = split_weights(self.gamma, position).astype(np.float32)
@@ -102,8 +102,8 @@ class ClusterChanges(FedEM):
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == 0:
             return
-        keep = self.book.remove(self._round, positions)
-        self.models = keep_models(self.models, keep)
+        k = self.num_clusters
+        self.models, keep = remove_clusters(self.models, self.book, self._round, positions)
         self.gamma = remove_weights(self.gamma, positions).astype(np.float32)
         if rule == "s4":
             tr = self.ctx.fed.train
@@ -112,9 +112,7 @@ class ClusterChanges(FedEM):
             self.omega = remove_weights(self.omega, positions)
         if self.sample_prior is not None:
             self.sample_prior = remove_weights(self.sample_prior, positions).astype(np.float32)
-        new_pos = np.full(len(keep) + len(positions), -1, dtype=np.int64)
-        new_pos[keep] = np.arange(len(keep))
-        self.assigned = np.where(self.assigned >= 0, new_pos[np.maximum(self.assigned, 0)], -1)
+        self.assigned = reposition(self.assigned, keep, k)
         self.counts = remove_statistics(self.counts, positions, axis=1)
         self.client_stats = {c: _stats_remove(s, positions) for c, s in self.client_stats.items()}
         self._refresh_statistics()

@@ -40,8 +40,9 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.engine.params import Params, repeat, server_update
+from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptive import stocfl_merges
+from fedcluster.tiers.aggregation import server_step, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
 
@@ -123,7 +124,7 @@ class StoCFL(HardClusters):
             flat_cur, flat_loc = cur.reshape(k, -1).double(), local[name].reshape(len(clients), -1).double()
             base = base_w @ flat_cur / total
             goal = (old_w @ flat_cur + loc_w @ flat_loc) / total
-            out[name] = (base + lr * (goal - base)).to(cur.dtype).view_as(cur)
+            out[name] = server_step(base, goal, lr).to(cur.dtype).view_as(cur)
         return out
 
     def on_reindex(self, keep: np.ndarray) -> None:

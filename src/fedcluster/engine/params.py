@@ -36,18 +36,6 @@ def num_units(stacked: Params) -> int:
     return len(next(iter(stacked.values())))
 
 
-def weighted_mean(stacked: Params, weights: torch.Tensor) -> Params:
-    """Σ_u w_u θ_u / Σ_u w_u over the stack's leading dimension."""
-    w = weights.to(torch.float64) / weights.sum()
-    return {k: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])) for k, v in stacked.items()}
-
-
-def server_update(current: Params, local: Params, weights: torch.Tensor, global_lr: float) -> Params:
-    """θ ← θ + η_g Σ_u w_u (θ_u − θ) / Σ_u w_u."""
-    mean = weighted_mean(local, weights)
-    return {k: v + global_lr * (mean[k] - v) for k, v in current.items()}
-
-
 def flatten(stacked: Params) -> torch.Tensor:
     """[units, total parameters] view of a stack (for distances between models)."""
     return torch.cat([v.reshape(len(v), -1) for v in stacked.values()], dim=1)

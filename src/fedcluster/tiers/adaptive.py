@@ -146,6 +146,44 @@ def keep_models(models: Params, keep: np.ndarray) -> Params:
             for n, v in models.items()}
 
 
+# -- cluster changes: the K models, their stable ids and the clients' positions together -------------------
+def split_off(models: Params, book: ClusterBook, round_: int, position: int, new: Params,
+              movers: Sequence[int] | np.ndarray = ()) -> tuple[Params, int]:
+    """A cluster split off ``position`` with model ``new`` (unstacked), logged with the clients that move to it;
+    it takes position K^t. Returns (the models, the new position)."""
+    return append_model(models, new), book.split(round_, position, movers)
+
+
+def remove_clusters(models: Params, book: ClusterBook, round_: int, positions: Sequence[int] | np.ndarray
+                    ) -> tuple[Params, np.ndarray]:
+    """Clusters ``positions`` deleted (HCFL paper Alg. 5 / FedRC paper Alg. 3). Returns (the models, the kept
+    positions in order)."""
+    keep = book.remove(round_, list(positions))
+    return keep_models(models, keep), keep
+
+
+def merge_clusters(models: Params, book: ClusterBook, round_: int, groups: Sequence[tuple[int, Sequence[int]]]
+                   ) -> tuple[Params, np.ndarray, np.ndarray]:
+    """For every (keep, absorbed) of ``groups``, positions ``absorbed`` folded into ``keep``; ``models`` is the
+    stack before the drop (with the merged clusters' models at their kept positions). Returns (the models, the
+    kept positions, remap: old position -> the position it folds into, before the drop)."""
+    remap = np.arange(book.k)
+    for keep, absorbed in groups:
+        remap[np.asarray(absorbed, dtype=np.int64)] = keep
+    kept = book.merge(round_, groups)
+    return keep_models(models, kept), kept, remap
+
+
+def reposition(client_positions: np.ndarray, keep: np.ndarray, k_before: int, remap: np.ndarray | None = None
+               ) -> np.ndarray:
+    """The clients' cluster positions after only ``keep`` (of ``k_before``) survive, each first folded by
+    ``remap``; -1 (no cluster) stays -1, and so does a client of a deleted cluster."""
+    new_pos = np.full(k_before, -1, dtype=np.int64)
+    new_pos[keep] = np.arange(len(keep))
+    at = np.maximum(client_positions, 0)
+    return np.where(client_positions >= 0, new_pos[at if remap is None else remap[at]], -1)
+
+
 # -- weight updates (rows stay on the simplex) --------------------------------------------------------
 def split_weights(weights: np.ndarray, position: int) -> np.ndarray:
     """HCFL paper Alg. 4 lines 6–9 (soft-clustering weight update, SCWU): a new last column ω_{·;K^t+1} = ω_{·;k*}/2
