@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 
 import fedcluster
 from fedcluster.app.cli import main
 from fedcluster.app.describe import RUN_KEY_DOCS, default_of, field_docs, live_params, type_name, value_text
+from fedcluster.catalog import names
 from fedcluster.catalog.params import PARAMS
 from fedcluster.catalog.registry import REGISTRIES
 from fedcluster.config.run_config import RunConfig
@@ -30,24 +32,24 @@ def _python(code: str) -> str:
 
 def test_catalog_equals_the_full_registry() -> None:
     """Importing every module of the package registers exactly the catalog: names, descriptions and the module
-    that registers each name (a module that registers a name the catalog does not list fails here)."""
+    that registers each name (a module that registers a name the catalog does not list fails here), and
+    fedcluster/catalog/names.py is the text its generator writes from those registrations."""
     out = _python(
-        "import importlib, json, pathlib, fedcluster\n"
-        "root = pathlib.Path(fedcluster.__file__).parent\n"
-        "for p in sorted(root.rglob('*.py')):\n"
-        "    name = '.'.join(['fedcluster', *p.relative_to(root).with_suffix('').parts])\n"
-        "    if not name.endswith('__main__'):\n"
-        "        importlib.import_module(name.removesuffix('.__init__'))\n"
-        "from fedcluster.catalog.registry import REGISTRIES\n"
-        "print(json.dumps({k: {e.name: [getattr(e.obj, '__module__', None) or type(e.obj).__module__, e.description]"
-        " for e in r._entries.values()} for k, r in REGISTRIES.items()}))")
+        "import json\n"
+        "from fedcluster.app.describe import import_every_module, live_names, names_catalog_source\n"
+        "import_every_module()\n"
+        "print(json.dumps({'names': live_names(), 'text': names_catalog_source(live_names())}))")
     full = json.loads(out)
     light = {k: {n: list(md) for n, md in r._declared.items()} for k, r in REGISTRIES.items()}
+    regenerate = "regenerate it with `PYTHONPATH=src python -m fedcluster.app.describe`"
     for kind in REGISTRIES:
-        missing = {n: v for n, v in full[kind].items() if light[kind].get(n) != v}
-        stale = sorted(set(light[kind]) - set(full[kind]))
+        missing = {n: v for n, v in full["names"][kind].items() if light[kind].get(n) != v}
+        stale = sorted(set(light[kind]) - set(full["names"][kind]))
         assert not missing and not stale, (
-            f"fedcluster/catalog/names.py is out of date for {kind}: add or fix {missing}, remove {stale}")
+            f"fedcluster/catalog/names.py is out of date for {kind} (missing or changed {missing}, stale {stale}): "
+            f"{regenerate}")
+    assert (Path(names.__file__).read_text(encoding="utf-8") == full["text"]), \
+        f"fedcluster/catalog/names.py is not the generated text: {regenerate}"
 
 
 def test_every_name_loads_lazily_from_its_module() -> None:

@@ -55,7 +55,8 @@ class Registry(Generic[T]):
             importlib.import_module(module)
             if name not in self._entries:
                 raise RuntimeError(f"fedcluster.catalog says {module} registers {self.kind} {name!r}, "
-                                   "but it does not: update fedcluster/catalog/names.py")
+                                   "but it does not: regenerate fedcluster/catalog/names.py with "
+                                   "`PYTHONPATH=src python -m fedcluster.app.describe`")
         if name not in self._entries:
             raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
         return self._entries[name]
@@ -69,6 +70,10 @@ class Registry(Generic[T]):
         light = {n: d for n, (_, d) in self._declared.items()}
         light.update({n: e.description for n, e in self._entries.items()})
         return {n: light[n] for n in sorted(light)}
+
+    def registered(self) -> list[Entry[T]]:
+        """The entries registered so far, by name (imports nothing)."""
+        return [self._entries[n] for n in sorted(self._entries)]
 
     def is_loaded(self, name: str) -> bool:
         """Whether ``name`` has its real entry (its module is imported, or it was registered at run time)."""
