@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fedcluster import catalog
-from fedcluster.errors import ConfigError
+from fedcluster.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
@@ -57,7 +57,8 @@ class Registry(Generic[T]):
                 raise RuntimeError(f"fedcluster.catalog says {module} registers {self.kind} {name!r}, "
                                    "but it does not: update fedcluster/catalog.py")
         if name not in self._entries:
-            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
+            raise ConfigError(f"unknown {self.kind} {name!r};{did_you_mean(str(name), self.names())} choose one of: "
+                              f"{', '.join(self.names())}")
         return self._entries[name]
 
     def names(self) -> list[str]:
