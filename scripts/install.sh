@@ -6,7 +6,8 @@
 #
 # PyTorch: `torch==$FEDCLUSTER_TORCH_VERSION` (default 2.13.0); the CUDA build when the machine has an
 # NVIDIA GPU, else the CPU-only build (scripts/torch-choice.sh: FEDCLUSTER_TORCH_BUILD=cpu|cuda overrides the
-# choice, FEDCLUSTER_TORCH_INDEX=URL installs from that index). A torch already in .venv at that version is kept.
+# choice, FEDCLUSTER_TORCH_INDEX=URL installs from that index; when PyTorch's CPU index cannot be reached, one line
+# says so and pip's configured index serves torch). A torch already in .venv at that version is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="${FEDCLUSTER_TORCH_VERSION:-2.13.0}"

@@ -7,8 +7,10 @@
 #       https://download.pytorch.org/whl/cu126).
 #
 # The CPU build comes from pip's configured indexes when they already serve `torch==VERSION+cpu` (a local
-# mirror or wheel folder: nothing is fetched from elsewhere), else from PyTorch's CPU index. The CUDA build is
-# PyPI's Linux wheel, i.e. whatever pip's configured indexes serve for `torch==VERSION`.
+# mirror or wheel folder: nothing is fetched from elsewhere), else from PyTorch's CPU index; when that index
+# cannot be reached (a machine that reaches only PyPI or a company mirror of it), the script says so in one
+# line and installs `torch==VERSION` from pip's configured index (on Linux PyPI's build, with CUDA libraries).
+# The CUDA build is PyPI's Linux wheel, i.e. whatever pip's configured indexes serve for `torch==VERSION`.
 
 TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 
@@ -30,6 +32,14 @@ nvidia_gpu() {
 configured_index_serves_cpu_torch() {
   "$2" -m pip index versions torch --disable-pip-version-check 2>/dev/null \
     | grep -i '^Available versions:' | tr ',' '\n' | sed 's/^.*: //; s/ //g' | grep -qxF "$1+cpu"
+}
+
+# True when PyTorch's CPU index answers pip and serves torch==VERSION (+cpu). $1: version, $2: python.
+# One try, no retries: an unreachable index fails in seconds instead of pip's five retries.
+cpu_index_serves_torch() {
+  "$2" -m pip index versions torch --disable-pip-version-check --index-url "$TORCH_CPU_INDEX" --retries 0 \
+      --timeout 15 2>/dev/null \
+    | grep -i '^Available versions:' | tr ',' '\n' | sed 's/^.*: //; s/ //g' | grep -qxE "${1//./\\.}(\+cpu)?"
 }
 
 # Prints the `pip install` arguments for torch==VERSION ($1) with python $2 on one line, and on stderr one line
@@ -61,9 +71,14 @@ torch_pip_args() {
     echo "install.sh: $why: installing the CPU build torch==$version+cpu from pip's configured index" \
       "(FEDCLUSTER_TORCH_BUILD=cuda installs the CUDA build)" >&2
     echo "torch==$version+cpu"
-  else
+  elif cpu_index_serves_torch "$version" "$py"; then
     echo "install.sh: $why: installing the CPU build of torch==$version from $TORCH_CPU_INDEX" \
       "(FEDCLUSTER_TORCH_BUILD=cuda installs the CUDA build)" >&2
     echo "--index-url $TORCH_CPU_INDEX torch==$version"
+  else
+    echo "install.sh: $why, but PyTorch's CPU index $TORCH_CPU_INDEX cannot be reached (or lacks" \
+      "torch==$version): installing torch==$version from pip's configured index instead (on Linux PyPI's build," \
+      "several GB with its CUDA libraries; FEDCLUSTER_TORCH_INDEX=URL names an index that serves the CPU build)" >&2
+    echo "torch==$version"
   fi
 }

@@ -140,3 +140,31 @@ def test_bad_input_is_one_line(case: str, runs: Path, tmp_path: Path, capsys) ->
     assert {"missing": "does not exist", "not_a_run": "summary.json", "empty": "holds none",
             "bad_by": "colour"}[case] in err
     assert not (tmp_path / "o").exists()
+
+
+def test_runs_ending_at_different_rounds_get_a_note(runs: Path, tmp_path: Path, capsys) -> None:
+    """An 8-round run beside 3-round runs: the table's "final" columns are read at different rounds, and it says so."""
+    write_run(runs / "ifca-long", "ifca", 2, [0.3, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.95])
+    out = tmp_path / "cmp"
+    assert main(["compare", str(runs), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "note: the runs end at different rounds (fedavg: 3; ifca: 3, 8)" in printed
+    assert "note: the runs end at different rounds" in (out / "comparison.md").read_text()
+    assert main(["compare", str(runs / "fedavg-0"), str(runs / "ifca-0"), "--out", str(tmp_path / "same")]) == 0
+    assert "note:" not in capsys.readouterr().out  # all at round 3: no note
+
+
+def test_the_k_axis_of_a_constant_k_has_integer_ticks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """K = 3 throughout: the axis spans whole numbers around 3 (it ran 2.85-3.15 with a tick at 3 alone)."""
+    import matplotlib.pyplot as plt
+
+    from fedcluster.tracking.compare import group_runs, load_run, plot_curves
+
+    runs = [load_run(write_run(tmp_path / f"ifca-{s}", "ifca", s, [0.5, 0.6, 0.7], k=[3, 3, 3])) for s in (0, 1)]
+    figures: list = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    plot_curves(group_runs(runs, "algorithm"), tmp_path / "curves.png", "K")
+    k_axis = next(ax for ax in figures[0].axes if ax.get_title() == "number of clusters K")
+    lo, hi = k_axis.get_ylim()
+    ticks = [t for t in k_axis.get_yticks() if lo <= t <= hi]
+    assert hi - lo >= 2 and 3 in ticks and len(ticks) >= 3 and all(t == int(t) for t in ticks)

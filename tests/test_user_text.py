@@ -32,6 +32,15 @@ def test_pages_have_no_internal_references(page: Path) -> None:
     assert not hits, hits
 
 
+DEVELOPMENT_LOG = re.compile(r"\bthis VM\b|\bload average\b|\bthe\s+the\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_carry_no_development_log(page: Path) -> None:
+    """Measurements say what was measured on what hardware, not the state of the machine of the day."""
+    assert DEVELOPMENT_LOG.findall(page.read_text(encoding="utf-8")) == []
+
+
 def test_list_texts_have_no_internal_references() -> None:
     texts = [desc for table in (catalog.ALGORITHMS, catalog.DATASETS, catalog.SCENARIOS, catalog.MODELS)
              for _, desc in table.values()]

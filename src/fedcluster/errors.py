@@ -1,5 +1,9 @@
 """Errors that reach the user as one clear line (the CLI turns them into exit status 2)."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
+
 
 class UserError(ValueError):
     """Bad input from the user: a config key, a value, a file. The message says how to fix it."""
@@ -23,3 +27,11 @@ class DivergedError(Exception):
 
 class InterruptedRun(Exception):  # noqa: N818 (it is a KeyboardInterrupt with the run's whereabouts)
     """Ctrl-C during a run; the message says where the results are and how to continue (exit 130)."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``" did you mean 'rounds'?"`` for the choice closest to a mistyped ``word`` (difflib), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" did you mean {close[0]!r}?" if close else ""

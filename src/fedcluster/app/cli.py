@@ -1,4 +1,4 @@
-"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report.
+"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report, compare, init.
 
 Every user mistake (unknown key or name, wrong type, bad range, missing file) ends with one line on
 stderr naming what is wrong and the valid choices, and exit status 2.
@@ -149,6 +149,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return compare_runs(args.run_dirs, args.by, args.out)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from fedcluster.config.shipped import FOLDER, copy_into
+
+    written, kept = copy_into(args.folder)
+    target = Path(args.folder) / FOLDER
+    print(f"fedcluster init: wrote {len(written)} of the {len(written) + len(kept)} config files into {target}"
+          + (f"; kept {len(kept)} already there: {', '.join(p.name for p in kept)}" if kept else ""))
+    print(f"next: fedcluster run {target / 'demo.yaml'} algorithm=ifca algorithm.num_clusters=3")
+    return 0
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one ``fedcluster: error:`` line (exit 2) like every other mistake."""
 
@@ -198,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("name", nargs="?", metavar="KIND | NAME",
                     help="algorithms, datasets, scenarios or models; or a name (e.g. fedrc) for its parameters")
     ls.set_defaults(fn=cmd_list)
+    it = sub.add_parser("init", help="copy the example and paper configs into FOLDER/configs to edit")
+    it.add_argument("folder", nargs="?", default=".", metavar="FOLDER", help="default: the current folder")
+    it.set_defaults(fn=cmd_init)
     _add_flower(sub)
     return p
 

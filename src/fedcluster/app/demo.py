@@ -60,8 +60,8 @@ def _demo(root: Path, progress: bool) -> int:
           f"\nsee the clusters:   fedcluster report {clustered.run_dir}\n"
           "                    (clusters.png: each concept's share per cluster; num_clusters.png: K^t; curves.png)\n"
           "another method:     fedcluster run configs/demo.yaml algorithm=ifca algorithm.num_clusters=3\n"
-          "all keys:           fedcluster run --help      methods: fedcluster list      "
-          "paper experiments: configs/")
+          "all keys:           fedcluster run --help      methods: fedcluster list\n"
+          "paper experiments:  configs/ (fedcluster init copies them into the current folder)")
     return 0
 
 

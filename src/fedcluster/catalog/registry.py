@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from fedcluster.catalog import names as catalog
-from fedcluster.errors import ConfigError
+from fedcluster.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
@@ -58,7 +58,8 @@ class Registry(Generic[T]):
                                    "but it does not: regenerate fedcluster/catalog/names.py with "
                                    "`PYTHONPATH=src python -m fedcluster.app.describe`")
         if name not in self._entries:
-            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}")
+            raise ConfigError(f"unknown {self.kind} {name!r};{did_you_mean(str(name), self.names())} choose one of: "
+                              f"{', '.join(self.names())}")
         return self._entries[name]
 
     def names(self) -> list[str]:

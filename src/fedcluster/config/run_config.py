@@ -22,7 +22,7 @@ import yaml
 from fedcluster.catalog.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
 from fedcluster.config.validation import check_config, check_params, check_raw, read_config_file
 from fedcluster.config.yaml_dialect import load_yaml
-from fedcluster.errors import ConfigError
+from fedcluster.errors import ConfigError, did_you_mean
 
 SECTIONS = ("algorithm", "scenario", "model")
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a larger step size or decay overflows in training
@@ -123,7 +123,8 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         raise ConfigError(errors[-1])
     if origin is Literal:
         if value not in args:
-            raise ConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(map(str, args))}")
+            hint = did_you_mean(str(value), map(str, args))
+            raise ConfigError(f"{key}={value!r} is not valid;{hint} choose one of: {', '.join(map(str, args))}")
         return value
     if origin in (list, tuple) or hint in (list, tuple):
         if not isinstance(value, list | tuple):
@@ -164,8 +165,9 @@ def build_params(cls: type | None, values: dict[str, Any], section: str, name: s
     kwargs = {}
     for k, v in values.items():
         if k not in valid:
+            hint = did_you_mean(f"{section}.{k}", [f"{section}.{n}" for n in valid])
             raise ConfigError(
-                f"unknown key {section}.{k} for {section} {name!r}; valid keys: "
+                f"unknown key {section}.{k} for {section} {name!r};{hint} valid keys: "
                 + (", ".join(f"{section}.{n}" for n in valid) or "none")
             )
         kwargs[k] = coerce(v, hints[k], f"{section}.{k}")
@@ -184,7 +186,8 @@ def _apply(raw: dict[str, Any], key: str, value: Any) -> None:
     head, _, rest = key.partition(".")
     if rest:
         if head not in SECTIONS:
-            raise ConfigError(f"unknown key {key!r}: only {', '.join(SECTIONS)} take dotted sub-keys")
+            hint = did_you_mean(key, [f"{s}.{rest}" for s in SECTIONS])
+            raise ConfigError(f"unknown key {key!r}:{hint} only {', '.join(SECTIONS)} take dotted sub-keys")
         raw.setdefault(head + "_params", {})[rest] = value
     else:
         raw[key] = value
@@ -194,7 +197,9 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
     """Merge a YAML file (nested sections allowed) and ``key=value`` overrides into flat raw values."""
     raw: dict[str, Any] = {}
     if path is not None:
-        merge_mapping(raw, read_config_file(path))
+        from fedcluster.config.shipped import locate
+
+        merge_mapping(raw, read_config_file(locate(path)))  # configs/NAME.yaml: the shipped copy if not here
     from_file = {s: (raw.get(s), dict(p) if isinstance(p := raw.get(s + "_params"), dict) else {}) for s in SECTIONS}
     for item in overrides:
         key, sep, text = item.partition("=")
@@ -258,7 +263,8 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
         if k.endswith("_params"):
             continue
         if k not in _TOP_FIELDS:
-            raise ConfigError(f"unknown key {k!r}; valid keys: {', '.join(sorted(_TOP_FIELDS))}, "
+            raise ConfigError(f"unknown key {k!r};{did_you_mean(k, _TOP_FIELDS)} valid keys: "
+                              f"{', '.join(sorted(_TOP_FIELDS))}, "
                               "and algorithm.<name>, scenario.<name>, model.<name>")
         kwargs[k] = coerce(v, hints[k], k)
     cfg = RunConfig(**kwargs)

@@ -18,7 +18,7 @@ import yaml
 
 from fedcluster.config.notes import note
 from fedcluster.config.yaml_dialect import load_yaml
-from fedcluster.errors import ConfigError, UserError
+from fedcluster.errors import ConfigError, UserError, did_you_mean
 from fedcluster.storage.paths import output_path
 
 SECTIONS = ("algorithm", "scenario", "model")
@@ -129,8 +129,9 @@ def check_raw(raw: dict[str, Any]) -> None:
             raise ConfigError(f"key {k!r} is not a name; keys are words such as rounds or algorithm.mu")
         if k.endswith("_params"):
             if k[: -len("_params")] not in SECTIONS:
-                raise ConfigError(f"unknown key {k!r}; the sections are "
-                                  + ", ".join(f"{s}_params" for s in SECTIONS) + " (or write algorithm.<name>=...)")
+                sections = [f"{s}_params" for s in SECTIONS]
+                raise ConfigError(f"unknown key {k!r};{did_you_mean(k, sections)} the sections are "
+                                  + ", ".join(sections) + " (or write algorithm.<name>=...)")
             if not isinstance(v, dict):
                 raise ConfigError(f"{k} must be a mapping of keys to values, got {v!r}; write e.g. "
                                   f"{k[:-7]}.<name>=VALUE or a nested `{k}:` block in the YAML file")

@@ -127,6 +127,7 @@ def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     order = _order(fed)
     concept = fed.true_cluster[order]
@@ -154,6 +155,7 @@ def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
                 interpolation="nearest")
     ax_c.set_xticks([0], ["concept"], rotation=90)
     ax_c.set_ylabel(f"client (sorted by concept, style; {len(order)} clients)")
+    ax_c.yaxis.set_major_locator(MaxNLocator(integer=True))  # clients are counted: no tick at 2.5
     if has_style:
         pos = np.searchsorted(style_ids, style)
         ax_s.imshow(np.where(style >= 0, pos, -1)[:, None], aspect="auto", interpolation="nearest",

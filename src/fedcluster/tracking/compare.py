@@ -199,6 +199,16 @@ def markdown_table(groups: Sequence[Group], by: str) -> str:
     return "\n".join(lines)
 
 
+def final_rounds_note(groups: Sequence[Group]) -> str | None:
+    """A note when the runs end at different rounds: their "final" columns are then not read at one round."""
+    ends = {g.label: sorted({int(max(row["round"] for row in r.rows)) for r in g.runs}) for g in groups}
+    if len({e for rounds in ends.values() for e in rounds}) <= 1:
+        return None
+    which = "; ".join(f"{label}: {', '.join(map(str, rounds))}" for label, rounds in ends.items())
+    return (f"note: the runs end at different rounds ({which}); each final column is read at its run's own last "
+            "round, so compare them with care (or extend the shorter runs: fedcluster resume RUN_DIR rounds=N)")
+
+
 def write_csv(groups: Sequence[Group], by: str, path: Path) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
@@ -240,7 +250,10 @@ def plot_curves(groups: Sequence[Group], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("round")
-    axes[1][1].yaxis.get_major_locator().set_params(integer=True)
+    k_axis = axes[1][1]
+    lo, hi = k_axis.get_ylim()  # a constant K would otherwise get an axis of 2.85-3.15 around it
+    k_axis.set_ylim(max(0.0, math.floor(lo) - 1), math.ceil(hi) + 1)
+    k_axis.yaxis.get_major_locator().set_params(integer=True)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if not handles:
         handles, labels = axes[1][1].get_legend_handles_labels()
@@ -264,8 +277,11 @@ def compare_runs(paths: Sequence[Path], by: str = "algorithm", out: Path | None 
         out = folders.claim_new_dir(runs[0].path.parent / f"compare-{folders.stamp()}")
     table = markdown_table(groups, by)
     print(table)
+    note = final_rounds_note(groups)
+    if note:
+        print(f"\n{note}")
     with writing(out, "choose another --out"):
-        (out / "comparison.md").write_text(table + "\n")
+        (out / "comparison.md").write_text(table + "\n" + (f"\n{note}\n" if note else ""))
         write_csv(groups, by, out / "comparison.csv")
         plot_curves(groups, out / "curves.png", f"{len(runs)} runs by {by}: mean ± sd over seeds")
     print(f"wrote {out / 'comparison.csv'}, {out / 'comparison.md'} and {out / 'curves.png'}", file=sys.stderr)

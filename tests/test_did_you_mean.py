@@ -1,0 +1,46 @@
+"""A mistyped key, name or choice gets the closest valid one as a suggestion (difflib), in its one-line error."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedcluster.app.cli import main
+from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.errors import ConfigError, did_you_mean
+
+
+@pytest.mark.parametrize(("override", "suggestion"), [
+    ("round=3", "did you mean 'rounds'?"),
+    ("num_client=8", "did you mean 'num_clients'?"),
+    ("algorithm=ifac", "did you mean 'ifca'?"),
+    ("dataset=fashion_mnist", "did you mean 'fashion-mnist'?"),
+    ("scenario=concept_swap", "did you mean 'concept-swap'?"),
+    ("model=lenet", "did you mean"),
+    ("algorithm.num_cluster=3", "did you mean 'algorithm.num_clusters'?"),
+    ("algoritm.mu=0.1", "did you mean 'algorithm.mu'?"),
+    ("engine=vectorised", "did you mean 'vectorized'?"),
+])
+def test_a_near_miss_is_suggested(override: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        resolve(load_raw(None, ["algorithm=ifca", override] if "num_cluster=" in override else [override]))
+    assert suggestion in str(e.value)
+
+
+def test_a_mistyped_section_of_a_file_is_suggested(tmp_path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("algorithm: fedprox\nalgoritm_params:\n  mu: 0.1\n")
+    with pytest.raises(ConfigError, match="did you mean 'algorithm.mu'"):
+        resolve(load_raw(config, []))
+
+
+def test_nothing_close_gets_no_guess() -> None:
+    assert did_you_mean("zzzz", ["rounds", "lr"]) == ""
+    with pytest.raises(ConfigError) as e:
+        resolve(load_raw(None, ["algorithm=nope"]))
+    assert "did you mean" not in str(e.value) and "choose one of:" in str(e.value)
+
+
+def test_the_cli_prints_the_suggestion_in_one_line(capsys) -> None:
+    assert main(["run", "roudns=5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown key 'roudns'; did you mean 'rounds'? valid keys:" in err
