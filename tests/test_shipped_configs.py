@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import fedcluster
-from fedcluster.config import shipped as shipped_configs
 from fedcluster.app.cli import main
+from fedcluster.config import shipped as shipped_configs
 from fedcluster.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
