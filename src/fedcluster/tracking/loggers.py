@@ -1,4 +1,4 @@
-"""Optional experiment tracking: the run loop reports to observers, which log to MLflow and TensorBoard.
+"""Optional experiment tracking: the run loop reports to observers, which log to MLflow, TensorBoard and W&B.
 
 ``tracking=mlflow`` (and/or ``tensorboard``) logs the resolved config as parameters, every ``rounds.csv``
 column as a per-round metric (step = round; rounds without evaluation are skipped, not logged as NaN) and,
@@ -10,6 +10,7 @@ run directory) with the artefacts in ``RUNS/mlartifacts``, so that the runs of a
 experiment. The store is checked before the first round, quickly: a SQLite path that cannot be a database
 file, or a server that does not answer within ``MLFLOW_HTTP_REQUEST_TIMEOUT`` seconds (10 unless set) with
 ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` retries (0 unless set), ends the run with one line.
+``tracking=wandb`` (Weights & Biases) is :mod:`fedcluster.tracking.wandb_logger`.
 """
 
 from __future__ import annotations
@@ -71,13 +72,14 @@ def result_files(run_dir: Path) -> list[Path]:
     return [run_dir / n for n in ARTIFACT_FILES if (run_dir / n).is_file()] + sorted(run_dir.glob("*.png"))
 
 
-def _require(*modules: str) -> None:
+def require(*modules: str, hint: str = INSTALL_HINT) -> None:
+    """One line naming the extra to install when a tracker's package is missing."""
     for name in modules:
         try:
             importlib.import_module(name)
         except ImportError:
             raise UserError(f"tracking needs the Python package {name.split('.')[0]!r}, which is not installed; "
-                            f"install it with `{INSTALL_HINT}` or run with tracking=none") from None
+                            f"install it with `{hint}` or run with tracking=none") from None
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -138,7 +140,7 @@ class MlflowLogger:
         self.cfg, self.run_dir = cfg, run_dir
         self.uri = cfg.tracking_uri or default_tracking_uri(run_dir)
         check_sqlite_uri(self.uri)
-        _require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
+        require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
         self.client: Any = None
         self.run_id = ""
 
@@ -200,7 +202,7 @@ class TensorBoardLogger:
     """Scalars per round under the column names, and the resolved config as text."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
-        _require("tensorboard", "torch.utils.tensorboard")
+        require("tensorboard", "torch.utils.tensorboard")
         self.cfg = cfg
         self.log_dir = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir / "tensorboard"
         self.writer: Any = None
@@ -256,7 +258,14 @@ class Tracking:
                 self.observers.remove(o)
 
 
-LOGGERS = {"mlflow": MlflowLogger, "tensorboard": TensorBoardLogger}
+def _wandb(cfg: RunConfig, run_dir: Path) -> RunObserver:
+    from fedcluster.tracking.wandb_logger import WandbLogger
+
+    return WandbLogger(cfg, run_dir)
+
+
+LOGGERS: dict[str, Callable[[RunConfig, Path], RunObserver]] = {
+    "mlflow": MlflowLogger, "tensorboard": TensorBoardLogger, "wandb": _wandb}
 
 
 @contextmanager
