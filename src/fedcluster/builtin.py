@@ -20,6 +20,7 @@ import fedcluster.data.datasets  # noqa: F401
 import fedcluster.data.scenarios.basic  # noqa: F401
 import fedcluster.data.scenarios.diverse  # noqa: F401
 import fedcluster.data.scenarios.mixture  # noqa: F401
+import fedcluster.data.scenarios.natural  # noqa: F401
 import fedcluster.data.scenarios.noisy  # noqa: F401
 import fedcluster.data.scenarios.rotation  # noqa: F401
 import fedcluster.data.scenarios.synthetic  # noqa: F401

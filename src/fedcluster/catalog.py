@@ -61,10 +61,14 @@ DATASETS: dict[str, tuple[str, str]] = {
         'EMNIST (balanced split) 28×28 from idx files in data_dir='),
     'fashion-mnist': ('fedcluster.data.datasets',
         'Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)'),
+    'femnist': ('fedcluster.data.datasets',
+        "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)"),
     'mixed-regression': ('fedcluster.data.datasets',
         'FedMD paper synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)'),
     'mnist': ('fedcluster.data.datasets',
         'MNIST 28×28 from idx files in data_dir='),
+    'tiny-imagenet': ('fedcluster.data.datasets',
+        'Tiny-ImageNet 64×64 RGB, 200 classes (the extracted tiny-imagenet-200 folder in data_dir=)'),
 }
 SCENARIOS: dict[str, tuple[str, str]] = {
     'cflgp-lines': ('fedcluster.data.scenarios.synthetic',
@@ -87,6 +91,9 @@ SCENARIOS: dict[str, tuple[str, str]] = {
         'label shift only: Dirichlet(α) (split=dirichlet|dirichlet-global) or C classes per client (split=classes)'),
     'mixed-regression': ('fedcluster.data.scenarios.synthetic',
         'FedMD paper mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)'),
+    'natural': ('fedcluster.data.scenarios.natural',
+        "the data set's own clients (FEMNIST writers): num_clients writers drawn, concepts=C adds label-map "
+        'concepts'),
     'mixture': ('fedcluster.data.scenarios.mixture',
         'CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)'),
     'rotation': ('fedcluster.data.scenarios.rotation',
