@@ -17,6 +17,8 @@ from fedcluster.cli import main
 from fedcluster.errors import ConfigError
 from fedcluster.reproduce.stats import mean_sd
 from fedcluster.sweep.grid import expand, parse_axes, split_values
+from fedcluster.sweep.table import Setting, mark_best, markdown
+from fedcluster.tracking.compare import RunRecord
 
 TINY = ["rounds=2", "num_clients=6", "checkpoint_every=1"]
 GRID = ["algorithm=fedavg,ifca", "lr=0.1,1e30", "seed=0,1"]  # lr=1e30 diverges in round 1
@@ -49,6 +51,15 @@ def test_a_method_without_the_key_runs_once_per_other_setting() -> None:
                                                          for s in (0, 1))]
 
 
+def test_a_config_files_parameter_that_a_method_pins_is_put_back_to_its_default(tmp_path: Path) -> None:
+    config = tmp_path / "fedrc.yaml"
+    config.write_text("algorithm:\n  name: fedrc\n  num_clusters: 3\nlr: 0.1\n")
+    points = expand(str(config), parse_axes(["algorithm=fedavg,ifca,fedrc", "lr=0.01,0.1"]))
+    k = {p.name: p.config.algorithm_params["num_clusters"] for p in points}
+    assert k == {"fedavg,lr=0.01": 1, "fedavg,lr=0.1": 1, "ifca,lr=0.01": 3, "ifca,lr=0.1": 3, "fedrc,lr=0.01": 3,
+                 "fedrc,lr=0.1": 3}
+
+
 @pytest.mark.parametrize("items, problem", [
     (["foo=1,2"], "unknown key 'foo'"),
     (["algorithm=ifca,fedrc", "algorithm.nonexistent=1,2"], "unknown key algorithm.nonexistent"),
@@ -66,6 +77,26 @@ def test_a_bad_key_or_value_is_refused_before_anything_runs(items: list[str], pr
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and problem.split()[0] in err and "Traceback" not in err
     assert not (tmp_path / "s").exists()
+
+
+def _record(val_acc: float, test_acc: float) -> RunRecord:
+    summary = {"final": {"val_acc": val_acc, "test_acc": test_acc, "ari": 1.0, "num_clusters": 2}, "best": {},
+               "wall_seconds": 1.0}
+    return RunRecord(Path("x"), {}, [], summary)
+
+
+def test_the_best_setting_of_each_method_has_the_highest_mean_validation_accuracy() -> None:
+    settings = [Setting({"algorithm": "ifca", "lr": "0.01"}, "ifca", 2, [_record(0.5, 0.9), _record(0.7, 0.9)]),
+                Setting({"algorithm": "ifca", "lr": "0.1"}, "ifca", 2, [_record(0.62, 0.1), _record(0.62, 0.1)]),
+                Setting({"algorithm": "ifca", "lr": "1"}, "ifca", 2, [], diverged=2),
+                Setting({"algorithm": "fedavg", "lr": "0.01"}, "fedavg", 2, [_record(0.3, 0.3)]),
+                Setting({"algorithm": "fedavg", "lr": "0.1"}, "fedavg", 2, [_record(0.3, 0.2), _record(0.1, 0.2)])]
+    mark_best(settings)
+    assert [s.best for s in settings] == [False, True, False, True, False]  # by validation, not test accuracy
+    table = markdown(settings, ["algorithm", "lr"]).splitlines()
+    assert table[2] == "| ifca | 0.01 | 2/2 | 0.6000 ± 0.1414 | 0.9000 ± 0.0000 | 1.0000 ± 0.0000 | 2 ± 0 |  |"
+    assert table[4].startswith("| ifca | 1 | 0/2 (2 diverged) | – |")
+    assert table[5].endswith("| 0.3000 | 1.0000 | 2 | * |")
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,7 @@ def parse_axes(items: list[str]) -> list[Axis]:
     return list(axes.values())
 
 
-def _takes(section: str, name: Any, key: str, values: tuple[str, ...]) -> bool:
+def _takes(section: str, name: Any, key: str, values: list[Any]) -> bool:
     """Whether the algorithm (scenario, model) ``name`` takes the parameter ``key`` with these values. It does not
     when it has no such parameter, or when the parameter is pinned (it accepts its default and refuses every other
     value given, as FedAvg's num_clusters = 1): the key is then left out of its points."""
@@ -93,10 +93,26 @@ def _takes(section: str, name: Any, key: str, values: tuple[str, ...]) -> bool:
     if key not in fields:
         return False
     default = fields[key].default
-    others = [v for v in values if parse_value(v) != default]
-    if not others or any(_accepts(params, key, parse_value(v), section, str(name)) for v in others):
+    others = [v for v in values if v != default]
+    if not others or any(_accepts(params, key, v, section, str(name)) for v in others):
         return True
     return not _accepts(params, key, default, section, str(name))
+
+
+def _pinned_file_params(raw: dict[str, Any], names: dict[str, Any], chosen: dict[str, str]) -> list[str]:
+    """Overrides that put back the default of a config file's section parameter that the point's method pins
+    (``num_clusters: 3`` of a FedRC config for a FedAvg point: ``algorithm.num_clusters=1``)."""
+    out = []
+    for section in SECTIONS:
+        params = raw.get(section + "_params")
+        for key, value in (params.items() if isinstance(params, dict) else ()):
+            if f"{section}.{key}" in chosen or _takes(section, names[section], key, [value]):
+                continue
+            cls = {"algorithm": ALGORITHMS, "scenario": SCENARIOS, "model": MODELS}[section].get(
+                str(names[section])).params
+            default = next(f.default for f in dataclasses.fields(cls) if f.name == key)
+            out.append(f"{section}.{key}={json.dumps(default)}")
+    return out
 
 
 def _accepts(params: type, key: str, value: Any, section: str, name: str) -> bool:
@@ -110,7 +126,7 @@ def _accepts(params: type, key: str, value: Any, section: str, name: str) -> boo
 def _applies(key: str, names: dict[str, Any], values: tuple[str, ...]) -> bool:
     """A section key applies when the point's algorithm (scenario, model) takes it; other keys always do."""
     section, _, sub = key.partition(".")
-    return not sub or section not in SECTIONS or _takes(section, names[section], sub, values)
+    return not sub or section not in SECTIONS or _takes(section, names[section], sub, [parse_value(v) for v in values])
 
 
 def _label(key: str, swept: list[str]) -> str:
@@ -143,7 +159,7 @@ def expand(config: str | None, axes: list[Axis]) -> list[Point]:
             chosen_names[s].add(str(names[s]))
         kept = {k: v for k, v in chosen.items() if _applies(k, names, values_of[k])}
         used |= set(kept)
-        overrides = [f"{k}={v}" for k, v in kept.items()]
+        overrides = [f"{k}={v}" for k, v in kept.items()] + _pinned_file_params(raw, names, chosen)
         try:
             cfg, _ = resolve(load_raw(config, overrides))
         except ConfigError as e:
