@@ -27,7 +27,7 @@ def _canonical(name: str) -> str:
 
 
 def test_the_version_is_written_once() -> None:
-    """pyproject.toml reads fedcluster._version.__version__ (a literal setuptools reads without importing the package)."""
+    """pyproject.toml reads fedcluster._version.__version__ (a literal read without importing the package)."""
     assert "version" not in PROJECT["project"] and "version" in PROJECT["project"]["dynamic"]
     assert PROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "fedcluster._version.__version__"}
     init = ast.parse((ROOT / "src" / "fedcluster" / "_version.py").read_text())

@@ -158,9 +158,9 @@ def test_refused_tracking_uri_is_one_line(tmp_path: Path, monkeypatch, capsys) -
 
 
 def test_bad_tracking_name_is_one_line(capsys) -> None:
-    assert main(["run", *FAST, "tracking=wandb"]) == 2
+    assert main(["run", *FAST, "tracking=comet"]) == 2
     err = capsys.readouterr().err
-    assert "wandb" in err and "mlflow" in err and "tensorboard" in err
+    assert "comet" in err and "wandb" in err and "mlflow" in err and "tensorboard" in err
 
 
 class _Broken:

@@ -1,4 +1,4 @@
-"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report, compare, init.
+"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report, compare, sweep, init.
 
 Every user mistake (unknown key or name, wrong type, bad range, missing file) ends with one line on
 stderr naming what is wrong and the valid choices, and exit status 2.
@@ -144,8 +144,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from fedcluster.app.sweep.command import compare_sweep, is_sweep_dir
     from fedcluster.tracking.compare import compare_runs
 
+    if len(args.run_dirs) == 1 and is_sweep_dir(args.run_dirs[0]):  # a sweep's folder: its table and picture
+        return compare_sweep(args.run_dirs[0], args.out)
     return compare_runs(args.run_dirs, args.by, args.out)
 
 
@@ -158,6 +161,12 @@ def cmd_init(args: argparse.Namespace) -> int:
           + (f"; kept {len(kept)} already there: {', '.join(p.name for p in kept)}" if kept else ""))
     print(f"next: fedcluster run {target / 'demo.yaml'} algorithm=ifca algorithm.num_clusters=3")
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from fedcluster.app.sweep.command import run_sweep
+
+    return run_sweep(args)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -204,6 +213,18 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--by", default="algorithm", help="config key that labels the groups (default: algorithm)")
     cp.add_argument("--out", default=None, help="output folder (default: compare-TIME beside the first run)")
     cp.set_defaults(fn=cmd_compare)
+    sw = sub.add_parser("sweep", help="a grid of runs over keys and seeds (key=v1,v2 ...), resumable, with a table "
+                                      "of mean ± sd over seeds and the best setting per method",
+                        description="Run every combination of the values given (key=v1,v2,...), each an ordinary "
+                                    "run directory in the sweep's folder; the same command again skips finished "
+                                    "runs and resumes interrupted ones. Example: fedcluster sweep configs/demo.yaml "
+                                    "algorithm=ifca,fedrc algorithm.num_clusters=2,3,4 lr=0.01,0.1 seed=0,1,2")
+    sw.add_argument("items", nargs="+", metavar="CONFIG.yaml | key=v1,v2,...",
+                    help="an optional config file, then keys with one value (fixed) or several (swept)")
+    sw.add_argument("--workers", type=int, default=1, help="runs at once, each its own process (default 1)")
+    sw.add_argument("--out", default=None, help="the sweep's folder (default runs/sweep-CONFIG; the same command "
+                                                "again continues it)")
+    sw.set_defaults(fn=cmd_sweep)
     ls = sub.add_parser("list", help="list registered algorithms, datasets, scenarios and models, "
                                      "or the parameters of one of them")
     ls.add_argument("name", nargs="?", metavar="KIND | NAME",

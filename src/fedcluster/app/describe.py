@@ -58,10 +58,10 @@ RUN_KEY_DOCS: dict[str, str] = {
     "chunk_mb": "memory budget of one vectorised call in MiB (null = from free accelerator memory)",
     "deterministic": "same seed, same device => same rounds.csv (slower kernels on CUDA)",
     "progress": "progress bars on stderr",
-    "tracking": "also log to none, mlflow, tensorboard or a list [mlflow,tensorboard]",
+    "tracking": "also log to none, mlflow, tensorboard, wandb or a list [mlflow,tensorboard]",
     "tracking_uri": ("MLflow tracking URI (null = sqlite:///RUNS/mlflow.db, shared by the runs in the "
                      "run directory's parent folder)"),
-    "tracking_experiment": "MLflow experiment name",
+    "tracking_experiment": "MLflow experiment name (the W&B project with tracking=wandb)",
     "tensorboard_dir": "TensorBoard log folder (null = RUN_DIR/tensorboard)",
 }
 

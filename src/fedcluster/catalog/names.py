@@ -35,8 +35,10 @@ DATASETS: dict[str, tuple[str, str]] = {
     'digits': ('fedcluster.data.datasets', "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)"),
     'emnist': ('fedcluster.data.datasets', 'EMNIST (balanced split) 28×28 from idx files in data_dir='),
     'fashion-mnist': ('fedcluster.data.datasets', 'Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)'),
+    'femnist': ('fedcluster.data.datasets', "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)"),
     'mixed-regression': ('fedcluster.data.datasets', 'FedMD paper synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)'),
     'mnist': ('fedcluster.data.datasets', 'MNIST 28×28 from idx files in data_dir='),
+    'tiny-imagenet': ('fedcluster.data.datasets', 'Tiny-ImageNet 64×64 RGB, 200 classes (the extracted tiny-imagenet-200 folder in data_dir=)'),
 }
 SCENARIOS: dict[str, tuple[str, str]] = {
     'cflgp-lines': ('fedcluster.data.scenarios.synthetic', 'CFL-GP paper §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally'),
@@ -48,6 +50,7 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     'label-skew': ('fedcluster.data.scenarios.basic', 'label shift only: Dirichlet(α) (split=dirichlet|dirichlet-global) or C classes per client (split=classes)'),
     'mixed-regression': ('fedcluster.data.scenarios.synthetic', 'FedMD paper mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)'),
     'mixture': ('fedcluster.data.scenarios.mixture', 'CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)'),
+    'natural': ('fedcluster.data.scenarios.natural', "the data set's own clients (FEMNIST writers): num_clients writers drawn, concepts=C adds label-map concepts"),
     'rotation': ('fedcluster.data.scenarios.rotation', 'rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, [0,90,180,270] FedMD paper); nearby angles share a cluster'),
 }
 MODELS: dict[str, tuple[str, str]] = {

@@ -188,8 +188,10 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'digits': None,
         'emnist': None,
         'fashion-mnist': None,
+        'femnist': None,
         'mixed-regression': None,
         'mnist': None,
+        'tiny-imagenet': None,
     },
     'scenario': {
         'cflgp-lines': ("CFL-GP paper §5.1 defaults: Δφ = 20° (Fig. 9: 10/20/40), minibatch b = 10, noise std 0.2. ``pool_size``: samples\nper client (2,000 = T·b); each round's minibatch is drawn at random from the pool, so samples can repeat\nacross rounds (see :func:`cflgp_lines`). The CFL-GP paper's init: ``model=linear model.init_range=0.8``.", (
@@ -284,6 +286,14 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
             ('classes_per_client', 'int', '2', 'classes each client holds with split=classes'),
             ('val_fraction', 'float', '0.3', "share of each client's samples held out for local validation"),
+            ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
+        )),
+        'natural': (None, (
+            ('min_samples', 'int', '10', 'draw only writers with at least this many training samples'),
+            ('concepts', 'int', '1', 'label-map concepts over the drawn writers (1 = labels as written)'),
+            ('maps', 'fedrc|hcfl-beta|shift|permutation', 'fedrc', 'label maps with concepts > 1: fedrc, hcfl-beta or shift'),
+            ('shift', 'int', '5', 'y → (y + c·shift) mod C with maps=shift'),
+            ('val_fraction', 'float', '0.2', "share of each writer's training samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
         )),
         'rotation': ("``angles``: one rotation per part (default the CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP\npaper EMNIST:\n[0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:\ndirichlet,\nα = 1). ``samples``: random subset of the training set (CFL-GP paper App. F.8: 200,000). ``image_size``: 14 for\nthe FedMD paper's 14×14 MNIST.", (

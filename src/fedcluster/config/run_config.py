@@ -66,9 +66,9 @@ class RunConfig:
     chunk_mb: float | None = None  # memory budget of one vectorised call (default: free accelerator memory)
     deterministic: bool = True  # same seed, same device => same rounds.csv (slower kernels on CUDA)
     progress: bool = True
-    tracking: list[Literal["none", "mlflow", "tensorboard"]] = field(default_factory=list)  # or [mlflow,tensorboard]
+    tracking: list[Literal["none", "mlflow", "tensorboard", "wandb"]] = field(default_factory=list)  # or [mlflow,wandb]
     tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUNS/mlflow.db beside the run dir)
-    tracking_experiment: str = "fedcluster"  # MLflow experiment name
+    tracking_experiment: str = "fedcluster"  # MLflow experiment name (W&B project)
     tensorboard_dir: str | None = None  # TensorBoard log dir (default: RUN_DIR/tensorboard)
     algorithm_params: dict[str, Any] = field(default_factory=dict)
     scenario_params: dict[str, Any] = field(default_factory=dict)

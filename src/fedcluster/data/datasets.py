@@ -10,7 +10,9 @@ from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.data.sources.cifar import load_cifar10, load_cifar100
 from fedcluster.data.sources.digits import load_digits
 from fedcluster.data.sources.fashion_mnist import load_fashion_mnist
+from fedcluster.data.sources.leaf import load_femnist
 from fedcluster.data.sources.mnist import load_emnist, load_mnist
+from fedcluster.data.sources.tiny_imagenet import load_tiny_imagenet
 from fedcluster.errors import ConfigError
 
 
@@ -48,6 +50,10 @@ DATASETS.add("cifar10", DatasetSpec(_needs_dir("cifar10", load_cifar10), standar
              "CIFAR-10 32×32 RGB from the python pickle batches in data_dir=")
 DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100), standardize=True),
              "CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir=")
+DATASETS.add("femnist", DatasetSpec(_needs_dir("femnist", load_femnist), standardize=True),
+             "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)")
+DATASETS.add("tiny-imagenet", DatasetSpec(_needs_dir("tiny-imagenet", load_tiny_imagenet), standardize=True),
+             "Tiny-ImageNet 64×64 RGB, 200 classes (the extracted tiny-imagenet-200 folder in data_dir=)")
 DATASETS.add("mixed-regression", DatasetSpec(None, synthetic_scenario="mixed-regression"),
              "FedMD paper synthetic mixed linear regression (scenario=mixed-regression scenario.config=A|B|C)")
 DATASETS.add("cflgp-lines", DatasetSpec(None, synthetic_scenario="cflgp-lines"),

@@ -1,4 +1,4 @@
-"""Optional experiment tracking: the run loop reports to observers, which log to MLflow and TensorBoard.
+"""Optional experiment tracking: the run loop reports to observers, which log to MLflow, TensorBoard and W&B.
 
 ``tracking=mlflow`` (and/or ``tensorboard``) logs the resolved config as parameters, every ``rounds.csv``
 column as a per-round metric (step = round; rounds without evaluation are skipped, not logged as NaN) and,
@@ -10,74 +10,31 @@ run directory) with the artefacts in ``RUNS/mlartifacts``, so that the runs of a
 experiment. The store is checked before the first round, quickly: a SQLite path that cannot be a database
 file, or a server that does not answer within ``MLFLOW_HTTP_REQUEST_TIMEOUT`` seconds (10 unless set) with
 ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` retries (0 unless set), ends the run with one line.
+``tracking=wandb`` (Weights & Biases) is :mod:`fedcluster.tracking.wandb_logger`.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import logging
-import math
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from fedcluster.config.run_config import RunConfig
 from fedcluster.errors import InterruptedRun, UserError
+from fedcluster.tracking.observer import (
+    RunObserver,
+    flatten_config,
+    require,
+    result_files,
+    round_metrics,
+)
 
-INSTALL_HINT = "pip install 'fedcluster[tracking]'"
 START_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
-ARTIFACT_FILES = ("config.yaml", "rounds.csv", "clients.csv", "summary.json", "clusters.jsonl")
-
-
-class RunObserver(Protocol):
-    """What the run loop tells a tracker: the start (with rows of a resumed run), each round, the end."""
-
-    def start(self, rows: Sequence[Mapping[str, float]]) -> None: ...
-
-    def log_round(self, row: Mapping[str, Any]) -> None: ...
-
-    def end(self, status: str) -> None: ...
-
-
-def flatten_config(cfg: RunConfig) -> dict[str, str]:
-    """The resolved config as flat ``key -> text``; section parameters as ``algorithm.mu`` (the CLI's keys)."""
-    flat: dict[str, str] = {}
-    for key, value in cfg.to_dict().items():
-        if key.endswith("_params"):
-            for sub, v in value.items():
-                flat[f"{key[:-7]}.{sub}"] = _text(v)
-        else:
-            flat[key] = _text(value)
-    return flat
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def round_metrics(row: Mapping[str, Any]) -> dict[str, float]:
-    """The numeric, finite columns of one ``rounds.csv`` row, without the step column ``round``."""
-    return {k: float(v) for k, v in row.items()
-            if k != "round" and isinstance(v, int | float) and math.isfinite(float(v))}
-
-
-def result_files(run_dir: Path) -> list[Path]:
-    """The run directory's result files that are logged as artefacts (not the checkpoint)."""
-    return [run_dir / n for n in ARTIFACT_FILES if (run_dir / n).is_file()] + sorted(run_dir.glob("*.png"))
-
-
-def _require(*modules: str) -> None:
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise UserError(f"tracking needs the Python package {name.split('.')[0]!r}, which is not installed; "
-                            f"install it with `{INSTALL_HINT}` or run with tracking=none") from None
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -138,7 +95,7 @@ class MlflowLogger:
         self.cfg, self.run_dir = cfg, run_dir
         self.uri = cfg.tracking_uri or default_tracking_uri(run_dir)
         check_sqlite_uri(self.uri)
-        _require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
+        require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
         self.client: Any = None
         self.run_id = ""
 
@@ -200,7 +157,7 @@ class TensorBoardLogger:
     """Scalars per round under the column names, and the resolved config as text."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
-        _require("tensorboard", "torch.utils.tensorboard")
+        require("tensorboard", "torch.utils.tensorboard")
         self.cfg = cfg
         self.log_dir = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir / "tensorboard"
         self.writer: Any = None
@@ -256,7 +213,14 @@ class Tracking:
                 self.observers.remove(o)
 
 
-LOGGERS = {"mlflow": MlflowLogger, "tensorboard": TensorBoardLogger}
+def _wandb(cfg: RunConfig, run_dir: Path) -> RunObserver:
+    from fedcluster.tracking.wandb_logger import WandbLogger
+
+    return WandbLogger(cfg, run_dir)
+
+
+LOGGERS: dict[str, Callable[[RunConfig, Path], RunObserver]] = {
+    "mlflow": MlflowLogger, "tensorboard": TensorBoardLogger, "wandb": _wandb}
 
 
 @contextmanager

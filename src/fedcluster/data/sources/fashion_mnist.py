@@ -2,7 +2,8 @@
 
 By default the files are read from where Debian's ``dataset-fashion-mnist`` package installs
 them, ``/usr/share/datasets/fashion-mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz``.
-Any folder with the same four files (``.gz`` or plain) can be passed instead.
+Any folder with the same four files (``.gz`` or plain) can be passed instead, or a torchvision root (which holds
+them in ``FashionMNIST/raw``).
 """
 
 from __future__ import annotations
@@ -32,4 +33,5 @@ def load_fashion_mnist(data_dir: str | Path | None = None) -> ArrayDataset:
         f"{DEBIAN_DIR}), or pass data_dir= pointing at a folder holding these four files "
         "(from https://github.com/zalandoresearch/fashion-mnist)"
     )
-    return load_idx_dataset("fashion-mnist", [directory], IDX_FILES, len(CLASSES), how_to_get)
+    folders = [directory, directory / "FashionMNIST" / "raw"]  # the folder, or a torchvision root
+    return load_idx_dataset("fashion-mnist", folders, IDX_FILES, len(CLASSES), how_to_get)
