@@ -9,6 +9,7 @@ import json
 import math
 import struct
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def records(path: Path) -> list:
             at += BLOCK - at % BLOCK
             continue
         length, kind = struct.unpack("<HB", data[at + 4: at + 7])
-        if length == 0 and kind == 0:
+        if (length == 0 and kind == 0) or at + 7 + length > len(data):  # the end, or a record still being written
             break
         chunk += data[at + 7: at + 7 + length]
         at += 7 + length
@@ -63,12 +64,23 @@ def records(path: Path) -> list:
     return out
 
 
+def finished_records(path: Path, timeout: float = 120.0) -> list:
+    """The records once W&B's service has written the run's exit record (it writes the file after
+    ``run.finish()`` returns, later on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in recs) or time.monotonic() > deadline:
+            return recs
+        time.sleep(0.5)
+
+
 def offline_runs(run_dir: Path) -> list[dict]:
     """Per offline W&B run (oldest first): its config, history (step -> metrics), exit code and files."""
     runs = []
     for folder in sorted((run_dir / "wandb").glob("offline-run-*")):
         config, history, exit_code = {}, {}, None
-        for rec in records(next(folder.glob("run-*.wandb"))):
+        for rec in finished_records(next(folder.glob("run-*.wandb"))):
             kind = rec.WhichOneof("record_type")
             if kind in ("run", "config"):  # the run record holds the config given to wandb.init
                 updates = rec.run.config.update if kind == "run" else rec.config.update

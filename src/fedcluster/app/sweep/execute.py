@@ -171,6 +171,8 @@ class Runner:
         return outcome
 
     def _outcome(self, point: Point, rc: int, seconds: float, log: Path) -> Outcome:
+        if rc == 0 and not finished(self.folder / point.name):  # stopped after its last checkpoint, before its summary
+            return Outcome(point.name, "failed", seconds, f"ended without a summary.json: {last_error(log)}", 1)
         if rc == 0:
             self.state.mark(point.name, diverged=False)
             summary = parse_summary(self.folder / point.name / "summary.json") or {}
