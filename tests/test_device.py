@@ -312,7 +312,7 @@ def test_every_algorithm_runs_on_cuda(tmp_path: Path, name: str) -> None:
                                    ["precision=bf16", "model=light-cnn"]])
 def test_cuda_same_seed_same_rounds(tmp_path: Path, extra: list[str]) -> None:
     for d in ("a", "b"):
-        assert main(["run", *FAST, "device=cuda", *extra, f"out={tmp_path / d}"]) == 0
+        assert main(["run", *FAST, "device=cuda", "deterministic=true", *extra, f"out={tmp_path / d}"]) == 0
     assert _rows(tmp_path / "a") == _rows(tmp_path / "b")
 
 

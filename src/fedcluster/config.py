@@ -64,7 +64,7 @@ class RunConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forward/backward, fp32 weights and aggregation
     chunk_mb: float | None = None  # memory budget of one vectorised call (default: free accelerator memory)
-    deterministic: bool = True  # same seed, same device => same rounds.csv (slower kernels on CUDA)
+    deterministic: bool = False  # CUDA: true = bitwise repeatable (slower kernels); the CPU always is
     progress: bool = True
     tracking: list[Literal["none", "mlflow", "tensorboard"]] = field(default_factory=list)  # or [mlflow,tensorboard]
     tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUNS/mlflow.db beside the run dir)

@@ -56,7 +56,8 @@ RUN_KEY_DOCS: dict[str, str] = {
     "device": "where the engine runs: auto = CUDA when PyTorch sees a GPU, else cpu",
     "precision": "fp32, or bf16 autocast of forward/backward (fp32 weights and aggregation)",
     "chunk_mb": "memory budget of one vectorised call in MiB (null = from free accelerator memory)",
-    "deterministic": "same seed, same device => same rounds.csv (slower kernels on CUDA)",
+    "deterministic": "CUDA only (the CPU is always bitwise repeatable): false = fast (cuDNN autotuning, TF32 "
+                     "convolutions); true = same seed, same GPU => same rounds.csv (deterministic kernels, slower)",
     "progress": "progress bars on stderr",
     "tracking": "also log to none, mlflow, tensorboard or a list [mlflow,tensorboard]",
     "tracking_uri": ("MLflow tracking URI (null = sqlite:///RUNS/mlflow.db, shared by the runs in the "
