@@ -98,6 +98,13 @@ class Batch:
     steps: np.ndarray  # [U]
     # [U, ...] each unit's SGD momentum buffer at the start (client_momentum=keep; None: zeros), updated in place
     momentum: Params | None = None
+    real: np.ndarray | None = None  # [U, S] real samples per step on the host (trims the padding with no sync)
+
+    def real_counts(self) -> np.ndarray:
+        """[U, S] real samples per step, on the host (read back once if the batch was built without them)."""
+        if self.real is None:
+            self.real = self.count.cpu().numpy().astype(np.int64)
+        return self.real
 
     def start(self, units: torch.Tensor) -> Params:
         """The starting parameters of ``units`` [u] as a new stack [u, ...]."""
@@ -140,6 +147,7 @@ def build_batch(
         anchor=None if anchor is None else {k: v.to(device) for k, v in anchor.items()},
         global_index=(schedule.local + offsets).to(device), weight=w.to(device),
         count=schedule.mask.sum(-1).clamp(min=1.0).to(device), steps=schedule.steps,
+        real=schedule.mask.sum(-1).numpy().astype(np.int64),
     )
 
 
@@ -396,6 +404,7 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
         init=init, init_index=init_index, anchor=None if b.anchor is None else {k: v[t] for k, v in b.anchor.items()},
         global_index=b.global_index[t, :S], weight=b.weight[t, :S], count=b.count[t, :S], steps=steps,
         momentum=None if b.momentum is None else {k: v[t] for k, v in b.momentum.items()},
+        real=None if b.real is None else b.real[idx, :S],
     )
 
 
@@ -447,6 +456,11 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
 
     Units are sorted by their number of steps so that the units still training at step s are a
     prefix of the stack: updates act on views, with no gather/scatter of parameters.
+
+    No padded work: at each step the batch is cut to the longest real batch of the units still training
+    (:func:`step_groups`; at the FedRC paper's scale, 160 samples in batches of 128, the second step computes 32
+    rows, not 128); when the units' real batches differ so much that one width would waste more than
+    ``PAD_TOLERANCE`` of the rows, they run in groups of similar widths (gathered and written back).
     """
     U = len(batch.steps)
     if max_units < U:
@@ -475,31 +489,66 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
         return (loss_fn(out, yb) * wb).sum() / nb
 
     grad_fn = vmap(grad(unit_loss))
+    real = batch.real_counts()[order_np]  # [U, S] on the host
     active = len(steps)
+
+    def update(sel: slice | torch.Tensor, s: int, width: int) -> None:
+        """One SGD step of the units ``sel`` (a prefix slice: views; an index: gathered, then written back)."""
+        view = {k: v[sel] for k, v in params.items()}
+        idx = gidx[sel, s, :width]
+        g = grad_fn(view, x[idx], y[idx], weight[sel, s, :width], count[sel, s])
+        for k, p in view.items():
+            d = g[k]
+            if solver.weight_decay:
+                d = d.add(p, alpha=solver.weight_decay)
+            if anchor is not None:
+                d = d.add(p - anchor[k][sel], alpha=solver.prox_mu)
+            if bufs is not None:
+                buf = bufs[k][sel]
+                buf.mul_(solver.momentum).add_(d)
+                d = buf
+                if not isinstance(sel, slice):
+                    bufs[k][sel] = buf
+            p.sub_(d, alpha=solver.lr)
+            if not isinstance(sel, slice):
+                params[k][sel] = p
+
     with torch.no_grad():
         for s in range(int(steps.max(initial=0))):
             while active > 0 and steps[active - 1] <= s:
                 active -= 1
-            view = {k: v[:active] for k, v in params.items()}
-            idx = gidx[:active, s]
-            g = grad_fn(view, x[idx], y[idx], weight[:active, s], count[:active, s])
-            for k, p in view.items():
-                d = g[k]
-                if solver.weight_decay:
-                    d = d.add(p, alpha=solver.weight_decay)
-                if anchor is not None:
-                    d = d.add(p - anchor[k][:active], alpha=solver.prox_mu)
-                if bufs is not None:
-                    buf = bufs[k][:active]
-                    buf.mul_(solver.momentum).add_(d)
-                    d = buf
-                p.sub_(d, alpha=solver.lr)
+            for group, width in step_groups(real[:active, s]):
+                sel = slice(0, active) if group is None else torch.as_tensor(group, device=x.device)
+                update(sel, s, width)
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(U, device=order.device)
     if bufs is not None and batch.momentum is not None:
         for k, v in batch.momentum.items():
             v.copy_(bufs[k][inverse])
     return {k: v[inverse] for k, v in params.items()}
+
+
+PAD_TOLERANCE = 0.05  # share of padded rows a training step may compute before its units are grouped
+
+
+def step_groups(real: np.ndarray, tolerance: float = PAD_TOLERANCE) -> list[tuple[np.ndarray | None, int]]:
+    """How one vectorised step covers units with ``real`` [a] real samples each: (units, width) calls, units None
+    for all ``a`` at once. One call at the longest real batch when that computes at most ``1 + tolerance`` times
+    the real rows; else groups of units with similar widths, widest first, each within the tolerance."""
+    total = int(real.sum())
+    widest = int(real.max(initial=0))
+    if widest * len(real) <= (1 + tolerance) * total or len(real) <= 1:
+        return [(None, max(widest, 1))]
+    order = np.argsort(-real, kind="stable")
+    groups, start = [], 0
+    while start < len(order):
+        width, rows, end = int(real[order[start]]), 0, start
+        while end < len(order) and width * (end + 1 - start) <= (1 + tolerance) * (rows + real[order[end]]):
+            rows += int(real[order[end]])
+            end += 1
+        groups.append((np.sort(order[start:end]), max(width, 1)))
+        start = end
+    return groups
 
 
 def auto_path(model_name: str, device: str | torch.device = "cpu", precision: str = "fp32") -> str:
