@@ -57,7 +57,7 @@ class RunConfig:
     eval_every: int = 1
     eval_train: bool = False  # also score each client's own training data (rounds.csv train_acc)
     checkpoint_every: int = 10
-    engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized"] = "auto"
+    engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized", "unit-loop"] = "auto"
     workers: int = 2
     threads: int | None = None
     ranks: int = 1  # processes sharing each round's clients (torch.distributed); >1 starts them with torchrun

@@ -49,7 +49,9 @@ RUN_KEY_DOCS: dict[str, str] = {
     "eval_train": "also score every client on its own training data at each evaluation (rounds.csv train_acc; "
                   "costs one more prediction pass over the training data)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (for `fedcluster resume`)",
-    "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs (all give the same models)",
+    "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs on the CPU; on a GPU vectorized, "
+              "or unit-loop (units one by one, dense convolutions, CUDA graphs) for large models such as "
+              "ResNet-18 and MobileNet-V2 (all give the same models)",
     "workers": "worker processes of the pool engines",
     "threads": "torch intra-op threads (null = torch's default)",
     "ranks": "processes sharing each round's clients (torch.distributed; >1 starts them with torchrun)",

@@ -27,6 +27,7 @@ from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.interrupts import sigint_held
+from fedcluster.engine.memory import model_footprint
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
@@ -128,6 +129,9 @@ class Run:
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
         fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
+        if cfg.engine == "auto":  # on an accelerator large models train unit by unit (engine.looped)
+            fp = model_footprint(cfg, typed, self.fed)
+            path = auto_path(cfg.model, self.device, cfg.precision, activation_bytes=fp and fp.activations)
         if (message := missing_validation_note(self.fed.val)) is not None:
             note(message)
         torch.manual_seed(cfg.seed)

@@ -242,6 +242,10 @@ class Trainer:
             out = self._train_pool(batch, solver)
         elif self.dense is not None:
             out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
+        elif self.path == "unit-loop" and batch.weight.dim() == 3:  # per-head weights: vectorised below
+            from fedcluster.engine.looped import train_looped  # imports this module
+
+            out = train_looped(self.module, self.x, self.y, batch, solver, self.loss, self.precision)
         else:
             out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
                                    self.chunk_size(solver.batch_size, len(clients)), self.precision)
@@ -551,12 +555,17 @@ def step_groups(real: np.ndarray, tolerance: float = PAD_TOLERANCE) -> list[tupl
     return groups
 
 
-def auto_path(model_name: str, device: str | torch.device = "cpu", precision: str = "fp32") -> str:
+def auto_path(model_name: str, device: str | torch.device = "cpu", precision: str = "fp32",
+              activation_bytes: int | None = None) -> str:
     """The fast path per model family and device. On the CPU: hand-written batched backprop for dense models
     (fp32 only), a process pool for CNNs (compute bound), torch.func vectorisation for anything else. On an
-    accelerator: the vectorised cohort for every model."""
+    accelerator: the vectorised cohort, or units one by one with dense convolutions (``unit-loop``) for a model
+    whose ``activation_bytes`` per sample (engine.memory.footprint) are too large to gain from vectorising
+    (engine.looped.prefers_loop: ResNet-18, MobileNet-V2)."""
     if torch.device(device).type != "cpu":
-        return "vectorized"
+        from fedcluster.engine.looped import prefers_loop  # imports this module
+
+        return "unit-loop" if prefers_loop(activation_bytes) else "vectorized"
     if model_name in ("logistic", "linear", "linear-nobias", "mlp"):
         return "dense" if precision == "fp32" else "vectorized"
     return "pool" if "cnn" in model_name else "vectorized"
