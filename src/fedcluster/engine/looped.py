@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad
