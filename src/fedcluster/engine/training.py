@@ -52,6 +52,7 @@ from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool, stop_pool
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.transfer import to_device
 
 LOSS_CHUNK = 4096  # training rows per forward pass of the E-step losses
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> per-sample loss
@@ -134,6 +135,7 @@ def build_batch(
     """The batch on ``device`` (default: the CPU): schedules are built on the host and moved once."""
     device = torch.device("cpu") if device is None else device
     offsets = torch.from_numpy(ptr[clients].astype(np.int64)).view(-1, 1, 1)  # host, like the schedule
+    # host-built round data go to the device without a host sync (engine.transfer)
     w = schedule.mask.clone()
     if weights is not None:
         # [n_i] arrays weight each sample; [n_i, K] arrays weight each (sample, output head) pair and
@@ -141,12 +143,12 @@ def build_batch(
         gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
                                 for u, wu in enumerate(weights)])
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
-    index = None if init_index is None else torch.as_tensor(np.asarray(init_index, dtype=np.int64), device=device)
+    index = None if init_index is None else to_device(np.asarray(init_index, dtype=np.int64), device)
     return Batch(
         init={k: v.to(device) for k, v in init.items()}, init_index=index,
         anchor=None if anchor is None else {k: v.to(device) for k, v in anchor.items()},
-        global_index=(schedule.local + offsets).to(device), weight=w.to(device),
-        count=schedule.mask.sum(-1).clamp(min=1.0).to(device), steps=schedule.steps,
+        global_index=to_device(schedule.local + offsets, device), weight=to_device(w, device),
+        count=to_device(schedule.mask.sum(-1).clamp(min=1.0), device), steps=schedule.steps,
         real=schedule.mask.sum(-1).numpy().astype(np.int64),
     )
 
@@ -303,13 +305,14 @@ class Trainer:
         clients = np.concatenate([c for c, _ in watched])
         return sorted({int(c) for c in clients[~finite]})
 
-    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray], clients: np.ndarray | None = None
-                   ) -> np.ndarray:
+    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray | torch.Tensor],
+                   clients: np.ndarray | None = None) -> np.ndarray | torch.Tensor:
         """Values of the ``clients`` of ``split`` (default: all; [len(clients), ...]) that ``compute`` works out
-        from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)``; a
-        run spread over processes (engine.distributed) computes each client's values where its data are and
-        gathers them."""
-        return np.asarray(compute(split))
+        from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)`` (a
+        tensor stays where it is: the caller copies it to the host with its other results); a run spread over
+        processes (engine.distributed) computes each client's values where its data are and gathers them."""
+        out = compute(split)
+        return out if isinstance(out, torch.Tensor) else np.asarray(out)
 
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
@@ -322,7 +325,7 @@ class Trainer:
         chunk = planned or LOSS_CHUNK
         out = []
         for i in range(0, len(rows), chunk):
-            idx = torch.as_tensor(rows[i:i + chunk])
+            idx = to_device(rows[i:i + chunk], self.x.device)
             outputs = self._forward(models, self.x[idx], shared_body, chunk=planned)
             out.append(per_sample_losses(outputs, self.y[idx], self.task).T)
         return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, len(next(iter(models.values())))))
@@ -478,7 +481,7 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
                     v[p[0]:p[-1] + 1] = part.momentum[k]
         return {k: torch.cat([r[k] for r in res]) for k in res[0]}
     order_np = np.argsort(-batch.steps, kind="stable")
-    order = torch.as_tensor(order_np, device=x.device)
+    order = to_device(order_np, x.device)
     steps = batch.steps[order_np]
     params = batch.start(order)
     anchor = batch.centre(order) if solver.prox_mu else None
@@ -522,7 +525,7 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
             while active > 0 and steps[active - 1] <= s:
                 active -= 1
             for group, width in step_groups(real[:active, s]):
-                sel = slice(0, active) if group is None else torch.as_tensor(group, device=x.device)
+                sel = slice(0, active) if group is None else to_device(group, x.device)
                 update(sel, s, width)
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(U, device=order.device)
