@@ -51,6 +51,8 @@ class _Lane:
         self.n = torch.ones((), dtype=torch.float32, device=x.device)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.stream = torch.cuda.Stream(x.device) if x.device.type == "cuda" else None
+        # the lane's graphs run one after the other: they share one memory pool for their temporaries
+        self.pool = torch.cuda.graph_pool_handle() if x.device.type == "cuda" else None
         self.failed = False  # a capture failed: this lane runs eager steps
 
 
@@ -146,7 +148,7 @@ def _capture(fn: Callable[[], None], lane: _Lane) -> torch.cuda.CUDAGraph | None
     fn()  # the real step, also the warm-up: allocations and cuDNN autotuning happen outside the capture
     try:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=lane.stream):
+        with torch.cuda.graph(graph, pool=lane.pool, stream=lane.stream):
             fn()
         return graph
     except RuntimeError:

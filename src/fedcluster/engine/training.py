@@ -100,6 +100,7 @@ class Batch:
     # [U, ...] each unit's SGD momentum buffer at the start (client_momentum=keep; None: zeros), updated in place
     momentum: Params | None = None
     real: np.ndarray | None = None  # [U, S] real samples per step on the host (trims the padding with no sync)
+    init_rows: np.ndarray | None = None  # ``init_index`` on the host (a unit's start read with no sync)
 
     def real_counts(self) -> np.ndarray:
         """[U, S] real samples per step, on the host (read back once if the batch was built without them)."""
@@ -120,7 +121,9 @@ class Batch:
 
     def start_of(self, unit: int) -> int:
         """The row of ``init`` that unit ``unit`` starts from."""
-        return unit if self.init_index is None else int(self.init_index[unit])
+        if self.init_index is None:
+            return unit
+        return int(self.init_rows[unit]) if self.init_rows is not None else int(self.init_index[unit])
 
     def empty_out(self) -> Params:
         """An uninitialised result stack [U, ...] shaped like the parameters."""
@@ -150,6 +153,7 @@ def build_batch(
         global_index=to_device(schedule.local + offsets, device), weight=to_device(w, device),
         count=to_device(schedule.mask.sum(-1).clamp(min=1.0), device), steps=schedule.steps,
         real=schedule.mask.sum(-1).numpy().astype(np.int64),
+        init_rows=None if init_index is None else np.asarray(init_index, dtype=np.int64),
     )
 
 
@@ -405,13 +409,14 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
     S = int(steps.max(initial=1))
     if b.init_index is not None:
         init, init_index = b.init, b.init_index[t]
+        init_rows = None if b.init_rows is None else b.init_rows[idx]
     else:
-        init, init_index = {k: v[t] for k, v in b.init.items()}, None
+        init, init_index, init_rows = {k: v[t] for k, v in b.init.items()}, None, None
     return Batch(
         init=init, init_index=init_index, anchor=None if b.anchor is None else {k: v[t] for k, v in b.anchor.items()},
         global_index=b.global_index[t, :S], weight=b.weight[t, :S], count=b.count[t, :S], steps=steps,
         momentum=None if b.momentum is None else {k: v[t] for k, v in b.momentum.items()},
-        real=None if b.real is None else b.real[idx, :S],
+        real=None if b.real is None else b.real[idx, :S], init_rows=init_rows,
     )
 
 
