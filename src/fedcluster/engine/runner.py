@@ -91,11 +91,6 @@ def to_host(parts: list[np.ndarray | torch.Tensor]) -> list[np.ndarray]:
     return out
 
 
-def scores(alg: Algorithm, split: Split, participating: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per-client accuracy and mean loss of ``alg``'s predictions on ``split`` (on the host)."""
-    both = to_host([device_scores(alg, split, participating)])[0]
-    return both[:, 0], both[:, 1]
-
 
 def git_revision() -> str | None:
     try:
