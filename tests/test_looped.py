@@ -34,16 +34,18 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def _train(path: str, model: str = "light-cnn", momentum: str = "reset", rounds: int = 1) -> tuple[dict, Trainer]:
+def _train(path: str, model: str = "light-cnn", momentum: str = "reset", rounds: int = 1, device: str = "cpu"
+           ) -> tuple[dict, Trainer]:
     gen = torch.Generator().manual_seed(0)
     sizes = np.array([11, 17, 3])
-    x = torch.randn(int(sizes.sum()), 1, 8, 8, generator=gen)
-    y = torch.randint(0, 4, (len(x),), generator=gen)
+    x = torch.randn(int(sizes.sum()), 1, 8, 8, generator=gen).to(device)
+    y = torch.randint(0, 4, (len(x),), generator=gen).to(device)
     torch.manual_seed(0)
     module = build_model(model, (1, 8, 8), 4)
     trainer = Trainer(module, x, y, np.concatenate([[0], np.cumsum(sizes)]), "classification", seed=0, path=path,
                       client_momentum=momentum)
     models = stack([get_params(build_model(model, (1, 8, 8), 4)) for _ in range(2)])
+    models = {k: v.to(device) for k, v in models.items()}
     clients = np.repeat(np.arange(len(sizes)), 2)
     weights = [np.random.default_rng(u).random(int(sizes[c])).astype(np.float32) for u, c in enumerate(clients)]
     out = {}
@@ -97,6 +99,14 @@ def test_captured_steps_are_applied_once(monkeypatch: pytest.MonkeyPatch) -> Non
     assert replays[0] > 0
     for k in graphed:
         torch.testing.assert_close(graphed[k], eager[k], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs and streams need a GPU")
+def test_on_a_gpu_graphed_units_train_the_models_of_the_vectorised_path() -> None:
+    loop, _ = _train("unit-loop", device="cuda")
+    ref, _ = _train("vectorized", device="cuda")
+    for k in loop:
+        torch.testing.assert_close(loop[k], ref[k], rtol=1e-3, atol=1e-4)
 
 
 def test_an_accelerator_picks_the_unit_loop_for_large_models_only() -> None:
