@@ -12,9 +12,12 @@ batch 32, plain SGD.
 ``--fedrc MODEL`` adds one round of FedRC (K = 3: E-step, K × clients units, aggregation) next to one FedAvg
 round of the whole engine (the ``Run`` an experiment uses), both on the fast path.
 
-On a GPU, fp32 runs with TF32 off and deterministic kernels (the engine's defaults; ``--nondeterministic``
-turns TF32 and cuDNN autotuning on); ``--precision bf16`` autocasts forward/backward (weights, updates and
-aggregation stay fp32). The vectorised fast path prints its units per call (engine.memory's chunk planner).
+On a GPU the runs' default (fast) mode is timed: cuDNN autotuning on, TF32 convolutions; ``--deterministic`` times
+a run's ``deterministic=true`` (deterministic kernels, no autotuning, no TF32). ``--precision bf16`` autocasts
+forward/backward (weights, updates and aggregation stay fp32). The vectorised fast path prints its units per call
+(engine.memory's chunk planner). ``--paths framework,fast`` times only those columns (``fast`` is what
+``engine=auto`` picks: on a GPU ``unit-loop`` for ResNet-18 and MobileNet-V2; any engine name may be added, e.g.
+``vectorized``).
 
 Usage: python benchmarks/engine_speed.py [--rounds 5] [--models logistic,mlp,light-cnn]
        python benchmarks/engine_speed.py --device cuda [--precision bf16]   (models mlp,light-cnn,cnn,resnet18
@@ -37,6 +40,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.device import configure, device_name, resolve_device
+from fedcluster.engine.memory import footprint
 from fedcluster.engine.params import get_params, repeat
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
@@ -107,24 +111,28 @@ def train_table(args: argparse.Namespace, device: torch.device) -> None:
         model = build_model(name, shape, 10).to(device)
         init = repeat(get_params(model), args.clients)
         clients = np.arange(args.clients)
-        fast = auto_path(name, device, args.precision)
+        fp = footprint(model, shape)
+        fast = auto_path(name, device, args.precision, activation_bytes=fp and fp.activations)
+        wanted = [fast if p == "fast" else p for p in args.paths.split(",")]
         trainers = {p: Trainer(model, xd, yd, ptr, "classification", seed=0, path=p, precision=args.precision)
-                    for p in ("sequential", fast)}
+                    for p in dict.fromkeys(wanted) if p != "framework"}
 
         def timed(tr: Trainer, i=init, c=clients) -> None:
             tr.train(i, c, solver, 0)
             sync(device)
 
         fns = {"framework": lambda m=model, x=x, y=y: framework_round(m, x, y, 0.05, args.clients, device,
-                                                                      args.precision)}
+                                                                      args.precision)} if "framework" in wanted else {}
         fns |= {p: (lambda tr=tr: timed(tr)) for p, tr in trainers.items()}
         times = interleaved(fns, args.rounds)
         for tr in trainers.values():
             tr.close()
-        t_fw = times["framework"]
+        nan = float("nan")
+        t_fw, t_seq, t_fast = times.get("framework", nan), times.get("sequential", nan), times.get(fast, nan)
         units = f"  {trainers[fast].chunk_size(BATCH, args.clients)} units/call" if fast == "vectorized" else ""
-        print(f"{name:<10} {t_fw:>10.3f} {times['sequential']:>11.3f} {times[fast]:>8.3f} ({fast:<8})"
-              f" {t_fw / times[fast]:>14.1f}× {times['sequential'] / times[fast]:>15.1f}×{units}", flush=True)
+        others = "".join(f"  {p} {t:.3f}" for p, t in times.items() if p not in ("framework", "sequential", fast))
+        print(f"{name:<10} {t_fw:>10.3f} {t_seq:>11.3f} {t_fast:>8.3f} ({fast:<8})"
+              f" {t_fw / t_fast:>14.1f}× {t_seq / t_fast:>15.1f}×{units}{others}", flush=True)
 
 
 def fedrc_table(args: argparse.Namespace, device: torch.device) -> None:
@@ -166,8 +174,11 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=100)
     ap.add_argument("--fedrc", default=None, help="also time a K = 3 FedRC round with this model "
                                                   "(default on a GPU: light-cnn; 'none' to skip)")
-    ap.add_argument("--nondeterministic", action="store_true",
-                    help="TF32 and cuDNN autotuning on, deterministic kernels off (a run's deterministic=false)")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="a run's deterministic=true: deterministic kernels, no cuDNN autotuning, no TF32")
+    ap.add_argument("--nondeterministic", action="store_true", help="the default mode (kept for older commands)")
+    ap.add_argument("--paths", default="framework,sequential,fast",
+                    help="columns to time: framework, sequential, fast (what engine=auto picks) or an engine name")
     args = ap.parse_args()
     try:
         device = resolve_device(args.device)
@@ -176,12 +187,12 @@ def main() -> None:
     gpu = device.type != "cpu"
     args.models = args.models or ("mlp,light-cnn,cnn,resnet18" if gpu else "logistic,mlp,light-cnn")
     args.fedrc = args.fedrc or ("light-cnn" if gpu else "none")
-    configure(device, deterministic=not args.nondeterministic)
+    configure(device, deterministic=args.deterministic)
     where = f"{device_name(device)}, {args.precision}" if gpu else f"{torch.get_num_threads()} threads"
     if args.precision != "fp32" and not gpu:
         where += f", {args.precision}"
-    if args.nondeterministic and gpu:
-        where += ", nondeterministic (TF32, cuDNN autotuning)"
+    if gpu:
+        where += ", deterministic" if args.deterministic else ", fast mode (cuDNN autotuning, TF32 convolutions)"
     print(f"torch {torch.__version__}, {where}; seconds per round, "
           f"{args.clients} clients × {PER_CLIENT} samples, batch {BATCH}, median of {args.rounds} interleaved rounds")
     if args.models != "none":

@@ -73,8 +73,8 @@ def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
     monkeypatch.setattr(run_common, "device_overrides",  # `reproduce --device auto` picks the accelerator
                         lambda name: ("cpu", ["device=cpu"]) if name == "cpu" else ("cuda", ["device=cuda"]))
     monkeypatch.setattr(Federation, "to", _moved)
-    monkeypatch.setattr(runner, "auto_path", lambda model, device="cpu", precision="fp32":
-                        auto_path(model, device if fake.paused else accelerator, precision))
+    monkeypatch.setattr(runner, "auto_path", lambda model, device="cpu", precision="fp32", **kw:
+                        auto_path(model, device if fake.paused else accelerator, precision, **kw))
     monkeypatch.setattr(runner, "check_engine", lambda engine, device, precision:
                         check_engine(engine, device if fake.paused else accelerator, precision))
     with fake:

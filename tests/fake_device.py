@@ -11,6 +11,12 @@ A factory without a device (``torch.zeros(3)``, ``torch.as_tensor(array)``) make
 as under a ``torch.device`` context; with ``strict=True`` it makes a *host* tensor, as on a GPU when no global
 default device is set: code that is right under ``strict`` takes its devices from its data.
 
+It also counts *host syncs* (``syncs``, each with where it happened in ``sync_sites``): a read of a device tensor on
+the host (``.cpu()``, ``.item()``, ``.tolist()``, ``.numpy()``, ``bool()``/``float()``/``int()`` of one, or a copy
+``.to()`` the CPU), each of which waits for the GPU to finish its queue, and a blocking copy of host data to the
+device (``.to(device)`` without ``non_blocking=True``, ``as_tensor``/``tensor`` naming the device), which CUDA also
+makes wait (PyTorch synchronises the stream after a blocking copy).
+
 The ``strict_device`` fixture (tests/conftest.py) runs one test this way; ``pytest --strict-device tests/...``
 runs every selected test this way (a test whose run says ``device=cpu`` is checked up to that run only).
 """
@@ -26,6 +32,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 TO_HOST = {"cpu", "from_numpy"}
+HOST_READS = {"cpu", "item", "tolist", "numpy", "__array__", "__bool__", "__float__", "__int__", "__index__"}
 READS = {"numpy", "__array__", "tolist"}
 INDEXING = {"__getitem__", "__setitem__", "index_put_"}  # CUDA takes CPU indices here (not in index_select & co)
 FACTORIES = {"as_tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "eye", "zeros_like", "ones_like",
@@ -33,7 +40,8 @@ FACTORIES = {"as_tensor", "tensor", "zeros", "ones", "full", "empty", "arange", 
 
 
 def _where() -> str:
-    frames = [f for f in traceback.extract_stack()[:-2] if "/fedcluster/" in f.filename or "/tests/" in f.filename]
+    frames = [f for f in traceback.extract_stack()[:-2] if ("/fedcluster/" in f.filename or "/tests/" in f.filename)
+              and not f.filename.endswith("fake_device.py")]
     return " <- ".join(f"{f.filename.split('/src/fedcluster/')[-1].split('/tests/')[-1]}:{f.lineno}"
                        for f in frames[::-1][:3])
 
@@ -45,6 +53,8 @@ class FakeDevice(TorchFunctionMode):
         self.paused = False  # while True nothing is tagged or recorded (e.g. after a run chose device=cpu)
         self._host: dict[int, weakref.ref] = {}
         self.problems: list[str] = []
+        self.syncs = 0  # host syncs (module docstring)
+        self.sync_sites: list[str] = []
 
     def __enter__(self):
         # torch.from_numpy bypasses __torch_function__: wrap it while the mode is on (always a host tensor)
@@ -90,6 +100,21 @@ class FakeDevice(TorchFunctionMode):
                     continue
         return False
 
+    def _count_sync(self, name: str, args: tuple, kwargs: dict) -> None:
+        first = args[0] if args else None
+        if isinstance(first, torch.Tensor) and not self.host(first):
+            if name in HOST_READS:
+                self._sync(f"{name}() of a device tensor")
+            return  # .to(the run's device) of a device tensor: no copy
+        if name not in ("to", "as_tensor", "tensor") or kwargs.get("non_blocking") or True in args[2:3]:
+            return
+        if self._names_device(args[1:], kwargs):  # host data copied to the run's device, blocking
+            self._sync(f"{name}() of host data to the device")
+
+    def _sync(self, what: str) -> None:
+        self.syncs += 1
+        self.sync_sites.append(f"{what} at {_where()}")
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.paused:
@@ -97,6 +122,7 @@ class FakeDevice(TorchFunctionMode):
         name = getattr(func, "__name__", str(func))
         if name in READS and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
             self.problems.append(f"{name}() of a device tensor at {_where()}")
+        self._count_sync(name, args, kwargs)
         out = func(*args, **kwargs)
         tensors = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         if name in TO_HOST:
@@ -124,3 +150,4 @@ class FakeDevice(TorchFunctionMode):
         if all(flags):
             self._mark(out)
         return out
+

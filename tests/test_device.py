@@ -312,7 +312,7 @@ def test_every_algorithm_runs_on_cuda(tmp_path: Path, name: str) -> None:
                                    ["precision=bf16", "model=light-cnn"]])
 def test_cuda_same_seed_same_rounds(tmp_path: Path, extra: list[str]) -> None:
     for d in ("a", "b"):
-        assert main(["run", *FAST, "device=cuda", *extra, f"out={tmp_path / d}"]) == 0
+        assert main(["run", *FAST, "device=cuda", "deterministic=true", *extra, f"out={tmp_path / d}"]) == 0
     assert _rows(tmp_path / "a") == _rows(tmp_path / "b")
 
 
@@ -321,7 +321,7 @@ def test_cuda_same_seed_same_rounds(tmp_path: Path, extra: list[str]) -> None:
 def test_cpu_and_cuda_agree(tmp_path: Path, model: str) -> None:
     for dev in ("cpu", "cuda"):
         assert main(["run", *FAST, "algorithm=fedrc", f"model={model}", "engine=vectorized", f"device={dev}",
-                     f"out={tmp_path / dev}"]) == 0
+                     "deterministic=true", f"out={tmp_path / dev}"]) == 0  # no TF32: float tolerance
     for a, b in zip(_rows(tmp_path / "cpu"), _rows(tmp_path / "cuda"), strict=True):
         for k in ("val_acc", "test_acc", "val_loss", "test_loss"):
             assert float(a[k]) == pytest.approx(float(b[k]), abs=2e-3)

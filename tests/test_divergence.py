@@ -54,13 +54,13 @@ def test_normal_runs_stay_far_from_the_thresholds(algorithm: str, tmp_path: Path
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Default lr, a few seeds: the weights grow far less than STUCK_GROWTH, nothing stops."""
     seen: list[float] = []
-    after_round = divergence.DivergenceWatch.after_round
+    check = divergence.DivergenceWatch.check_queued  # every round's check (after the round, or with its scores)
 
-    def spy(self: divergence.DivergenceWatch, round_: int) -> None:
-        after_round(self, round_)
+    def spy(self: divergence.DivergenceWatch, values) -> None:
+        check(self, values)
         seen.append(self.norm / self.reference)
 
-    monkeypatch.setattr(divergence.DivergenceWatch, "after_round", spy)
+    monkeypatch.setattr(divergence.DivergenceWatch, "check_queued", spy)
     for seed in (0, 1, 2):
         assert main(["run", *QUICK, f"algorithm={algorithm}", "rounds=6", f"seed={seed}",
                      f"out={tmp_path / str(seed)}"]) == 0

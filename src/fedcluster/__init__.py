@@ -7,9 +7,14 @@ stays light: ``fedcluster.run(config, **overrides)``, ``fedcluster.build_federat
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from fedcluster._version import __version__
+
+# Deterministic cuBLAS reads this once, when it starts: set before any CUDA work of the process
+# (engine.device.set_cublas_workspace; the value is engine.device.CUBLAS_SETTING, unless the user set one).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 __all__ = ["Result", "__version__", "build_federation", "load_config", "run"]
 

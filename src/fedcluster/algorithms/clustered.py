@@ -34,6 +34,7 @@ from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, num_bytes, subset
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
+from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.aggregation import cluster_update
 from fedcluster.tiers.weights import best_cluster, em_weights, one_hot
 from fedcluster.tracking.clusters import cluster_record, sample_groups
@@ -139,7 +140,7 @@ class ClusteredAlgorithm(Algorithm):
     def aggregate(self, local: Params, weights: np.ndarray) -> None:
         """Server update of every cluster from ``local`` [m, K, ...] (or [m, ...]: one model per client,
         offered to every cluster) with aggregation weights A [m, K]; φ is shared when split."""
-        a = torch.as_tensor(weights, dtype=torch.float64, device=self.ctx.device)
+        a = to_device(weights, self.ctx.device, torch.float64)
         k = self.num_clusters
         # a client's single model is offered to every cluster as a [m, K, ...] view (fixes the order of the sums)
         offered = {n: v if v.dim() > self.models[n].dim() else v.unsqueeze(1).expand(v.shape[0], k, *v.shape[1:])
@@ -167,7 +168,7 @@ class ClusteredAlgorithm(Algorithm):
         outputs = self.outputs(split.x)
         w = self.scoring_omega() if participating else self.fit_weights(outputs, split)
         w = self.prediction_weights(np.asarray(w))
-        w = torch.as_tensor(w, dtype=torch.float32, device=outputs.device)
+        w = to_device(w, outputs.device, torch.float32)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def scoring_omega(self) -> np.ndarray:
@@ -202,8 +203,10 @@ class ClusteredAlgorithm(Algorithm):
         """Non-participating clients. Soft methods: E-steps (models fixed) on their labelled data, as
         FedRC paper App. H.2 does for FedRC/FedEM; hard methods: the cluster with the lowest mean loss (FedRC paper
         H.8)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
-        ll = self.loglik(losses, split.x, split.y)
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double()
+        both = torch.cat([losses, split.y.double().unsqueeze(1)], 1).cpu().numpy()  # losses and labels: one copy
+        y = both[:, -1].astype(np.int64) if self.ctx.fed.task == "classification" else both[:, -1]
+        ll = self.loglik(both[:, :-1], split.x, y)
         owner = split.owner()
         if self.soft:
             return em_weights(ll, owner, split.num_clients, getattr(self.params, "test_em_iters", 10))

@@ -72,6 +72,13 @@ class FedEM(ClusteredAlgorithm):
         self.marginal = np.full((k, max(fed.num_classes, 1)), 1.0 / max(fed.num_classes, 1))
         self.client_stats: dict[int, GaussianStats] = {}
         self.density: GaussianStats | None = None
+        self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
+
+    def labels(self) -> np.ndarray:
+        """The training labels on the host (the clients' own labels: the E-step and the counts use them)."""
+        if self._labels is None:
+            self._labels = self.ctx.fed.train.y.cpu().numpy()
+        return self._labels
 
     def reads_every_input(self) -> str | None:
         if self.params.formulation == "joint":
@@ -82,13 +89,14 @@ class FedEM(ClusteredAlgorithm):
     def loglik(self, losses: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
         p = self.params
         log_px = gaussian_log_density(x, self.density) if p.formulation == "joint" else None
-        return log_likelihood(losses, p.formulation, y.cpu().numpy(), self.marginal, log_px)
+        labels = y if isinstance(y, np.ndarray) else y.cpu().numpy()
+        return log_likelihood(losses, p.formulation, labels, self.marginal, log_px)
 
     def update_statistics(self, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray, gamma: np.ndarray) -> None:
         """Upload of the round's statistics and the server's new C_{y,k} (FedRC paper Alg. 1 step 4) / ν_k."""
         fed, p = self.ctx.fed, self.params
         if p.formulation == "fedrc-ratio":
-            y = fed.train.y.cpu().numpy()[rows]
+            y = self.labels()[rows]
             for c, own in zip(clients, _rows_of(owner, len(clients)), strict=True):
                 self.counts[c] = label_counts(gamma[own], y[own], fed.num_classes)
             self.marginal = label_marginal(self.counts.sum(0))
@@ -117,9 +125,8 @@ class FedEM(ClusteredAlgorithm):
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         fed, tr = self.ctx.fed, self.ctx.fed.train
         rows, owner = self.rows(clients)
-        idx = torch.as_tensor(rows)
         x = tr.take(rows if self.params.formulation == "joint" else rows[:0])  # only ``joint`` looks at x
-        ll = self.loglik(self.losses(rows), x, tr.y[idx])  # tier 1 with the received models, one batched pass
+        ll = self.loglik(self.losses(rows), x, self.labels()[rows])  # tier 1 with the received models, one batched pass
         est = self.e_step(ll, clients, rows, owner)  # tier 2
         self.gamma[rows] = est.gamma
         self.omega[clients] = est.omega

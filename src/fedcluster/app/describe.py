@@ -49,14 +49,17 @@ RUN_KEY_DOCS: dict[str, str] = {
     "eval_train": "also score every client on its own training data at each evaluation (rounds.csv train_acc; "
                   "costs one more prediction pass over the training data)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (for `fedcluster resume`)",
-    "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs (all give the same models)",
+    "engine": "local-training path; auto = dense for linear/MLP, pool for CNNs on the CPU; on a GPU vectorized, "
+              "or unit-loop (units one by one, dense convolutions, CUDA graphs) for large models such as "
+              "ResNet-18 and MobileNet-V2 (all give the same models)",
     "workers": "worker processes of the pool engines",
     "threads": "torch intra-op threads (null = torch's default)",
     "ranks": "processes sharing each round's clients (torch.distributed; >1 starts them with torchrun)",
     "device": "where the engine runs: auto = CUDA when PyTorch sees a GPU, else cpu",
     "precision": "fp32, or bf16 autocast of forward/backward (fp32 weights and aggregation)",
     "chunk_mb": "memory budget of one vectorised call in MiB (null = from free accelerator memory)",
-    "deterministic": "same seed, same device => same rounds.csv (slower kernels on CUDA)",
+    "deterministic": "CUDA only (the CPU is always bitwise repeatable): false = fast (cuDNN autotuning, TF32 "
+                     "convolutions); true = same seed, same GPU => same rounds.csv (deterministic kernels, slower)",
     "progress": "progress bars on stderr",
     "tracking": "also log to none, mlflow, tensorboard, wandb or a list [mlflow,tensorboard]",
     "tracking_uri": ("MLflow tracking URI (null = sqlite:///RUNS/mlflow.db, shared by the runs in the "

@@ -57,14 +57,14 @@ class RunConfig:
     eval_every: int = 1
     eval_train: bool = False  # also score each client's own training data (rounds.csv train_acc)
     checkpoint_every: int = 10
-    engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized"] = "auto"
+    engine: Literal["auto", "dense", "vectorized", "sequential", "pool", "pool-vectorized", "unit-loop"] = "auto"
     workers: int = 2
     threads: int | None = None
     ranks: int = 1  # processes sharing each round's clients (torch.distributed); >1 starts them with torchrun
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forward/backward, fp32 weights and aggregation
     chunk_mb: float | None = None  # memory budget of one vectorised call (default: free accelerator memory)
-    deterministic: bool = True  # same seed, same device => same rounds.csv (slower kernels on CUDA)
+    deterministic: bool = False  # CUDA: true = bitwise repeatable (slower kernels); the CPU always is
     progress: bool = True
     tracking: list[Literal["none", "mlflow", "tensorboard", "wandb"]] = field(default_factory=list)  # or [mlflow,wandb]
     tracking_uri: str | None = None  # MLflow tracking URI (default: sqlite:///RUNS/mlflow.db beside the run dir)

@@ -78,7 +78,7 @@ class Split(ClientRows):
 
     def take(self, rows: np.ndarray) -> torch.Tensor:
         """The inputs of ``rows``."""
-        return self.x[torch.as_tensor(np.asarray(rows, dtype=np.int64), device=self.x.device)]
+        return self.x[torch.as_tensor(np.asarray(rows, dtype=np.int64)).to(self.x.device, non_blocking=True)]
 
     def set_inputs(self, x: torch.Tensor) -> None:
         """Replace the inputs (same rows) in place."""
@@ -103,7 +103,7 @@ class Split(ClientRows):
         """The same clients with only the rows where ``keep`` is true."""
         keep = np.asarray(keep, dtype=bool)
         sizes = np.bincount(self.owner()[keep], minlength=self.num_clients)
-        idx = torch.as_tensor(np.flatnonzero(keep), device=self.x.device)
+        idx = torch.as_tensor(np.flatnonzero(keep)).to(self.x.device, non_blocking=True)  # no host sync
         return Split(self.x[idx], self.y[idx], np.concatenate([[0], np.cumsum(sizes)]))
 
     @staticmethod

@@ -23,6 +23,7 @@ from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import Params, get_params, num_units, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
+from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
 
 
@@ -96,23 +97,22 @@ class Algorithm(ABC):
     def test_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor:
         """Ω rows of non-participating test clients: the cluster with the lowest loss on their
         labelled data (how the FedRC paper's reference code assigns test clients for hard methods)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double().cpu().numpy()
-        owner = split.owner()
-        mean = np.stack([np.bincount(owner, lk, split.num_clients) for lk in losses], 1)
-        return torch.as_tensor(np.eye(self.num_clusters)[mean.argmin(1)], dtype=torch.float32, device=outputs.device)
+        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double()  # [K, N], on the device
+        index = to_device(split.owner(), outputs.device)
+        total = losses.new_zeros((len(losses), split.num_clients)).index_add_(1, index, losses)  # in row order
+        return torch.nn.functional.one_hot(total.argmin(0), self.num_clusters).float()
 
     def fit_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor | np.ndarray:
         """``test_weights`` fitted on the rows of ``split`` in its ``fit`` mask only (engine.holdout), so that a
         test client's cluster choice is not made on the labels it is scored on (all rows without a mask)."""
         if split.fit is None:
             return self.test_weights(outputs, split)
-        return self.test_weights(outputs[:, torch.as_tensor(split.fit, device=outputs.device)], split.rows(split.fit))
+        return self.test_weights(outputs[:, to_device(split.fit, outputs.device)], split.rows(split.fit))
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""
         outputs = self._forward(self.models, split.x)
-        w = torch.as_tensor(self.omega if participating else self.fit_weights(outputs, split), dtype=torch.float32,
-                            device=outputs.device)
+        w = to_device(self.omega if participating else self.fit_weights(outputs, split), outputs.device, torch.float32)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:
@@ -122,4 +122,4 @@ class Algorithm(ABC):
         self.models, self.omega = state["models"], state["omega"]
 
     def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(self.ctx.fed.train.sizes[clients], dtype=torch.float64, device=self.ctx.device)
+        return to_device(self.ctx.fed.train.sizes[clients], self.ctx.device, torch.float64)

@@ -10,7 +10,9 @@ Two checks run in :class:`~fedcluster.engine.runner.Run`:
   processes would sit idle), ``algorithm.num_clusters`` may not exceed the clients, and the memory of
   K × cohort training units, their minibatch schedules, activations and evaluation outputs
   (:func:`fedcluster.engine.memory.estimate_training`, the estimator that also sizes the trainer's chunks)
-  is compared with the memory available (:func:`fedcluster.data.host_memory.available_bytes`).
+  is compared with the memory available: on an accelerator its free memory as the driver reports it
+  (:func:`fedcluster.engine.memory.device_memory`; the federation is already there), on the CPU the host's
+  (:func:`fedcluster.data.host_memory.available_bytes`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from fedcluster.config.notes import note
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.host_memory import available_bytes, format_bytes
-from fedcluster.engine.memory import estimate_training
+from fedcluster.engine.memory import device_memory, estimate_training
 from fedcluster.errors import ConfigError, ResourceError
 
 
@@ -54,6 +56,15 @@ def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> None:
     if k > fed.num_clients:
         raise ConfigError(f"algorithm.num_clusters={k} is more than the {fed.num_clients} clients; "
                           f"use at most num_clusters={fed.num_clients} (or more clients with num_clients=)")
+    device = device_memory(fed.train.device)
+    if device is not None:
+        est = estimate_training(cfg, typed, fed, k, cohort)
+        if est is not None and est.total > device.free:
+            raise ResourceError(f"training needs about {format_bytes(est.total)} of GPU memory but {device.name} "
+                                f"has {format_bytes(device.free)} free of {format_bytes(device.total)} ({k} "
+                                f"cluster(s) x {cohort} clients per round, batch_size={cfg.batch_size}); "
+                                f"{est.device_knobs(cfg)}")
+        return
     free = available_bytes()
     if free is None:
         return

@@ -5,11 +5,18 @@ batches, E-steps, evaluation and aggregation stay there, and only metrics come b
 is set: a tensor a method builds (from NumPy, or a factory) names the device of the data and models it is
 combined with, so a method is right when called directly too (a benchmark, a library user, a test).
 
-Determinism on CUDA (``deterministic=true``, the default): ``torch.use_deterministic_algorithms`` and
-``CUBLAS_WORKSPACE_CONFIG=:4096:8`` make the same seed give the same ``rounds.csv`` on the same device; TF32
-is off in fp32 so that CPU and CUDA agree to float tolerance. Cost: deterministic kernels (scatter/index-add
-reductions, some convolution backward algorithms) are slower, cuDNN autotuning is off, and fp32 matmuls run
-at full precision instead of TF32. ``deterministic=false`` lifts all three.
+Two modes on CUDA (the CPU is always bitwise repeatable: same seed, same ``rounds.csv``):
+
+* fast (``deterministic=false``, the default): PyTorch's own defaults plus cuDNN autotuning — cuDNN times its
+  convolution algorithms once per shape and keeps the fastest (vectorised units run as grouped convolutions,
+  where the heuristic choice is often slow), convolutions may use TF32 (PyTorch's default), fp32 matmuls do not
+  (PyTorch's default too). Repeated runs agree to float tolerance, not bit for bit.
+* ``deterministic=true``: deterministic kernels (``torch.use_deterministic_algorithms``), cuDNN autotuning off,
+  TF32 off everywhere: the same seed on the same device gives the same ``rounds.csv``, and CPU and CUDA agree to
+  float tolerance. Cost: slower deterministic kernels and heuristic convolution algorithms.
+
+``CUBLAS_WORKSPACE_CONFIG`` (needed by deterministic cuBLAS) is read once, when cuBLAS starts: ``import
+fedcluster`` sets it (``:4096:8``, unless the user set it), before any CUDA work of the process.
 """
 
 from __future__ import annotations
@@ -53,16 +60,33 @@ def check_engine(engine: str, device: torch.device, precision: str) -> None:
                           "for bf16")
 
 
+CUBLAS_SETTING = ":4096:8"  # deterministic cuBLAS workspaces (PyTorch's reproducibility notes)
+
+
+def set_cublas_workspace() -> None:
+    """``CUBLAS_WORKSPACE_CONFIG`` for deterministic cuBLAS, unless the user chose one; called on ``import
+    fedcluster``, i.e. before any CUDA work of a process that runs fedcluster."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_SETTING)
+
+
+def modes(deterministic: bool) -> dict[str, bool]:
+    """The CUDA settings of a mode (see the module docstring)."""
+    return {"cudnn.benchmark": not deterministic, "cudnn.deterministic": deterministic,
+            "cudnn.allow_tf32": not deterministic, "matmul.allow_tf32": False,
+            "deterministic_algorithms": deterministic}
+
+
 def configure(device: torch.device, deterministic: bool) -> None:
     """Process-wide numerics for a run on ``device`` (nothing changes for CPU runs)."""
     if device.type != "cuda":
         return
-    torch.backends.cuda.matmul.allow_tf32 = not deterministic
-    torch.backends.cudnn.allow_tf32 = not deterministic
-    torch.backends.cudnn.benchmark = not deterministic
-    if deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
-        torch.use_deterministic_algorithms(True, warn_only=True)
+    set_cublas_workspace()  # a no-op after ``import fedcluster``; kept for code that imported the engine alone
+    m = modes(deterministic)
+    torch.backends.cudnn.benchmark = m["cudnn.benchmark"]
+    torch.backends.cudnn.deterministic = m["cudnn.deterministic"]
+    torch.backends.cudnn.allow_tf32 = m["cudnn.allow_tf32"]
+    torch.backends.cuda.matmul.allow_tf32 = m["matmul.allow_tf32"]
+    torch.use_deterministic_algorithms(m["deterministic_algorithms"], warn_only=True)
 
 
 def device_name(device: torch.device) -> str:

@@ -20,9 +20,9 @@ lr 1, whose norm keeps growing on separable data: 3.8-fold in 30 rounds), and th
 first rounds; the diverging runs of the tests (MLP at lr 10 and above, logistic at 1e30, light CNN at 100, IFCA and
 FedRC at 1e6) grow it 15-fold to beyond float32 within one or two rounds.
 
-Cost: one host read per round. The trainer's per-unit peaks and each cluster model's peak and norm are
-reduced on the device into one small tensor, copied to the host once; Ω and the losses are host
-numbers already.
+Cost: at most one host read per round. The trainer's per-unit peaks and each cluster model's peak and norm are
+reduced on the device into one small tensor, copied to the host once, on an evaluated round together with the
+evaluation's scores (:meth:`DivergenceWatch.queue`); Ω and the losses are host numbers already.
 """
 
 from __future__ import annotations
@@ -72,14 +72,39 @@ class DivergenceWatch:
         self.chance = math.log(num_classes) if task == "classification" and num_classes > 1 else None
         self.norm = self.reference  # the largest model norm after the last round
         self.stuck = 0  # consecutive evaluations that met rule 3
+        self._queued: tuple[int, list, int, torch.Tensor] | None = None  # the last queued round's numbers
+        self._values: torch.Tensor | None = None  # the same numbers until they are taken
 
     def after_round(self, round_: int) -> None:
         """Rules 1 and 2 on the trained units, the models and Ω: one host read."""
+        self.queue(round_)
+        self.check_now()
+
+    def queue(self, round_: int) -> None:
+        """Reduce the round's numbers on the device, to be read with :meth:`take_queued` (e.g. in the evaluation's
+        copy) and checked with :meth:`check_queued`, or read and checked by :meth:`check_now`."""
         watched = self.trainer.take_watch()
         stats = model_stats(self.alg.models)
         parts = [stats.flatten(), *(s.float().to(stats.device) for _, s in watched)]
-        values = torch.cat(parts).cpu().tolist()  # the round's single host sync
-        k = stats.shape[1]
+        self._queued = (round_, watched, stats.shape[1], torch.cat(parts))
+        self._values = self._queued[3]
+
+    def take_queued(self) -> torch.Tensor | None:
+        """The queued numbers (on the device) for the caller to copy with its own; None when nothing is queued."""
+        values, self._values = self._values, None
+        return values
+
+    def check_now(self) -> None:
+        """Read the queued numbers (one host sync) and check them, if they were not taken."""
+        values = self.take_queued()
+        if values is not None:
+            self.check_queued(values.cpu().numpy())
+
+    def check_queued(self, values: np.ndarray) -> None:
+        """Rules 1 and 2 on the queued round's numbers, read back as ``values``."""
+        assert self._queued is not None, "queue() first"
+        round_, watched, k, _ = self._queued
+        values = np.asarray(values, dtype=np.float64).tolist()
         peaks, norms, unit_peaks = values[:k], values[k:2 * k], np.asarray(values[2 * k:])
         found = []
         if watched:

@@ -12,6 +12,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine import inference
 from fedcluster.engine.holdout import scored_rows
 from fedcluster.engine.params import Params, num_units
+from fedcluster.engine.transfer import to_device
 
 
 @torch.no_grad()
@@ -39,10 +40,37 @@ def per_sample_losses(outputs: torch.Tensor, y: torch.Tensor, task: str) -> torc
 def mix_predictions(outputs: torch.Tensor, weights: torch.Tensor, owner: np.ndarray, task: str
                     ) -> torch.Tensor:
     """Σ_k ω_{i;k} p_k(x) per sample (softmax probabilities, or raw outputs for regression)."""
-    index = torch.as_tensor(owner, device=outputs.device)
+    index = to_device(owner, outputs.device)
     w = weights.to(outputs.device)[index].T.unsqueeze(-1).to(outputs.dtype)  # [K, N, 1]
     probs = outputs.softmax(-1) if task == "classification" else outputs
     return (w * probs).sum(0)
+
+
+def client_scores_on_device(pred: torch.Tensor, split: Split, task: str) -> torch.Tensor:
+    """[clients, 2] float64 on ``pred``'s device: each client's accuracy (NaN for regression) and mean loss of
+    the mixed predictions ``pred`` over the scored rows of ``split`` (all rows, or those outside its ``fit`` mask:
+    engine.holdout); NaN for a client without scored rows. Summed in row order, as :func:`client_scores` does."""
+    scored = scored_rows(split)
+    owner = split.owner()[scored]
+    counts = np.bincount(owner, minlength=split.num_clients)
+    device = pred.device
+    rows, index = to_device(scored, device), to_device(owner, device)
+    sizes = to_device(np.maximum(counts, 1).astype(np.float64), device)
+    y = split.y[rows]
+    if task == "classification":
+        p = pred[rows]
+        correct = (p.argmax(-1) == y).double()
+        loss = -torch.log(p.gather(1, y.view(-1, 1)).squeeze(1).clamp_min(1e-12)).double()
+        acc = torch.zeros(split.num_clients, dtype=torch.float64, device=device).index_add_(0, index, correct) / sizes
+    else:
+        loss = ((pred[rows].squeeze(-1) - y) ** 2).double()
+        acc = torch.full((split.num_clients,), float("nan"), dtype=torch.float64, device=device)
+    mean_loss = torch.zeros(split.num_clients, dtype=torch.float64, device=device).index_add_(0, index, loss) / sizes
+    out = torch.stack([acc, mean_loss], 1)
+    empty = counts == 0
+    if empty.any():  # no samples, no score: NaN, never a 0 that looks real
+        out[to_device(np.flatnonzero(empty), device)] = float("nan")
+    return out
 
 
 def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarray, np.ndarray]:

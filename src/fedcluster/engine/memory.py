@@ -112,6 +112,23 @@ def free_bytes(device: torch.device) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class DeviceMemory:
+    """An accelerator's memory as its driver reports it."""
+
+    name: str
+    free: int
+    total: int
+
+
+def device_memory(device: torch.device) -> DeviceMemory | None:
+    """The free and total memory of an accelerator (what the run's training must fit); None on the CPU."""
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        return DeviceMemory(torch.cuda.get_device_name(device), int(free), int(total))
+    return None
+
+
 def budget_bytes(device: torch.device, chunk_mb: float | None) -> int | None:
     """The memory budget of one vectorised call: ``chunk_mb`` MiB when given, else the free accelerator
     memory; None on the CPU without ``chunk_mb`` (no budget: the caller keeps its ``max_units``)."""
@@ -144,6 +161,20 @@ class Estimate:
     @property
     def total(self) -> int:
         return self.units + self.schedules + self.activations + self.evaluation
+
+    def device_knobs(self, cfg: RunConfig) -> str:
+        """The keys that lower the largest part on an accelerator, with their current values."""
+        chunk = f"now {cfg.chunk_mb:g}" if cfg.chunk_mb is not None else "now a share of the free memory"
+        knobs = {
+            "units": f"train fewer clients per round with clients_per_round= (now {cfg.clients_per_round:g}) or "
+                     "fewer clusters with algorithm.num_clusters=",
+            "schedules": f"train fewer clients per round with clients_per_round= (now {cfg.clients_per_round:g})",
+            "activations": f"lower chunk_mb= (MiB one vectorised call may use, {chunk}) or batch_size= "
+                           f"(now {cfg.batch_size})",
+            "evaluation": "fewer clusters with algorithm.num_clusters=, or fewer clients with num_clients=",
+        }
+        part = max(knobs, key=lambda k: getattr(self, k))
+        return f"{part} take most of it: {knobs[part]}"
 
     def largest_knobs(self) -> str:
         knobs = {

@@ -26,9 +26,10 @@ from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
-from fedcluster.engine.evaluation import client_scores, mean_over_clients, missing_validation_note
+from fedcluster.engine.evaluation import client_scores_on_device, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.interrupts import sigint_held
+from fedcluster.engine.memory import model_footprint
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer, auto_path
@@ -42,31 +43,53 @@ from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 
-def evaluate(alg: Algorithm, fed: Federation, train: bool = False) -> tuple[dict[str, float], np.ndarray]:
+def evaluate(alg: Algorithm, fed: Federation, train: bool = False, watch: DivergenceWatch | None = None
+             ) -> tuple[dict[str, float], np.ndarray]:
     """Round metrics and the per-client validation accuracy; with ``train`` also ``train_acc``, the mean over
     clients of the accuracy on their own training data with the model(s) the method uses for them (the
-    prediction path of ``val_acc``)."""
-    val_acc, val_loss = scores(alg, fed.val, True)
-    test_acc, test_loss = scores(alg, fed.test, False)
+    prediction path of ``val_acc``). The per-client scores of every split (and the queued checks of ``watch``,
+    which are then run) come back from the device in one copy."""
+    splits = [(fed.val, True), (fed.test, False), *([(fed.train, True)] if train else [])]
+    parts = [device_scores(alg, split, participating) for split, participating in splits]
+    pending = watch.take_queued() if watch is not None else None
+    host = to_host([*parts, *([pending] if pending is not None else [])])
+    if watch is not None and pending is not None:
+        watch.check_queued(host.pop())
+    (val_acc, val_loss), (test_acc, test_loss) = ((h[:, 0], h[:, 1]) for h in host[:2])
     metrics = {
         "val_acc": mean_over_clients(val_acc, fed.val), "test_acc": mean_over_clients(test_acc, fed.test),
         "ari": clustering_ari(fed.true_cluster, alg.assignment(), alg.num_clusters),
         "val_loss": mean_over_clients(val_loss, fed.val), "test_loss": mean_over_clients(test_loss, fed.test),
     }
     if train:
-        train_acc, _ = scores(alg, fed.train, True)
-        metrics["train_acc"] = mean_over_clients(train_acc, fed.train)
+        metrics["train_acc"] = mean_over_clients(host[2][:, 0], fed.train)
     return metrics, val_acc
 
 
-def scores(alg: Algorithm, split: Split, participating: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per-client accuracy and mean loss of ``alg``'s predictions on ``split`` (computed where the clients'
-    data are: Trainer.per_client)."""
-    def compute(part: Split) -> np.ndarray:
-        return np.stack(client_scores(alg.predict(part, participating), part, alg.ctx.fed.task), 1)
+def device_scores(alg: Algorithm, split: Split, participating: bool) -> np.ndarray | torch.Tensor:
+    """[clients, 2] per-client accuracy and mean loss of ``alg``'s predictions on ``split``, computed where the
+    clients' data are (Trainer.per_client); in process a tensor left on the device."""
+    def compute(part: Split) -> torch.Tensor:
+        return client_scores_on_device(alg.predict(part, participating), part, alg.ctx.fed.task)
 
-    both = alg.ctx.trainer.per_client(split, compute)
-    return both[:, 0], both[:, 1]
+    return alg.ctx.trainer.per_client(split, compute)
+
+
+def to_host(parts: list[np.ndarray | torch.Tensor]) -> list[np.ndarray]:
+    """Each part as a float64 NumPy array; the tensors among them copied from the device together, once."""
+    tensors = [p for p in parts if isinstance(p, torch.Tensor)]
+    if not tensors:
+        return [np.asarray(p, dtype=np.float64) for p in parts]
+    flat = torch.cat([t.reshape(-1).to(tensors[0].device, torch.float64) for t in tensors]).cpu().numpy()
+    out, at = [], 0
+    for p in parts:
+        if isinstance(p, torch.Tensor):
+            out.append(flat[at:at + p.numel()].reshape(tuple(p.shape)))
+            at += p.numel()
+        else:
+            out.append(np.asarray(p, dtype=np.float64))
+    return out
+
 
 
 def git_revision() -> str | None:
@@ -128,6 +151,9 @@ class Run:
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
         fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
+        if cfg.engine == "auto":  # on an accelerator large models train unit by unit (engine.looped)
+            fp = model_footprint(cfg, typed, self.fed)
+            path = auto_path(cfg.model, self.device, cfg.precision, activation_bytes=fp and fp.activations)
         if (message := missing_validation_note(self.fed.val)) is not None:
             note(message)
         torch.manual_seed(cfg.seed)
@@ -201,11 +227,12 @@ class Run:
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
                 res = self.play_round(t)
-                watch.after_round(t + 1)
-                if (t + 1) % cfg.eval_every == 0 or last:
-                    metrics, val_acc = evaluate(self.alg, self.fed, cfg.eval_train)
+                if (t + 1) % cfg.eval_every == 0 or last:  # the round's checks come back with the scores
+                    watch.queue(t + 1)
+                    metrics, val_acc = self._evaluate(watch)
                     watch.after_evaluation(t + 1, self._scored(metrics))
                 else:
+                    watch.after_round(t + 1)
                     metrics = {}
                 seconds = time.perf_counter() - t0
                 elapsed += seconds
@@ -245,6 +272,17 @@ class Run:
         if np.isnan(val_acc).all() and self.fed.task == "classification":
             _, val_acc = evaluate(self.alg, self.fed)
         return self.finish(rows, val_acc, elapsed)
+
+    def _evaluate(self, watch: DivergenceWatch) -> tuple[dict[str, float], np.ndarray]:
+        """:func:`evaluate` with the round's queued divergence checks; models that diverged may make the
+        evaluation itself fail, so its error gives way to the divergence the checks find."""
+        try:
+            return evaluate(self.alg, self.fed, self.cfg.eval_train, watch)
+        except DivergedError:
+            raise
+        except Exception:
+            watch.check_now()
+            raise
 
     def load_momentum(self, state: dict[str, Any]) -> None:
         """The clients' kept momentum buffers of a checkpoint (client_momentum=keep), refused in one line when

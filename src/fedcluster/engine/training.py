@@ -18,7 +18,6 @@ are trained in chunks sized by a memory budget over the per-unit estimate of :mo
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import multiprocessing as mp
 import signal
@@ -51,7 +50,9 @@ from fedcluster.engine.momentum import ClientMomentum, unit_keys
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.pool import start_pool, stop_pool
+from fedcluster.engine.precision import PRECISIONS, autocast  # noqa: F401  (PRECISIONS: re-exported)
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.transfer import to_device
 
 LOSS_CHUNK = 4096  # training rows per forward pass of the E-step losses
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> per-sample loss
@@ -73,17 +74,6 @@ def per_sample_loss(task: str) -> LossFn:
     return PerSampleLoss(task)
 
 
-PRECISIONS = ("fp32", "bf16")
-
-
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bfloat16 autocast for ``precision="bf16"`` (forward/backward only; parameters stay fp32)."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    if precision != "bf16":
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
 
 @dataclass
 class Batch:
@@ -98,6 +88,14 @@ class Batch:
     steps: np.ndarray  # [U]
     # [U, ...] each unit's SGD momentum buffer at the start (client_momentum=keep; None: zeros), updated in place
     momentum: Params | None = None
+    real: np.ndarray | None = None  # [U, S] real samples per step on the host (trims the padding with no sync)
+    init_rows: np.ndarray | None = None  # ``init_index`` on the host (a unit's start read with no sync)
+
+    def real_counts(self) -> np.ndarray:
+        """[U, S] real samples per step, on the host (read back once if the batch was built without them)."""
+        if self.real is None:
+            self.real = self.count.cpu().numpy().astype(np.int64)
+        return self.real
 
     def start(self, units: torch.Tensor) -> Params:
         """The starting parameters of ``units`` [u] as a new stack [u, ...]."""
@@ -112,7 +110,9 @@ class Batch:
 
     def start_of(self, unit: int) -> int:
         """The row of ``init`` that unit ``unit`` starts from."""
-        return unit if self.init_index is None else int(self.init_index[unit])
+        if self.init_index is None:
+            return unit
+        return int(self.init_rows[unit]) if self.init_rows is not None else int(self.init_index[unit])
 
     def empty_out(self) -> Params:
         """An uninitialised result stack [U, ...] shaped like the parameters."""
@@ -127,6 +127,7 @@ def build_batch(
     """The batch on ``device`` (default: the CPU): schedules are built on the host and moved once."""
     device = torch.device("cpu") if device is None else device
     offsets = torch.from_numpy(ptr[clients].astype(np.int64)).view(-1, 1, 1)  # host, like the schedule
+    # host-built round data go to the device without a host sync (engine.transfer)
     w = schedule.mask.clone()
     if weights is not None:
         # [n_i] arrays weight each sample; [n_i, K] arrays weight each (sample, output head) pair and
@@ -134,12 +135,14 @@ def build_batch(
         gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
                                 for u, wu in enumerate(weights)])
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
-    index = None if init_index is None else torch.as_tensor(np.asarray(init_index, dtype=np.int64), device=device)
+    index = None if init_index is None else to_device(np.asarray(init_index, dtype=np.int64), device)
     return Batch(
         init={k: v.to(device) for k, v in init.items()}, init_index=index,
         anchor=None if anchor is None else {k: v.to(device) for k, v in anchor.items()},
-        global_index=(schedule.local + offsets).to(device), weight=w.to(device),
-        count=schedule.mask.sum(-1).clamp(min=1.0).to(device), steps=schedule.steps,
+        global_index=to_device(schedule.local + offsets, device), weight=to_device(w, device),
+        count=to_device(schedule.mask.sum(-1).clamp(min=1.0), device), steps=schedule.steps,
+        real=schedule.mask.sum(-1).numpy().astype(np.int64),
+        init_rows=None if init_index is None else np.asarray(init_index, dtype=np.int64),
     )
 
 
@@ -234,6 +237,10 @@ class Trainer:
             out = self._train_pool(batch, solver)
         elif self.dense is not None:
             out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
+        elif self.path == "unit-loop" and batch.weight.dim() == 3:  # per-head weights: vectorised below
+            from fedcluster.engine.looped import train_looped  # imports this module
+
+            out = train_looped(self.module, self.x, self.y, batch, solver, self.loss, self.precision)
         else:
             out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
                                    self.chunk_size(solver.batch_size, len(clients)), self.precision)
@@ -291,13 +298,14 @@ class Trainer:
         clients = np.concatenate([c for c, _ in watched])
         return sorted({int(c) for c in clients[~finite]})
 
-    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray], clients: np.ndarray | None = None
-                   ) -> np.ndarray:
+    def per_client(self, split: Split, compute: Callable[[Split], np.ndarray | torch.Tensor],
+                   clients: np.ndarray | None = None) -> np.ndarray | torch.Tensor:
         """Values of the ``clients`` of ``split`` (default: all; [len(clients), ...]) that ``compute`` works out
-        from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)``; a
-        run spread over processes (engine.distributed) computes each client's values where its data are and
-        gathers them."""
-        return np.asarray(compute(split))
+        from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)`` (a
+        tensor stays where it is: the caller copies it to the host with its other results); a run spread over
+        processes (engine.distributed) computes each client's values where its data are and gathers them."""
+        out = compute(split)
+        return out if isinstance(out, torch.Tensor) else np.asarray(out)
 
     @torch.no_grad()
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
@@ -310,7 +318,7 @@ class Trainer:
         chunk = planned or LOSS_CHUNK
         out = []
         for i in range(0, len(rows), chunk):
-            idx = torch.as_tensor(rows[i:i + chunk])
+            idx = to_device(rows[i:i + chunk], self.x.device)
             outputs = self._forward(models, self.x[idx], shared_body, chunk=planned)
             out.append(per_sample_losses(outputs, self.y[idx], self.task).T)
         return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, len(next(iter(models.values())))))
@@ -390,12 +398,14 @@ def _slice_batch(b: Batch, idx: np.ndarray) -> Batch:
     S = int(steps.max(initial=1))
     if b.init_index is not None:
         init, init_index = b.init, b.init_index[t]
+        init_rows = None if b.init_rows is None else b.init_rows[idx]
     else:
-        init, init_index = {k: v[t] for k, v in b.init.items()}, None
+        init, init_index, init_rows = {k: v[t] for k, v in b.init.items()}, None, None
     return Batch(
         init=init, init_index=init_index, anchor=None if b.anchor is None else {k: v[t] for k, v in b.anchor.items()},
         global_index=b.global_index[t, :S], weight=b.weight[t, :S], count=b.count[t, :S], steps=steps,
         momentum=None if b.momentum is None else {k: v[t] for k, v in b.momentum.items()},
+        real=None if b.real is None else b.real[idx, :S], init_rows=init_rows,
     )
 
 
@@ -447,6 +457,11 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
 
     Units are sorted by their number of steps so that the units still training at step s are a
     prefix of the stack: updates act on views, with no gather/scatter of parameters.
+
+    No padded work: at each step the batch is cut to the longest real batch of the units still training
+    (:func:`step_groups`; at the FedRC paper's scale, 160 samples in batches of 128, the second step computes 32
+    rows, not 128); when the units' real batches differ so much that one width would waste more than
+    ``PAD_TOLERANCE`` of the rows, they run in groups of similar widths (gathered and written back).
     """
     U = len(batch.steps)
     if max_units < U:
@@ -460,7 +475,7 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
                     v[p[0]:p[-1] + 1] = part.momentum[k]
         return {k: torch.cat([r[k] for r in res]) for k in res[0]}
     order_np = np.argsort(-batch.steps, kind="stable")
-    order = torch.as_tensor(order_np, device=x.device)
+    order = to_device(order_np, x.device)
     steps = batch.steps[order_np]
     params = batch.start(order)
     anchor = batch.centre(order) if solver.prox_mu else None
@@ -475,25 +490,37 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
         return (loss_fn(out, yb) * wb).sum() / nb
 
     grad_fn = vmap(grad(unit_loss))
+    real = batch.real_counts()[order_np]  # [U, S] on the host
     active = len(steps)
+
+    def update(sel: slice | torch.Tensor, s: int, width: int) -> None:
+        """One SGD step of the units ``sel`` (a prefix slice: views; an index: gathered, then written back)."""
+        view = {k: v[sel] for k, v in params.items()}
+        idx = gidx[sel, s, :width]
+        g = grad_fn(view, x[idx], y[idx], weight[sel, s, :width], count[sel, s])
+        for k, p in view.items():
+            d = g[k]
+            if solver.weight_decay:
+                d = d.add(p, alpha=solver.weight_decay)
+            if anchor is not None:
+                d = d.add(p - anchor[k][sel], alpha=solver.prox_mu)
+            if bufs is not None:
+                buf = bufs[k][sel]
+                buf.mul_(solver.momentum).add_(d)
+                d = buf
+                if not isinstance(sel, slice):
+                    bufs[k][sel] = buf
+            p.sub_(d, alpha=solver.lr)
+            if not isinstance(sel, slice):
+                params[k][sel] = p
+
     with torch.no_grad():
         for s in range(int(steps.max(initial=0))):
             while active > 0 and steps[active - 1] <= s:
                 active -= 1
-            view = {k: v[:active] for k, v in params.items()}
-            idx = gidx[:active, s]
-            g = grad_fn(view, x[idx], y[idx], weight[:active, s], count[:active, s])
-            for k, p in view.items():
-                d = g[k]
-                if solver.weight_decay:
-                    d = d.add(p, alpha=solver.weight_decay)
-                if anchor is not None:
-                    d = d.add(p - anchor[k][:active], alpha=solver.prox_mu)
-                if bufs is not None:
-                    buf = bufs[k][:active]
-                    buf.mul_(solver.momentum).add_(d)
-                    d = buf
-                p.sub_(d, alpha=solver.lr)
+            for group, width in step_groups(real[:active, s]):
+                sel = slice(0, active) if group is None else to_device(group, x.device)
+                update(sel, s, width)
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(U, device=order.device)
     if bufs is not None and batch.momentum is not None:
@@ -502,12 +529,40 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     return {k: v[inverse] for k, v in params.items()}
 
 
-def auto_path(model_name: str, device: str | torch.device = "cpu", precision: str = "fp32") -> str:
+PAD_TOLERANCE = 0.05  # share of padded rows a training step may compute before its units are grouped
+
+
+def step_groups(real: np.ndarray, tolerance: float = PAD_TOLERANCE) -> list[tuple[np.ndarray | None, int]]:
+    """How one vectorised step covers units with ``real`` [a] real samples each: (units, width) calls, units None
+    for all ``a`` at once. One call at the longest real batch when that computes at most ``1 + tolerance`` times
+    the real rows; else groups of units with similar widths, widest first, each within the tolerance."""
+    total = int(real.sum())
+    widest = int(real.max(initial=0))
+    if widest * len(real) <= (1 + tolerance) * total or len(real) <= 1:
+        return [(None, max(widest, 1))]
+    order = np.argsort(-real, kind="stable")
+    groups, start = [], 0
+    while start < len(order):
+        width, rows, end = int(real[order[start]]), 0, start
+        while end < len(order) and width * (end + 1 - start) <= (1 + tolerance) * (rows + real[order[end]]):
+            rows += int(real[order[end]])
+            end += 1
+        groups.append((np.sort(order[start:end]), max(width, 1)))
+        start = end
+    return groups
+
+
+def auto_path(model_name: str, device: str | torch.device = "cpu", precision: str = "fp32",
+              activation_bytes: int | None = None) -> str:
     """The fast path per model family and device. On the CPU: hand-written batched backprop for dense models
     (fp32 only), a process pool for CNNs (compute bound), torch.func vectorisation for anything else. On an
-    accelerator: the vectorised cohort for every model."""
+    accelerator: the vectorised cohort, or units one by one with dense convolutions (``unit-loop``) for a model
+    whose ``activation_bytes`` per sample (engine.memory.footprint) are too large to gain from vectorising
+    (engine.looped.prefers_loop: ResNet-18, MobileNet-V2)."""
     if torch.device(device).type != "cpu":
-        return "vectorized"
+        from fedcluster.engine.looped import prefers_loop  # imports this module
+
+        return "unit-loop" if prefers_loop(activation_bytes) else "vectorized"
     if model_name in ("logistic", "linear", "linear-nobias", "mlp"):
         return "dense" if precision == "fp32" else "vectorized"
     return "pool" if "cnn" in model_name else "vectorized"

@@ -27,6 +27,14 @@ class SplitModel(nn.Module):
         return self.body(x)
 
 
+class GlobalMeanPool(nn.Module):
+    """The mean over H and W, keeping them as 1 × 1 (what ``nn.AdaptiveAvgPool2d(1)`` gives, bit for bit on the
+    CPU): a plain reduction has a deterministic CUDA backward, ``AdaptiveAvgPool2d``'s has none."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean((-2, -1), keepdim=True)
+
+
 def flat_dim(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 

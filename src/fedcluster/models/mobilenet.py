@@ -15,7 +15,7 @@ from torch import nn
 
 from fedcluster.catalog.registry import MODELS
 from fedcluster.errors import ConfigError
-from fedcluster.models.base import SplitModel
+from fedcluster.models.base import GlobalMeanPool, SplitModel
 from fedcluster.models.resnet import ResNetParams, group_norm
 from fedcluster.models.weights import load_weights
 
@@ -62,7 +62,7 @@ def mobilenet_v2(input_shape: tuple[int, ...], output_dim: int, params: MobileNe
         for i in range(n):
             layers.append(InvertedResidual(width, c, s if i == 0 else 1, t, g))
             width = c
-    layers += conv_norm_act(width, 1280, 1, 1, g) + [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    layers += conv_norm_act(width, 1280, 1, 1, g) + [GlobalMeanPool(), nn.Flatten()]
     model = SplitModel(nn.Sequential(*layers), nn.Linear(1280, output_dim))
     if params.weights:
         load_weights(model, params.weights)

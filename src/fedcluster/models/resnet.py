@@ -16,7 +16,7 @@ from torch import nn
 
 from fedcluster.catalog.registry import MODELS
 from fedcluster.errors import ConfigError
-from fedcluster.models.base import SplitModel
+from fedcluster.models.base import GlobalMeanPool, SplitModel
 from fedcluster.models.weights import load_weights
 
 
@@ -62,7 +62,7 @@ def resnet18(input_shape: tuple[int, ...], output_dim: int, params: ResNetParams
     for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
         layers += [BasicBlock(width, cout, stride, g), BasicBlock(cout, cout, 1, g)]
         width = cout
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    layers += [GlobalMeanPool(), nn.Flatten()]
     model = SplitModel(nn.Sequential(*layers), nn.Linear(width, output_dim))
     if params.weights:
         load_weights(model, params.weights)
