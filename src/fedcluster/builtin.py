@@ -2,12 +2,16 @@
 
 import fedcluster.algorithms.cfl  # noqa: F401
 import fedcluster.algorithms.cflgp  # noqa: F401
+import fedcluster.algorithms.clove  # noqa: F401
 import fedcluster.algorithms.fedavg  # noqa: F401
 import fedcluster.algorithms.fedem  # noqa: F401
+import fedcluster.algorithms.fedgroup  # noqa: F401
+import fedcluster.algorithms.fedgwc  # noqa: F401
 import fedcluster.algorithms.fedmd  # noqa: F401
 import fedcluster.algorithms.fedrc  # noqa: F401
 import fedcluster.algorithms.fedsoft  # noqa: F401
 import fedcluster.algorithms.fesem  # noqa: F401
+import fedcluster.algorithms.flhc  # noqa: F401
 import fedcluster.algorithms.hcfl  # noqa: F401
 import fedcluster.algorithms.hcfl_presets  # noqa: F401
 import fedcluster.algorithms.icfl  # noqa: F401

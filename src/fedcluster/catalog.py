@@ -12,10 +12,19 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
         'CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2'),
     'cflgp': ('fedcluster.algorithms.cflgp',
         'CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)'),
+    'clove': ('fedcluster.algorithms.clove',
+        'CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, min-cost cluster-model '
+        'matching'),
     'fedavg': ('fedcluster.algorithms.fedavg',
         'FedAvg: one global model, N_i-weighted model averaging'),
     'fedem': ('fedcluster.algorithms.fedem',
         'FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction'),
+    'fedgroup': ('fedcluster.algorithms.fedgroup',
+        'FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer cold start, FedAvg '
+        'per group (inter_lr: inter-group aggregation)'),
+    'fedgwc': ('fedcluster.algorithms.fedgwc',
+        'FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral splits; '
+        'Wasserstein Adjusted Score in rounds.csv'),
     'fedmd': ('fedcluster.algorithms.fedmd',
         'FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)'),
     'fedprox': ('fedcluster.algorithms.fedavg',
@@ -28,6 +37,8 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
         'FedSoft: importance weights from per-cluster losses, proximal personal models'),
     'fesem': ('fedcluster.algorithms.fesem',
         'FeSEM: hard assignment by parameter distance to the cluster models'),
+    'flhc': ('fedcluster.algorithms.flhc',
+        'FL+HC: FedAvg, then agglomerative clustering of client updates once, then FedAvg per cluster'),
     'hcfl': ('fedcluster.algorithms.hcfl',
         'HCFL composition: formulation × weights (tiers 1–2) × adaptive × distance (tiers 3–4)'),
     'hcfl-plus': ('fedcluster.algorithms.hcfl_presets',
