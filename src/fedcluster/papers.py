@@ -53,6 +53,7 @@ BASELINES: dict[str, str] = {
              "37, 2023.",
     "oneshot": "Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a "
                "Heterogeneous Environment. arXiv:1906.06629, 2019.",
+    # clustered-FL methods beyond the four papers' comparisons
     "flhc": "Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
             "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "
             "2020.",
