@@ -51,13 +51,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('inter_lr', 'float', '0.0', 'η of the inter-group aggregation (0: groups train independently)'),
         )),
         'fedgwc': (None, (
-            ('beta', 'float', '4.0', "β of the RBF affinity between perception vectors (gamma of the code's ServerFedGWC)"),
+            ('beta', 'float', '4.0', "β of the RBF affinity between perception vectors (gamma in the authors' code)"),
             ('eps', 'float', '1e-05', 'ε: P has converged when its running mean squared change is below this'),
-            ('patience', 'int|null', 'null', 'rounds below ε before clustering (None: round(M / cohort size))'),
+            ('patience', 'int|null', 'null', 'rounds below ε before clustering (null: round(M / cohort size))'),
             ('max_clusters', 'int', '4', 'largest number of parts one split tries'),
             ('min_cluster_size', 'int', '4', 'a cluster with fewer members is not split again'),
             ('loss_sampling_size', 'int', '10', "complete the cohort's losses to this many Gaussian draws for μ, σ²"),
-            ('perception', 'row|column', 'row', 'perception vector of i: its row of P (paper) / column (code)'),
+            ('perception', 'row|column', 'row', 'perception vector of i: its row of P / its column'),
         )),
         'fedmd': (None, (
             ('num_clusters', 'int', '3', 'k'),
