@@ -35,6 +35,7 @@ METHODS = {
     "fedavg": [], "fedprox": [], "fedrc": [], "fedem": [], "ifca": [], "fesem": [], "fedsoft": [], "oracle": [],
     "cfl": [], "oneshot": [], "pacfl": [], "stocfl": [], "icfl": [], "cflgp": [], "hcfl": [], "hcfl-plus": [],
     "hcfl-prime": [], "fedrc-adaptive": [],
+    "flhc": ["algorithm.cluster_round=1"], "fedgroup": [], "fedgwc": [], "clove": [],
     "fedmd": ["scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
               "algorithm.num_clusters=3"],
 }
@@ -63,6 +64,9 @@ VARIANTS = {
                       "algorithm.min_size=2", "algorithm.weights=hard-loss"],
     "fedmd phase 2": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.phase1_rounds=1"],
     "fedmd oneshot": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.init=oneshot"],
+    "flhc clusters": ["algorithm=flhc", "algorithm.cluster_round=1", "algorithm.num_clusters=2"],
+    "fedgroup inter-group": ["algorithm=fedgroup", "algorithm.inter_lr=0.5", "algorithm.pretrain_scale=1"],
+    "fedgwc splits": ["algorithm=fedgwc", "algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3"],
 }
 
 

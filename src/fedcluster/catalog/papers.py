@@ -53,6 +53,19 @@ BASELINES: dict[str, str] = {
              "37, 2023.",
     "oneshot": "Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a "
                "Heterogeneous Environment. arXiv:1906.06629, 2019.",
+    # clustered-FL methods beyond the four papers' comparisons
+    "flhc": "Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
+            "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "
+            "2020.",
+    "fedgroup": "Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang Chen, Yujuan Tan. FedGroup: "
+                "Efficient Federated Learning via Decomposed Similarity-Based Clustering. IEEE International "
+                "Symposium on Parallel and Distributed Processing with Applications (ISPA), 2021 (arXiv:2010.06870).",
+    "fedgwc": "Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. Interaction-Aware "
+              "Gaussian Weighting for Clustered Federated Learning. International Conference on Machine Learning "
+              "(ICML), PMLR 267, 2025.",
+    "clove": "Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
+             "Federated Learning through Clustering of Loss Vector Embeddings. International Conference on Machine "
+             "Learning (ICML), PMLR 306, 2026 (arXiv:2506.22427).",
 }
 
 # Registered algorithms that come from one of PAPERS.

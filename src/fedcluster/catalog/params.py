@@ -26,6 +26,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('compression_ratio', 'float', '1.0', 'CR = d / d̂ for compression="random"'),
             ('quantize_digits', 'int|null', 'null', 'keep this many decimals of every profile entry (CFL-GP paper Table 7)'),
         )),
+        'clove': (None, (
+            ('num_clusters', 'int', '4', 'K̂, the number of candidate models (an upper bound on the clusters)'),
+            ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
+            ('stable_rounds', 'int', '3', 'rounds with an unchanged model that make a client stable'),
+            ('stable_fraction', 'float', '1.0', 'stop clustering once this share of all clients is stable'),
+            ('sqrt_loss', 'bool', 'false', 'embed √loss (the square-root loss vector) instead of the loss'),
+        )),
         'fedavg': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
         )),
@@ -36,6 +43,21 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('weights_scope', 'client|sample', 'client', "tier 2: FedEM's ω_{i;k} or HCFL+'s ω_{i,j;k}"),
             ('mu_tilde', 'float', '0.0', 'HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃'),
             ('test_em_iters', 'int', '10', 'E-steps a non-participating client runs on its labelled data'),
+        )),
+        'fedgroup': (None, (
+            ('num_groups', 'int', '3', "K, the number of groups (the authors' num_group)"),
+            ('pretrain_scale', 'int', '20', 'α: α·K clients are pre-trained for the group cold start'),
+            ('pretrain_steps', 'int', '50', 'local steps of a cold-start pre-training from θ^0'),
+            ('inter_lr', 'float', '0.0', 'η of the inter-group aggregation (0: groups train independently)'),
+        )),
+        'fedgwc': (None, (
+            ('beta', 'float', '4.0', "β of the RBF affinity between perception vectors (gamma in the authors' code)"),
+            ('eps', 'float', '1e-05', 'ε: P has converged when its running mean squared change is below this'),
+            ('patience', 'int|null', 'null', 'rounds below ε before clustering (null: round(M / cohort size))'),
+            ('max_clusters', 'int', '4', 'largest number of parts one split tries'),
+            ('min_cluster_size', 'int', '4', 'a cluster with fewer members is not split again'),
+            ('loss_sampling_size', 'int', '10', "complete the cohort's losses to this many Gaussian draws for μ, σ²"),
+            ('perception', 'row|column', 'row', 'perception vector of i: its row of P / its column'),
         )),
         'fedmd': (None, (
             ('num_clusters', 'int', '3', 'k'),
@@ -93,6 +115,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'fesem': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
+        )),
+        'flhc': (None, (
+            ('cluster_round', 'int', '10', 'n: FedAvg rounds before the clustering step (0-based round that clusters)'),
+            ('linkage', 'ward|complete|average|single', 'ward', 'agglomerative linkage (the paper recommends ward)'),
+            ('metric', 'euclidean|manhattan|cosine', 'euclidean', 'distance between updates (ward needs euclidean)'),
+            ('distance_threshold', 'float', '1.0', 'stop merging above this linkage distance (scale of ‖Δθ_i‖; see docstring)'),
+            ('num_clusters', 'int|null', 'null', 'cut the tree at this many clusters instead of at the threshold'),
         )),
         'hcfl': (None, (
             ('num_clusters', 'int', '1', 'K^0'),

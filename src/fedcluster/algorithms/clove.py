@@ -1,0 +1,107 @@
+"""CLoVE (Bhatia, Papadis, Kodialam, Lakshman & Chakrabarty, ICML 2026, "CLoVE: Personalized Federated Learning
+through Clustering of Loss Vector Embeddings"): clients are embedded by their losses on all K̂ candidate models,
+the embeddings are clustered with the number of clusters chosen each round, and clusters are matched to models.
+
+One round (the paper's Algorithm 1, Sec. 3), while the assignment is not yet stable:
+
+1. every sampled client evaluates the K̂ models on its training data → its loss vector
+   L_i = [L_i(θ_1), …, L_i(θ_K̂)] (mean loss; the clients' E-step pass of the trainer);
+2. ``selectBestK`` + clustering: k-means of the loss vectors for every k = 2 … K̂ (at most m − 1), keeping the
+   k with the highest silhouette score (:func:`~fedcluster.tiers.grouping.silhouette_kmeans`) → K^t clusters;
+3. min-cost matching of clusters to models, the cost of (cluster, model) being the cluster's summed losses on the
+   model (Hungarian algorithm, :func:`~fedcluster.tiers.grouping.match_clusters_to_models`);
+4. each client trains only its matched model; θ_j ← N_i-weighted FedAvg of the clients matched to it (a model
+   no cluster was matched to is unchanged).
+
+Stability: a client whose model has not changed for ``stable_rounds`` of its rounds is stable; once a
+``stable_fraction`` of all clients is stable, the server stops computing loss vectors and each client keeps
+training its model (the paper's switch back to plain per-cluster FedAvg). ``sqrt_loss`` embeds √L_i instead of
+L_i (the square-root loss vector of the paper's analysis and ablation).
+
+K̂ = ``num_clusters`` is an upper bound on the number of clusters; ``rounds.csv`` gets ``clusters_found`` (K^t,
+the number of models in use) and ``stable`` (the stable fraction); ``num_clusters`` there stays K̂. The
+silhouette needs two clusters, so K^t ≥ 2 whenever at least 3 clients are sampled (the authors' code also offers
+FINCH, a parameter-free clustering, for unknown K; not implemented). The number of rounds that make a client
+stable is not given in the paper: 3 is fedcluster's default. Models start from independent random initialisations
+(CLoVE needs no careful initialisation). Test clients take the model with the lowest loss on their labelled data.
+Communication: K̂ models down while clustering (one after), one model up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.grouping import match_clusters_to_models, silhouette_kmeans
+from fedcluster.tiers.weights import best_cluster, segment_mean
+
+
+@dataclass
+class CLoVEParams(ClusteredParams):
+    num_clusters: int = 4  # K̂, the number of candidate models (an upper bound on the clusters)
+    stable_rounds: int = 3  # rounds with an unchanged model that make a client stable
+    stable_fraction: float = 1.0  # stop clustering once this share of all clients is stable
+    sqrt_loss: bool = False  # embed √loss (the square-root loss vector) instead of the loss
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_clusters < 2:
+            raise ValueError(f"num_clusters must be >= 2 (an upper bound on the clusters), got {self.num_clusters}")
+        if self.stable_rounds < 1:
+            raise ValueError(f"stable_rounds must be >= 1, got {self.stable_rounds}")
+        if not 0 < self.stable_fraction <= 1:
+            raise ValueError(f"stable_fraction must lie in (0, 1], got {self.stable_fraction}")
+
+
+@ALGORITHMS.register("clove", "CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, "
+                     "min-cost cluster-model matching", CLoVEParams)
+class CLoVE(ClusteredAlgorithm):
+    def __init__(self, ctx: Context, params: CLoVEParams) -> None:
+        super().__init__(ctx, params)
+        m = ctx.fed.num_clients
+        self.model_of = np.full(m, -1, dtype=np.int64)  # each client's current model (-1: never sampled)
+        self.unchanged = np.zeros(m, dtype=np.int64)  # consecutive rounds with the same model
+        self.converged = False
+
+    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
+        m, k = len(clients), self.num_clusters
+        rows, owner = self.rows(clients)
+        clustering = not self.converged
+        if clustering:
+            vectors = segment_mean(self.losses(rows), owner, m)  # [m, K̂] loss vector embeddings
+            embed = np.sqrt(np.maximum(vectors, 0)) if self.params.sqrt_loss else vectors
+            labels = silhouette_kmeans(embed, k, self.ctx.cfg.seed)
+            cost = np.stack([vectors[labels == c].sum(0) for c in range(int(labels.max()) + 1)])
+            assign = match_clusters_to_models(cost)[labels]
+            same = self.model_of[clients] == assign
+            self.unchanged[clients] = np.where(same, self.unchanged[clients] + 1, 0)
+            self.model_of[clients] = assign
+            stable = self.unchanged >= self.params.stable_rounds
+            self.converged = bool(stable.mean() >= self.params.stable_fraction)
+        else:
+            new = self.model_of[clients] < 0
+            if new.any():  # a client first seen after convergence takes its lowest-loss model
+                part, part_owner = self.rows(clients[new])
+                self.model_of[clients[new]] = best_cluster(-self.losses(part), part_owner, int(new.sum()))
+            assign = self.model_of[clients]
+        local = self.train_single(clients, assign, round_)
+        self.aggregate(local, self.cluster_sizes_weights(clients, assign))
+        self.set_hard(clients, assign)
+        in_use = np.unique(self.model_of[self.model_of >= 0])
+        extra = {"clusters_found": float(len(in_use)),
+                 "stable": float((self.unchanged >= self.params.stable_rounds).mean())}
+        down = self.nbytes(k) if clustering else self.nbytes(1)
+        return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * down, extra=extra)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "model_of": self.model_of, "unchanged": self.unchanged,
+                "converged": self.converged}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.model_of, self.unchanged, self.converged = state["model_of"], state["unchanged"], state["converged"]

@@ -1,0 +1,134 @@
+"""Tiers 3–4 of the one-shot and loss-embedding groupings: pure functions on client updates or client loss
+vectors, composed by FL+HC, FedGroup and CLoVE (``fedcluster.algorithms.flhc``, ``fedgroup``, ``clove``).
+
+* FL+HC (Briggs et al. 2020, Sec. III): :func:`agglomerative_groups` — agglomerative clustering of the clients'
+  updates to the global model, cut at a distance threshold or at a cluster count.
+* FedGroup (Duan et al. 2021, Sec. IV-B): :func:`update_directions` (truncated SVD of the update matrix ΔW),
+  :func:`decomposed_cosine` (M_ij = cos(Δw_i, v_j), the rows whose Euclidean distance is EDC),
+  :func:`edc_distance`, :func:`kmeans_groups`, :func:`most_similar` (the newcomer cold start) and
+  :func:`inter_group_update` (the optional inter-group aggregation).
+* CLoVE (Bhatia et al. 2026, Sec. 3): :func:`silhouette_kmeans` (``selectBestK``: k-means for every k in a
+  range, the k with the best silhouette) and :func:`match_clusters_to_models` (min-cost cluster–model matching).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import AgglomerativeClustering, KMeans
+from sklearn.metrics import silhouette_score
+
+Linkage = Literal["ward", "complete", "average", "single"]
+Metric = Literal["euclidean", "manhattan", "cosine"]
+
+
+def first_seen_order(labels: np.ndarray) -> np.ndarray:
+    """Relabel ``labels`` 0..K−1 in order of first appearance (a deterministic naming of the groups)."""
+    labels = np.asarray(labels)
+    _, first = np.unique(labels, return_index=True)
+    rank = {lab: r for r, lab in enumerate(labels[np.sort(first)])}
+    return np.array([rank[v] for v in labels], dtype=np.int64)
+
+
+# -- FL+HC -----------------------------------------------------------------------------------------
+def agglomerative_groups(updates: np.ndarray, linkage: Linkage = "ward", metric: Metric = "euclidean",
+                         distance_threshold: float | None = None, n_clusters: int | None = None) -> np.ndarray:
+    """FL+HC's clustering step: agglomerative clustering of the rows of ``updates`` [n, P] (each client's
+    Δθ_i = θ_i − θ_global), merged until the closest pair of clusters is farther than ``distance_threshold``
+    or until ``n_clusters`` remain (exactly one of the two). Ward linkage needs the Euclidean metric."""
+    if (distance_threshold is None) == (n_clusters is None):
+        raise ValueError("give exactly one of distance_threshold and n_clusters")
+    if linkage == "ward" and metric != "euclidean":
+        raise ValueError("ward linkage needs metric='euclidean'")
+    x = np.asarray(updates, dtype=np.float64)
+    if len(x) < 2:
+        return np.zeros(len(x), dtype=np.int64)
+    n = None if n_clusters is None else min(n_clusters, len(x))
+    model = AgglomerativeClustering(n_clusters=n, distance_threshold=distance_threshold, linkage=linkage,
+                                    metric=metric, compute_full_tree=True)
+    return first_seen_order(model.fit_predict(x))
+
+
+# -- FedGroup ----------------------------------------------------------------------------------------
+def update_directions(updates: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` leading directions [k, P] of the clients' updates ΔW = [Δw_1, …, Δw_n] (FedGroup eq. 9: the
+    left singular vectors of the P × n matrix ΔW, i.e. the right singular vectors of ``updates`` [n, P]).
+    Computed on the n × n side, so the cost is O(n² P) however large the model."""
+    x = np.asarray(updates, dtype=np.float64)
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    return vt[:min(k, len(vt))]
+
+
+def decomposed_cosine(updates: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """M [n, k] with M_ij = cos(Δw_i, v_j) (FedGroup eq. 10): each client's update seen through the k
+    decomposed directions. Euclidean distances between rows of M are the EDC measure."""
+    x = np.asarray(updates, dtype=np.float64)
+    v = np.asarray(directions, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1, keepdims=True) * np.linalg.norm(v, axis=1)[None, :]
+    return (x @ v.T) / np.maximum(norms, 1e-12)
+
+
+def edc_distance(embedding: np.ndarray) -> np.ndarray:
+    """EDC(Δw_i, Δw_j) = ‖M_i − M_j‖₂ (FedGroup eq. 11), the pairwise matrix [n, n]."""
+    m = np.asarray(embedding, dtype=np.float64)
+    return np.linalg.norm(m[:, None, :] - m[None, :, :], axis=-1)
+
+
+def kmeans_groups(embedding: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """K-means of the rows of ``embedding`` into min(k, n) groups (FedGroup Alg. 1: K-means with EDC, i.e.
+    Euclidean k-means on M) → labels [n], 0..K−1 in order of first appearance."""
+    x = np.asarray(embedding, dtype=np.float64)
+    return first_seen_order(KMeans(n_clusters=min(k, len(x)), n_init=10, random_state=seed).fit_predict(x))
+
+
+def inter_group_update(models: np.ndarray, eta: float) -> np.ndarray:
+    """FedGroup's optional inter-group aggregation (Sec. IV-D; the authors' ``inter_group_aggregation``): group g's
+    flattened model θ_g [K, P] becomes (θ_g + η Σ_{h≠g} θ_h / ‖θ_h‖) / (1 + η Σ_{h≠g} 1 / ‖θ_h‖), a pull toward
+    the other groups' models, each normalised by its scale; η = 0 leaves the groups independent."""
+    theta = np.asarray(models, dtype=np.float64)
+    if eta == 0 or len(theta) < 2:
+        return theta
+    w = eta / np.maximum(np.linalg.norm(theta, axis=1), 1e-12)  # weight of group h in every other group
+    weights = np.broadcast_to(w, (len(theta), len(theta))).copy()
+    np.fill_diagonal(weights, 1.0)
+    return weights @ theta / weights.sum(1, keepdims=True)
+
+
+def most_similar(updates: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """For each row of ``updates``, the reference row with the highest cosine similarity (FedGroup's newcomer
+    cold start: the group whose cold-start update direction is closest to the newcomer's)."""
+    return decomposed_cosine(updates, references).argmax(1).astype(np.int64)
+
+
+# -- CLoVE -------------------------------------------------------------------------------------------
+def silhouette_kmeans(embedding: np.ndarray, k_max: int, seed: int, k_min: int = 2) -> np.ndarray:
+    """CLoVE's ``selectBestK`` + clustering: k-means of the loss vectors for every k in [k_min, k_max]
+    (at most n − 1), keeping the labels with the highest silhouette score. Fewer than 3 rows, or identical
+    rows, give one cluster."""
+    x = np.asarray(embedding, dtype=np.float64)
+    top = min(k_max, len(x) - 1)
+    if top < max(k_min, 2) or np.allclose(x, x[0]):
+        return np.zeros(len(x), dtype=np.int64)
+    best, labels = -np.inf, np.zeros(len(x), dtype=np.int64)
+    for k in range(max(k_min, 2), top + 1):
+        lab = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(x)
+        if len(np.unique(lab)) < 2:
+            continue
+        score = float(silhouette_score(x, lab))
+        if score > best:
+            best, labels = score, lab
+    return first_seen_order(labels)
+
+
+def match_clusters_to_models(cost: np.ndarray) -> np.ndarray:
+    """Min-cost matching of client clusters (rows) to models (columns; cost = the cluster's summed loss on the
+    model, CLoVE Sec. 3): the model of each cluster, distinct models (Hungarian algorithm)."""
+    c = np.asarray(cost, dtype=np.float64)
+    if c.shape[0] > c.shape[1]:
+        raise ValueError(f"{c.shape[0]} clusters cannot be matched to {c.shape[1]} models")
+    rows, cols = linear_sum_assignment(c)
+    out = np.empty(c.shape[0], dtype=np.int64)
+    out[rows] = cols
+    return out
