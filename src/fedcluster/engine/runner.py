@@ -175,8 +175,11 @@ class Run:
             if self.dir.checkpoint.exists():
                 state = self.dir.load_checkpoint()
                 shapes = {k: tuple(v.shape) for k, v in self.ctx.module.state_dict().items()}
+                fed = self.fed
                 check_algorithm_state(state["algorithm"], to_device(self.alg.state_dict(), torch.device("cpu")),
-                                      shapes, str(self.dir.checkpoint))
+                                      shapes, str(self.dir.checkpoint),
+                                      (fed.num_clients, fed.train.num_samples, fed.num_classes),
+                                      self.alg.fixed_clusters)
                 self.alg.load_state_dict(to_device(state["algorithm"], self.device))
                 self.load_momentum(state)
                 start, elapsed = state["round"], state["elapsed"]
