@@ -192,3 +192,38 @@ def test_config_yaml_never_builds_python_objects(tmp_path: Path) -> None:
         with pytest.raises(yaml.YAMLError):
             load_yaml(text)
     assert not marker.exists()
+
+
+CACHE_CRAFTS = {  # a cached federation rewritten with a valid checksum: what the loader must see through
+    "float64 inputs": lambda s: s["train"].update(x=s["train"]["x"].double()),
+    "float16 inputs": lambda s: s["val"].update(x=s["val"]["x"].half()),
+    "int32 labels": lambda s: s["train"].update(y=s["train"]["y"].int()),
+    "uint8 labels": lambda s: s["test"].update(y=s["test"]["y"].to(torch.uint8)),
+    "eleven classes": lambda s: s.update(num_classes=11),
+    "test cluster 1e9": lambda s: s.update(test_cluster=np.full_like(s["test_cluster"], 10**9)),
+    "float cluster ids": lambda s: s.update(true_cluster=s["true_cluster"].astype(np.float64)),
+    "inputs reshaped": lambda s: [s[k].update(x=s[k]["x"].reshape(len(s[k]["x"]), -1)) for k in ("train", "val",
+                                                                                                  "test")],
+    "another scenario": lambda s: s["info"].update(name="label-skew"),
+    "another dataset": lambda s: s["info"].update(dataset="mnist"),
+}
+
+
+@pytest.mark.parametrize("craft", list(CACHE_CRAFTS))
+def test_a_crafted_cache_is_seen_through_and_rebuilt(tmp_path: Path, craft: str) -> None:
+    from fedcluster.config import resolve
+    from fedcluster.data.build import cache_key, cache_path
+    from fedcluster.storage.state_file import load_state, save_state
+
+    cfg, typed = resolve(load_raw(None, ["num_clients=5", "seed=12"]))
+    good = fedcluster.build_federation({"num_clients": 5, "seed": 12})
+    path, key = cache_path(cfg, typed["scenario"]), cache_key(cfg, typed["scenario"])
+    state = load_state(path, "federation", key)
+    CACHE_CRAFTS[craft](state)
+    save_state(path, state, "federation", key)
+    err = io.StringIO()
+    with redirect_stderr(err):
+        fed = fedcluster.build_federation({"num_clients": 5, "seed": 12})
+    assert "discarding it and building it again" in err.getvalue(), (craft, err.getvalue())
+    assert fed.train.x.dtype == torch.float32 and fed.num_classes == good.num_classes
+    assert fed.input_shape == good.input_shape and int(fed.test_cluster.max()) < 10

@@ -270,6 +270,9 @@ class Federation:
         """Read a file written by :meth:`save`; raises ``StateFileError`` if it is corrupt or of another key."""
         state = load_state(Path(path), "federation", key)
         try:
+            for name in ("true_cluster", "test_cluster"):  # the constructor would cast them to int64
+                if not (isinstance(state.get(name), np.ndarray) and state[name].dtype == np.int64):
+                    raise ValueError(f"{name} is not an array of int64 ids")
             splits = {k: Split(**state.pop(k)) for k in ("train", "val", "test")}
             fed = Federation(**splits, **state)
             fed.check_values()
