@@ -227,3 +227,33 @@ def test_a_crafted_cache_is_seen_through_and_rebuilt(tmp_path: Path, craft: str)
     assert "discarding it and building it again" in err.getvalue(), (craft, err.getvalue())
     assert fed.train.x.dtype == torch.float32 and fed.num_classes == good.num_classes
     assert fed.input_shape == good.input_shape and int(fed.test_cluster.max()) < 10
+
+
+# -- the library API: a federation passed must be the config's, and config.yaml says what was used ---------------
+@pytest.mark.parametrize("override", [{"dataset": "mixed-regression"}, {"scenario": "label-skew"},
+                                      {"scenario.concepts": 2}, {"data_seed": 99}])
+def test_run_refuses_a_config_that_names_other_data_than_the_federation(tmp_path: Path, override: dict) -> None:
+    fed = fedcluster.build_federation({"num_clients": 6})
+    key = next(iter(override)).split(".")[-1]
+    with pytest.raises(ConfigError, match=f"{key}=.*does not fit the federation passed"):
+        fedcluster.run({"rounds": 1, "progress": False, "out": str(tmp_path / "r"), **override}, federation=fed)
+
+
+def test_a_run_on_a_federation_passed_resumes_on_the_same_data(tmp_path: Path) -> None:
+    import yaml
+
+    fed = fedcluster.build_federation({"num_clients": 6, "scenario.concepts": 2, "seed": 5})
+    base = {"progress": False, "algorithm": "ifca"}
+    fedcluster.run({**base, "rounds": 3, "out": str(tmp_path / "r")}, federation=fed)
+    saved = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())
+    assert saved["scenario_params"]["concepts"] == 2 and saved["data_seed"] == 5 and saved["seed"] == 0
+    rc, err = outcome(["resume", str(tmp_path / "r"), "rounds=4", "progress=false"])
+    assert rc == 0, err
+    straight = fedcluster.run({**base, "rounds": 4, "out": str(tmp_path / "s")}, federation=fed)
+    last = (tmp_path / "r" / "rounds.csv").read_text().splitlines()[-1].split(",")  # round 4, val_acc
+    assert last[0] == "4" and float(last[1]) == pytest.approx(straight.rows[-1]["val_acc"], abs=1e-6)
+
+
+def test_library_run_with_ranks_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="ranks=2"):
+        fedcluster.run({"num_clients": 4, "rounds": 1, "progress": False, "out": str(tmp_path / "r")}, ranks=2)

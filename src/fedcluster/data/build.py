@@ -52,7 +52,15 @@ def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Fed
     wanted = spec.standardize if cfg.normalize is None else cfg.normalize
     if wanted and spec.load is not None:
         standardize(fed)
+    fed.built_from = built_from(cfg)  # type: ignore[attr-defined]  (what fedcluster.run checks a config against)
     return fed
+
+
+def built_from(cfg: RunConfig) -> dict[str, Any]:
+    """The keys of ``cfg`` that decide its federation, as a run's config.yaml records them."""
+    return {"dataset": cfg.dataset, "data_dir": cfg.data_dir, "scenario": cfg.scenario,
+            "scenario_params": dict(cfg.scenario_params), "num_clients": cfg.num_clients,
+            "data_seed": cfg.effective_data_seed(), "normalize": cfg.normalize}
 
 
 def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
