@@ -55,6 +55,7 @@ from fedcluster.data.normalize import standardize_with
 from fedcluster.data.sharded import ShardedSplit, read_share, shard_federation
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
+from fedcluster.engine.rank_env import check_ranks, collective_timeout, world_from_env
 from fedcluster.engine.runner import Run, summarize, to_device
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
@@ -62,18 +63,12 @@ from fedcluster.errors import ConfigError, UserError
 from fedcluster.storage.state_file import StateFileError, decode_state, encode_state
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
-TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
 EXIT_RANK_LOST = 4  # a rank whose peer went away (the launcher names the rank that failed first)
 LAUNCHED = "FEDCLUSTER_LAUNCHED"  # set by :func:`launch` in its ranks: they leave the one-line report to it
 
 
 class RankLost(RuntimeError):
     """A collective failed: another rank stopped (killed, crashed) or stopped answering."""
-
-
-def world_from_env() -> tuple[int, int]:
-    """(rank, world size) of this process as torchrun sets them; (0, 1) outside torchrun."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def in_torchrun() -> bool:
@@ -101,7 +96,7 @@ def start(device: str) -> None:
         backend = "nccl"
     else:
         backend = "gloo"
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=collective_timeout()))
 
 
 def leave_group() -> None:
@@ -504,6 +499,8 @@ def _report_failure(e: Any, run_dir: Path) -> int:
 def launch_run(items: list[str], cfg: RunConfig) -> int:
     """``fedcluster run ... ranks=N``: name the run directory here (so the one-line report can point at it),
     then start the ranks with ``out=`` set to it."""
+    check_ranks(cfg.ranks, cfg.num_clients, cfg.device)
+    collective_timeout()  # a bad FEDCLUSTER_COLLECTIVE_TIMEOUT: one line here, not one per rank
     out = Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario)
     if not cfg.out:
         out.rmdir()  # claimed to reserve the name; rank 0 makes it again
@@ -511,6 +508,9 @@ def launch_run(items: list[str], cfg: RunConfig) -> int:
 
 
 def launch_resume(path: Path, overrides: list[str], ranks: int) -> int:
+    cfg = follower_resume(path, overrides)[0]
+    check_ranks(ranks, cfg.num_clients, cfg.device)
+    collective_timeout()
     return launch(["resume", str(path), *overrides], ranks, path)
 
 
