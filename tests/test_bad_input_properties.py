@@ -315,6 +315,55 @@ def test_corrupt_cifar_batches_are_one_line_many(case: tuple[str, bytes, str]) -
     _check_cifar(case)
 
 
+# -- invisible characters: NUL bytes, controls, line separators in keys and values, by every channel -----------
+HIDDEN = st.sampled_from(["\x00", "\u2028", "\u2029", "\x85", "\u200b", "\ufeff", "\x1f", "\t", "\n", "\r",
+                          "\u200e", "\x7f"])
+TEXT_KEYS = st.sampled_from(["out", "tensorboard_dir", "tracking_uri", "tracking_experiment", "data_dir",
+                             "scenario.maps"])
+
+
+def hidden_case() -> st.SearchStrategy[tuple[str, str, Any]]:
+    """(channel, key, value) with an invisible character in the key or the value."""
+    in_value = st.builds(lambda k, a, c, b: (k, a + c + b), TEXT_KEYS, st.text(string.ascii_letters, max_size=4), HIDDEN,
+                         st.text(string.ascii_letters, max_size=4))
+    in_key = st.builds(lambda k, c, front: (c + k if front else k + c, 2), st.sampled_from(["rounds", "lr", "seed"]),
+                       HIDDEN.filter(lambda c: c not in "\t\n\r"), st.booleans())
+    return st.builds(lambda ch, kv: (ch, *kv), st.sampled_from(["cli", "yaml", "api"]), in_value | in_key)
+
+
+def _check_hidden(case: tuple[str, str, Any]) -> None:
+    channel, key, value = case
+    with tempfile.TemporaryDirectory() as d:
+        if channel == "api":
+            import fedcluster
+            from fedcluster.errors import ConfigError
+
+            with pytest.raises(ConfigError, match="invisible character|not of the form|unknown key"):
+                fedcluster.load_config({key: value, "out": str(Path(d) / "r")} if key != "out" else {key: value})
+            CASES["hidden api"] += 1
+            return
+        if channel == "yaml":
+            import json
+
+            (Path(d) / "c.yaml").write_text(f"{json.dumps(key)}: {json.dumps(value)}\nrounds: 1\n"
+                                            if key != "rounds" else f"{json.dumps(key)}: {json.dumps(value)}\n")
+            out = [f"out={Path(d) / 'r'}"] if key != "out" else []
+            rejected(["run", str(Path(d) / "c.yaml"), "num_clients=4", *out], "", "hidden yaml")
+            return
+        rejected([*RUN, f"{key}={value}", *([f"out={Path(d) / 'r'}"] if key != "out" else [])], "", "hidden cli")
+
+
+@both(FAST, hidden_case())
+def test_invisible_characters_are_one_line(case: tuple[str, str, Any]) -> None:
+    _check_hidden(case)
+
+
+@pytest.mark.slow
+@both(MANY, hidden_case())
+def test_invisible_characters_are_one_line_many(case: tuple[str, str, Any]) -> None:
+    _check_hidden(case)
+
+
 # -- environment variables and ranks -------------------------------------------------------------------------
 BAD_SECONDS = st.sampled_from(["abc", "nan", "NaN", "inf", "-inf", "0", "-1", "1e400", "0x10", "1e9", "--5", "5s",
                                "1_0_"]) | st.floats(max_value=0, allow_nan=False).map(repr)

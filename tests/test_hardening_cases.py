@@ -257,3 +257,111 @@ def test_a_run_on_a_federation_passed_resumes_on_the_same_data(tmp_path: Path) -
 def test_library_run_with_ranks_is_refused_not_ignored(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="ranks=2"):
         fedcluster.run({"num_clients": 4, "rounds": 1, "progress": False, "out": str(tmp_path / "r")}, ranks=2)
+
+
+# -- ranks=2 reporting ----------------------------------------------------------------------------------------------
+def test_a_rank_aborted_by_gloo_is_not_blamed_for_its_killed_peer(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import signal
+    from types import SimpleNamespace
+
+    from fedcluster.engine import distributed
+
+    fail = SimpleNamespace(failures={0: SimpleNamespace(exitcode=-signal.SIGABRT, timestamp=4),
+                                     1: SimpleNamespace(exitcode=-signal.SIGKILL, timestamp=5)})
+    assert distributed._report_failure(fail, tmp_path) == 1
+    assert capsys.readouterr().err.startswith("fedcluster: rank 1 was killed by SIGKILL")
+
+
+@pytest.mark.slow  # two real ranks under torchrun's agent (about 30 s on 2 cores)
+def test_the_launchers_last_line_is_fedclusters(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    res = subprocess.run([sys.executable, "-m", "fedcluster", *RUN, "ranks=2", "client_momentum=keep",
+                          f"out={tmp_path / 'r'}"], capture_output=True, text=True, env=env, timeout=300)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and lines[-1].startswith("fedcluster: error: client_momentum=keep"), res.stderr
+
+
+# -- silent no-ops, now one line -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["drop_last=true", "batch_size=100000"], "drop_last=true with batch_size=100000"),
+    (["chunk_mb=1e308"], "chunk_mb"), (["chunk_mb=1e300"], "chunk_mb"),
+    (["algorithm=fedem", f"algorithm.test_em_iters={2**40}"], "test_em_iters"),
+    (["algorithm=fedrc", "algorithm.test_em_iters=100001"], "test_em_iters"),
+])
+def test_settings_that_did_nothing_or_ran_unbounded_are_one_line(tmp_path: Path, extra: list[str],
+                                                                 needle: str) -> None:
+    one_line([*RUN, *extra, f"out={tmp_path / 'r'}"], needle)
+
+
+def test_a_checkpoint_that_is_a_symlink_loop_is_refused_not_restarted(finished: Path, tmp_path: Path) -> None:
+    run = _copy(finished, tmp_path)
+    (run / "checkpoint.pt").unlink()
+    (run / "checkpoint.pt").symlink_to(run / "checkpoint.pt")
+    before = (run / "rounds.csv").read_text()
+    one_line(["resume", str(run), "rounds=3", "progress=false"], "checkpoint")
+    assert (run / "rounds.csv").read_text() == before
+
+
+@pytest.mark.parametrize("record", [{"round": 1, "concept": 3}, {"round": 1, "class": "x"},
+                                    {"round": 1, "style": [1, 2]}, {"round": 1, "concept": None}])
+def test_report_refuses_a_grouping_that_is_not_names_and_mass(finished: Path, tmp_path: Path,
+                                                             record: dict) -> None:
+    run = _copy(finished, tmp_path)
+    (run / "clusters.jsonl").write_text(json.dumps(record) + "\n")
+    one_line(["report", str(run)], "clusters.jsonl")
+
+
+def test_flower_simulate_refuses_ranks_and_a_temporary_folder_too_long_for_ray(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("flwr")
+    import tempfile
+
+    one_line(["flower", "simulate", *RUN[1:], "ranks=2", f"out={tmp_path / 'r'}"], "ranks=2")
+    assert not (tmp_path / "r").exists()
+    long = tmp_path / ("t" * max(1, 60 - len(str(tmp_path))))
+    long.mkdir()
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    one_line(["flower", "simulate", *RUN[1:], f"out={tmp_path / 'r2'}"], "TMPDIR")
+
+
+# -- reproduce's stored results ----------------------------------------------------------------------------------
+GOOD_STORED = {"name": "x", "budget": "small", "seeds": 2, "device": "cpu", "extra": [], "finished": False,
+               "wall_seconds": 3.0, "date": "", "spec": "",
+               "records": [{"seed": 0, "setting": "s", "method": "m", "metrics": {"acc": 0.5, "ari": None}}]}
+STORED_CRAFTS = {
+    "deep JSON": lambda d: "[" * 100_000 + "]" * 100_000, "a list": lambda d: [1, 2],
+    "seeds text": lambda d: {**d, "seeds": "a"}, "seeds 1e30": lambda d: {**d, "seeds": 10**30},
+    "seeds float": lambda d: {**d, "seeds": 1e30}, "unknown budget": lambda d: {**d, "budget": "huge"},
+    "NaN wall": lambda d: {**d, "wall_seconds": float("nan")}, "records text": lambda d: {**d, "records": "abc"},
+    "record list": lambda d: {**d, "records": [[1, 2]]},
+    "record seed text": lambda d: {**d, "records": [{**d["records"][0], "seed": "0"}]},
+    "metric text": lambda d: {**d, "records": [{**d["records"][0], "metrics": {"acc": "high"}}]},
+    "unknown entry": lambda d: {**d, "x": 1}, "extra numbers": lambda d: {**d, "extra": [1]},
+}
+
+
+@pytest.mark.parametrize("craft", list(STORED_CRAFTS))
+def test_reproduce_refuses_crafted_stored_results_in_one_line(tmp_path: Path, craft: str) -> None:
+    from fedcluster.reproduce.results import Stored
+
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(GOOD_STORED))
+    assert Stored.load(path).records == GOOD_STORED["records"]
+    data = STORED_CRAFTS[craft](GOOD_STORED)
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    with pytest.raises(UserError, match="x.json"):
+        Stored.load(path)
+
+
+def test_reproduce_refuses_a_folder_in_place_of_stored_results(tmp_path: Path) -> None:
+    from fedcluster.reproduce.results import Stored
+
+    (tmp_path / "x.json").mkdir()
+    with pytest.raises(UserError, match="x.json"):
+        Stored.load(tmp_path / "x.json")

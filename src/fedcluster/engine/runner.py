@@ -172,7 +172,7 @@ class Run:
         cfg = self.cfg
         start, rows, elapsed, saved_rows = 0, [], 0.0, None
         if self.resume:
-            if self.dir.checkpoint.exists():
+            if self.dir.checkpoint.exists() or self.dir.checkpoint.is_symlink():  # a broken link is refused, not absent
                 state = self.dir.load_checkpoint()
                 shapes = {k: tuple(v.shape) for k, v in self.ctx.module.state_dict().items()}
                 fed = self.fed
