@@ -324,7 +324,8 @@ TEXT_KEYS = st.sampled_from(["out", "tensorboard_dir", "tracking_uri", "tracking
 
 def hidden_case() -> st.SearchStrategy[tuple[str, str, Any]]:
     """(channel, key, value) with an invisible character in the key or the value."""
-    in_value = st.builds(lambda k, a, c, b: (k, a + c + b), TEXT_KEYS, st.text(string.ascii_letters, max_size=4), HIDDEN,
+    in_value = st.builds(lambda k, a, c, b: (k, a + c + b), TEXT_KEYS, st.text(string.ascii_letters, max_size=4),
+                         HIDDEN,
                          st.text(string.ascii_letters, max_size=4))
     in_key = st.builds(lambda k, c, front: (c + k if front else k + c, 2), st.sampled_from(["rounds", "lr", "seed"]),
                        HIDDEN.filter(lambda c: c not in "\t\n\r"), st.booleans())
