@@ -453,7 +453,182 @@ def _poison_labels(state: Any) -> None:
     walk(state)
 
 
-ALL = (run_dir_cases, checkpoint_cases, path_cases, parsing_cases, resource_cases, api_cases, smaller_cases)
+def craft_state(path: Path, tree: str, tensors: dict[str, Any], kind: str = "checkpoint", key: str = "") -> None:
+    """A state file with structure ``tree`` over ``tensors`` and a valid SHA-256 (what anyone can write)."""
+    from safetensors.torch import save
+
+    from fedcluster.storage.state_file import FORMAT, VERSION, _digest
+
+    header = {"format": FORMAT, "version": VERSION, "kind": kind, "key": key, "tree": tree}
+    path.write_bytes(save(tensors, metadata={**header, "sha256": _digest(header, tensors)}))
+
+
+def crafted_file_cases() -> list[Case]:
+    """Checkpoints and caches whose checksum is valid but whose content the writer never wrote."""
+    import torch
+
+    resume = lambda d: ["resume", str(d / "run"), "rounds=3", "progress=false"]  # noqa: E731
+    trees = {
+        "ndarray dtype V1000000000": '{"dict": [["a", {"ndarray": "0", "dtype": "V1000000000"}]]}',
+        "ndarray dtype object": '{"dict": [["a", {"ndarray": "0", "dtype": "|O"}]]}',
+        "ndarray dtype <U100000000": '{"dict": [["a", {"ndarray": "0", "dtype": "<U100000000"}]]}',
+        "ndarray float64 over float32 bytes": '{"dict": [["a", {"ndarray": "0", "dtype": "<f8"}]]}',
+        "numpy scalar V1000000000": '{"dict": [["a", {"np": "V1000000000", "value": 5}]]}',
+        "numpy uint8 scalar -1": '{"dict": [["a", {"np": "<u1", "value": -1}]]}',
+        "numpy int64 scalar 1e30": '{"dict": [["a", {"np": "<i8", "value": 1000000000000000000000000000000}]]}',
+        "100 000 nested lists": "[" * 100_000 + "]" * 100_000,
+        "2 000 nested dicts": '{"dict": [["a", ' * 2000 + "1" + "]]}" * 2000,
+        "a tensor name that is a list": '{"dict": [["a", {"tensor": [1]}]]}',
+        "an unregistered class": '{"object": "os.system", "fields": {"dict": []}}',
+    }
+    cases = [Case("crafted files", f"checkpoint: {name}", resume,
+                  lambda d, t=tree: craft_state(d / "run" / "checkpoint.pt", t, {"0": torch.zeros(1000)}))
+             for name, tree in trees.items()]
+
+    def fedrc(d: Path) -> None:
+        shutil.rmtree(d / "run", ignore_errors=True)
+        shutil.copytree(base_run(d.parent, "fedrc"), d / "run")
+        for lock in (d / "run").glob("*.lock"):
+            lock.unlink()
+
+    algorithm_changes: dict[str, Callable[[dict[str, Any]], None]] = {
+        "models None": _set(None, "algorithm", "models"), "omega None": _set(None, "algorithm", "omega"),
+        "counts None": _set(None, "algorithm", "counts"), "gamma None": _set(None, "algorithm", "gamma"),
+        "omega NaN": _set(lambda a: np.full_like(a, np.nan), "algorithm", "omega"),
+        "omega negative": _set(lambda a: -np.ones_like(a), "algorithm", "omega"),
+        "K = 0": lambda s: s["algorithm"].update(models={n: v[:0] for n, v in s["algorithm"]["models"].items()}),
+        "K = 2 (the run has 3)": lambda s: s["algorithm"].update(
+            models={n: v[:2] for n, v in s["algorithm"]["models"].items()}, omega=s["algorithm"]["omega"][:, :2],
+            gamma=s["algorithm"]["gamma"][:, :2], counts=s["algorithm"]["counts"][:, :2],
+            marginal=s["algorithm"]["marginal"][:2]),
+        "gamma one row short": _set(lambda a: a[:-1], "algorithm", "gamma"),
+        "omega a client short": _set(lambda a: a[:-1], "algorithm", "omega"),
+        "counts of 11 classes": _set(lambda a: np.concatenate([a, a[..., :1]], -1), "algorithm", "counts"),
+    }
+    for name, change in algorithm_changes.items():
+        def setup(d: Path, change: Callable[[dict[str, Any]], None] = change) -> None:
+            fedrc(d)
+            edit_checkpoint(d, change)
+        cases.append(Case("crafted files", f"FedRC checkpoint: {name}", resume, setup))
+
+    def cache_case(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+        def setup(d: Path) -> None:
+            from fedcluster.config.run_config import load_raw, resolve
+            from fedcluster.data.build import cache_key, cache_path
+            from fedcluster.storage.state_file import load_state, save_state
+
+            cfg, typed = resolve(load_raw(None, ["num_clients=5", "seed=7"]))
+            _quiet(["scenario", "concept-swap", "num_clients=5", "seed=7", "--out", str(d / "p.png")])
+            path, key = cache_path(cfg, typed["scenario"]), cache_key(cfg, typed["scenario"])
+            state = load_state(path, "federation", key)
+            change(state)
+            save_state(path, state, "federation", key)
+        return setup
+
+    cache_changes: dict[str, Callable[[dict[str, Any]], None]] = {
+        "float64 inputs": lambda s: s["train"].update(x=s["train"]["x"].double()),
+        "int32 labels": lambda s: s["train"].update(y=s["train"]["y"].int()),
+        "uint8 labels": lambda s: s["val"].update(y=s["val"]["y"].to(torch.uint8)),
+        "num_classes 11": lambda s: s.update(num_classes=11),
+        "test_cluster 1e9": lambda s: s.update(test_cluster=np.full_like(s["test_cluster"], 10**9)),
+        "inputs reshaped to (64,)": lambda s: [s[k].update(x=s[k]["x"].reshape(len(s[k]["x"]), -1))
+                                               for k in ("train", "val", "test")],
+        "another scenario's": lambda s: s["info"].update(name="label-skew"),
+    }
+    for name, change in cache_changes.items():
+        cases.append(Case("crafted files", f"cache: {name}",
+                          lambda d: ["run", "num_clients=5", "seed=7", "rounds=1", "progress=false", f"out={d / 'r'}"],
+                          cache_case(change), expect="ok",
+                          check=lambda d, out: "discarding" in out and (d / "r" / "summary.json").exists()))
+    return cases
+
+
+def _with_env(env: dict[str, str], argv: Callable[[Path], list[str]]) -> Callable[[Path], Any]:
+    """A call of ``main(argv)`` with ``env`` set (and restored after)."""
+    def call(d: Path) -> int:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return main(argv(d))
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+    return call
+
+
+def environment_cases() -> list[Case]:
+    run = lambda d: [*RUN, f"out={d / 'r'}"]  # noqa: E731
+    two = lambda d: [*RUN, "ranks=2", f"out={d / 'r'}"]  # noqa: E731
+    cases = [Case("environment", f"FEDCLUSTER_COLLECTIVE_TIMEOUT={v} with ranks=2",
+                  call=_with_env({"FEDCLUSTER_COLLECTIVE_TIMEOUT": v}, two), expect="either",
+                  check=lambda d, out: False) for v in ("abc", "nan", "0", "-1", "inf", "1e400")]
+    cases += [
+        Case("environment", "FEDCLUSTER_COLLECTIVE_TIMEOUT=abc, one process",
+             call=_with_env({"FEDCLUSTER_COLLECTIVE_TIMEOUT": "abc"}, run), expect="ok",
+             check=lambda d, out: (d / "r" / "summary.json").exists()),
+        Case("environment", "RANK=1 WORLD_SIZE=4 left without MASTER_ADDR",
+             call=_with_env({"RANK": "1", "WORLD_SIZE": "4"}, run), expect="ok",
+             check=lambda d, out: "MASTER_ADDR is not" in out and (d / "r" / "summary.json").exists()),
+        Case("environment", "WORLD_SIZE=abc", call=_with_env({"WORLD_SIZE": "abc"}, run), expect="either",
+             check=lambda d, out: False),
+        Case("environment", "RANK=abc", call=_with_env({"RANK": "abc", "WORLD_SIZE": "2"}, run), expect="either",
+             check=lambda d, out: False),
+        Case("environment", "RANK=5 of WORLD_SIZE=2 with MASTER_ADDR",
+             call=_with_env({"RANK": "5", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost"}, run), expect="either",
+             check=lambda d, out: False),
+    ]
+    return cases
+
+
+def ranks_cases() -> list[Case]:
+    return [
+        Case("ranks", "ranks=64 for 4 clients", lambda d: [*RUN, "ranks=64", f"out={d / 'r'}"]),
+        Case("ranks", "ranks=1000000", lambda d: [*RUN, "num_clients=2000000", "ranks=1000000", f"out={d / 'r'}"]),
+        Case("ranks", "ranks beyond the cores", lambda d: [*RUN, "num_clients=10000", "ranks=5000",
+                                                           f"out={d / 'r'}"]),
+        Case("ranks", "resume with ranks=64", lambda d: ["resume", str(copy_run(d.parent, d)), "rounds=3",
+                                                         "ranks=64", "progress=false"]),
+        Case("ranks", "flower simulate ranks=2",
+             lambda d: ["flower", "simulate", *RUN[1:], "ranks=2", f"out={d / 'r'}"]),
+    ]
+
+
+def more_api_cases() -> list[Case]:
+    import fedcluster
+    from fedcluster.errors import UserError
+
+    def raises(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
+        def call(d: Path) -> int:
+            try:
+                fn(d)
+            except UserError as e:
+                return 2 if "\n" not in str(e) else 1
+            return 0
+        return call
+
+    small = {"rounds": 1, "progress": False}
+    digits = lambda: fedcluster.build_federation({"num_clients": 6})  # noqa: E731
+    calls = {
+        "digits federation under dataset=mixed-regression":
+            lambda d: fedcluster.run({**small, "dataset": "mixed-regression", "out": str(d / "r")},
+                                     federation=digits()),
+        "federation under another scenario":
+            lambda d: fedcluster.run({**small, "scenario": "label-skew", "out": str(d / "r")}, federation=digits()),
+        "federation under another data seed":
+            lambda d: fedcluster.run({**small, "data_seed": 9, "out": str(d / "r")}, federation=digits()),
+        "run(ranks=2)": lambda d: fedcluster.run({**small, "num_clients": 4, "out": str(d / "r")}, ranks=2),
+        "run(out='a\\x00b')": lambda d: fedcluster.run(out="a\x00b", **small),
+        "tracking_experiment with NUL": lambda d: fedcluster.load_config(tracking_experiment="a\x00b"),
+        "key with U+2028": lambda d: fedcluster.load_config(**{"rounds\u2028": 2}),
+        "build_federation(data_dir with NUL)": lambda d: fedcluster.build_federation(data_dir="a\x00b"),
+    }
+    return [Case("library API", name, call=raises(fn)) for name, fn in calls.items()]
+
+
+ALL = (run_dir_cases, checkpoint_cases, path_cases, parsing_cases, resource_cases, api_cases, smaller_cases,
+       crafted_file_cases, environment_cases, ranks_cases, more_api_cases)
 
 
 def outcome(case: Case, d: Path) -> tuple[str, str]:
@@ -505,7 +680,7 @@ def main_cli() -> int:
         for i, case in enumerate(cases):
             d = root / f"case{i}"
             d.mkdir()
-            if case.family == "run-dir files" or case.family == "checkpoint schema":
+            if case.family in ("run-dir files", "checkpoint schema", "crafted files"):
                 copy_run(root, d)
             result, detail = outcome(case, d)
             counts[result] += 1

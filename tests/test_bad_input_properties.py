@@ -315,6 +315,122 @@ def test_corrupt_cifar_batches_are_one_line_many(case: tuple[str, bytes, str]) -
     _check_cifar(case)
 
 
+# -- invisible characters: NUL bytes, controls, line separators in keys and values, by every channel -----------
+HIDDEN = st.sampled_from(["\x00", "\u2028", "\u2029", "\x85", "\u200b", "\ufeff", "\x1f", "\t", "\n", "\r",
+                          "\u200e", "\x7f"])
+TEXT_KEYS = st.sampled_from(["out", "tensorboard_dir", "tracking_uri", "tracking_experiment", "data_dir",
+                             "scenario.maps"])
+
+
+def hidden_case() -> st.SearchStrategy[tuple[str, str, Any]]:
+    """(channel, key, value) with an invisible character in the key or the value."""
+    in_value = st.builds(lambda k, a, c, b: (k, a + c + b), TEXT_KEYS, st.text(string.ascii_letters, max_size=4),
+                         HIDDEN,
+                         st.text(string.ascii_letters, max_size=4))
+    in_key = st.builds(lambda k, c, front: (c + k if front else k + c, 2), st.sampled_from(["rounds", "lr", "seed"]),
+                       HIDDEN.filter(lambda c: c not in "\t\n\r"), st.booleans())
+    return st.builds(lambda ch, kv: (ch, *kv), st.sampled_from(["cli", "yaml", "api"]), in_value | in_key)
+
+
+def _check_hidden(case: tuple[str, str, Any]) -> None:
+    channel, key, value = case
+    with tempfile.TemporaryDirectory() as d:
+        if channel == "api":
+            import fedcluster
+            from fedcluster.errors import ConfigError
+
+            with pytest.raises(ConfigError, match="invisible character|not of the form|unknown key"):
+                fedcluster.load_config({key: value, "out": str(Path(d) / "r")} if key != "out" else {key: value})
+            CASES["hidden api"] += 1
+            return
+        if channel == "yaml":
+            import json
+
+            (Path(d) / "c.yaml").write_text(f"{json.dumps(key)}: {json.dumps(value)}\nrounds: 1\n"
+                                            if key != "rounds" else f"{json.dumps(key)}: {json.dumps(value)}\n")
+            out = [f"out={Path(d) / 'r'}"] if key != "out" else []
+            rejected(["run", str(Path(d) / "c.yaml"), "num_clients=4", *out], "", "hidden yaml")
+            return
+        rejected([*RUN, f"{key}={value}", *([f"out={Path(d) / 'r'}"] if key != "out" else [])], "", "hidden cli")
+
+
+@both(FAST, hidden_case())
+def test_invisible_characters_are_one_line(case: tuple[str, str, Any]) -> None:
+    _check_hidden(case)
+
+
+@pytest.mark.slow
+@both(MANY, hidden_case())
+def test_invisible_characters_are_one_line_many(case: tuple[str, str, Any]) -> None:
+    _check_hidden(case)
+
+
+# -- environment variables and ranks -------------------------------------------------------------------------
+BAD_SECONDS = st.sampled_from(["abc", "nan", "NaN", "inf", "-inf", "0", "-1", "1e400", "0x10", "1e9", "--5", "5s",
+                               "1_0_"]) | st.floats(max_value=0, allow_nan=False).map(repr)
+NOT_INT = st.sampled_from(["abc", "1.5", "nan", "", "2x", "0x2", "1e3"]).filter(bool) | st.text(
+    string.ascii_letters, min_size=1, max_size=8)
+
+
+def env_case() -> st.SearchStrategy[tuple[dict[str, str], list[str], str, str]]:
+    """(environment, extra argv, text the error must contain, family)."""
+    timeout = st.builds(lambda v: ({"FEDCLUSTER_COLLECTIVE_TIMEOUT": v}, ["ranks=2"],
+                                   "FEDCLUSTER_COLLECTIVE_TIMEOUT", "env timeout"), BAD_SECONDS)
+    world = st.builds(lambda name, v, master: ({name: v, **master}, [], name, "env world"),
+                      st.sampled_from(["WORLD_SIZE", "RANK"]), NOT_INT,
+                      st.sampled_from([{}, {"MASTER_ADDR": "localhost"}]))
+    out_of_range = st.builds(lambda r, w: ({"RANK": str(r), "WORLD_SIZE": str(w), "MASTER_ADDR": "localhost"}, [],
+                                           "RANK=", "env rank range"),
+                             st.integers(-5, 50), st.integers(-3, 4)).filter(
+        lambda c: not 0 <= int(c[0]["RANK"]) < max(int(c[0]["WORLD_SIZE"]), 0) and c[0]["RANK"] + c[0][
+            "WORLD_SIZE"] not in ("01", "00", "0-1", "0-2", "0-3"))
+    too_many = st.builds(lambda k: ({}, [f"ranks={k}"], "clients", "ranks above clients"), st.integers(5, 10**7))
+    machine = st.builds(lambda k: ({}, ["num_clients=100000", f"ranks={k}"], "at most", "ranks above the machine"),
+                        st.integers(4 * (os.cpu_count() or 1) * 8 + 1, 100000))
+    return st.one_of(timeout, world, out_of_range, too_many, machine)
+
+
+def _check_env(case: tuple[dict[str, str], list[str], str, str]) -> None:
+    env, extra, needle, family = case
+    saved = {k: os.environ.get(k) for k in ("FEDCLUSTER_COLLECTIVE_TIMEOUT", "WORLD_SIZE", "RANK", "MASTER_ADDR")}
+    try:
+        for k in saved:
+            os.environ.pop(k, None)
+        os.environ.update(env)
+        with tempfile.TemporaryDirectory() as d:
+            rejected([*RUN, *extra, f"out={Path(d) / 'r'}"], needle, family)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+
+
+@both(FAST, env_case())
+def test_bad_environment_and_ranks_are_one_line(case: tuple[dict[str, str], list[str], str, str]) -> None:
+    _check_env(case)
+
+
+@pytest.mark.slow
+@both(MANY, env_case())
+def test_bad_environment_and_ranks_are_one_line_many(case: tuple[dict[str, str], list[str], str, str]) -> None:
+    _check_env(case)
+
+
+def test_environment_a_run_in_one_process_does_not_need(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad collective timeout does not concern a run in one process; RANK/WORLD_SIZE left by an outer job
+    without MASTER_ADDR are ignored with one warning."""
+    monkeypatch.setenv("FEDCLUSTER_COLLECTIVE_TIMEOUT", "abc")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        assert main([*RUN, f"out={tmp_path / 'r'}"]) == 0, err.getvalue()
+    assert err.getvalue().count("MASTER_ADDR is not") == 1 and (tmp_path / "r" / "summary.json").is_file()
+    CASES["env ignored"] += 1
+
+
 # -- a few real processes --------------------------------------------------------------------------------------
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -336,6 +452,15 @@ def test_real_processes_one_line_exit_2(tmp_path: Path) -> None:
     res = _cli("run", "dataset=mnist", f"data_dir={tmp_path}", "num_clients=4", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and MNIST["train_images"] in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+    CASES["subprocess"] += 3
+
+
+def test_an_ascii_terminal_gets_no_unicode_error(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYTHONIOENCODING": "ascii"}
+    for args in (["list", "fedprox"], ["list"], ["run", "num_clients=4", "rounds=1", "rounds\u2028=2"]):
+        res = subprocess.run([sys.executable, "-m", "fedcluster.app.cli", *args], capture_output=True, text=True,
+                             env=env, cwd=tmp_path, timeout=120, encoding="ascii", errors="replace")
+        assert res.returncode in (0, 2) and "Traceback" not in res.stderr, res.stderr[-2000:]
     CASES["subprocess"] += 3
 
 

@@ -267,6 +267,93 @@ def test_a_crafted_checkpoint_with_a_valid_checksum_is_refused(finished: Path, t
     refused(["resume", str(run), "rounds=3", "progress=false"], "checkpoint")
 
 
+def checkpoint_damage() -> st.SearchStrategy[Callable[[dict[str, Any]], str]]:
+    """A change to the IFCA checkpoint's algorithm state that its checksum cannot see, and the entry the refusal
+    must name: an empty entry, a NaN Ω, another number of clusters, a data-sized axis of another size."""
+    def empty(key: str) -> Callable[[dict[str, Any]], str]:
+        def f(alg: dict[str, Any]) -> str:
+            alg[key] = None
+            return key
+        return f
+
+    def nan_omega(value: float) -> Callable[[dict[str, Any]], str]:
+        def f(alg: dict[str, Any]) -> str:
+            alg["omega"] = np.full_like(alg["omega"], value)
+            return "omega"
+        return f
+
+    def clusters(k: int) -> Callable[[dict[str, Any]], str]:
+        def f(alg: dict[str, Any]) -> str:
+            alg["models"] = {n: v[:1].repeat(k, *([1] * (v.ndim - 1))) for n, v in alg["models"].items()}
+            alg["omega"] = np.eye(max(k, 1))[np.zeros(len(alg["omega"]), dtype=np.int64)][:, :k]
+            alg["gamma"] = alg["gamma"][:, :1].repeat(k, 1) if k else alg["gamma"][:, :0]
+            return "cluster"
+        return f
+
+    def rows(key: str, cut: int) -> Callable[[dict[str, Any]], str]:
+        def f(alg: dict[str, Any]) -> str:
+            alg[key] = alg[key][: max(0, len(alg[key]) - cut)]
+            return key
+        return f
+
+    return st.one_of(st.sampled_from(["models", "omega", "gamma"]).map(empty),
+                     st.sampled_from([float("nan"), float("inf"), -1.0]).map(nan_omega),
+                     st.sampled_from([0, 1, 2, 4, 9]).map(clusters),
+                     st.builds(rows, st.sampled_from(["omega", "gamma"]), st.integers(1, 5)))
+
+
+@FAST
+@given(damage=checkpoint_damage())
+def test_a_checkpoint_that_does_not_fit_the_runs_data_or_clusters_is_refused(
+        finished: Path, tmp_path: Path, damage: Callable[[dict[str, Any]], str]) -> None:
+    """None entries, a NaN Ω, K ≠ the run's, data-keyed arrays of another size: exit 2 naming the file (never
+    exit 3 "diverged", never a traceback)."""
+    run = fresh_copy(finished, tmp_path)
+    state = load_state(run / "checkpoint.pt", "checkpoint")
+    needle = damage(state["algorithm"])
+    save_state(run / "checkpoint.pt", state, "checkpoint")
+    line = refused(["resume", str(run), "rounds=3", "progress=false"], "checkpoint.pt")
+    assert needle in line, line
+
+
+# -- state files crafted below the structure: dtypes, sizes and nesting the writer never writes -----------
+def craft(path: Path, tree: str, tensors: dict[str, torch.Tensor], kind: str = "checkpoint", key: str = "") -> None:
+    """Write a state file with ``tree`` as its structure and a valid SHA-256 (what anyone can do)."""
+    from safetensors.torch import save
+
+    from fedcluster.storage.state_file import FORMAT, VERSION, _digest
+
+    header = {"format": FORMAT, "version": VERSION, "kind": kind, "key": key, "tree": tree}
+    path.write_bytes(save(tensors, metadata={**header, "sha256": _digest(header, tensors)}))
+
+
+def crafted_tree() -> st.SearchStrategy[tuple[str, str]]:
+    """(a structure over one float32 tensor "0" of 1,000 items, a word the refusal must contain)."""
+    array = st.sampled_from(["V1000000000", "V100000", "|O", "<U100000000", "S1000", "<M8[ns]", "<f8", "<i8",
+                             "<c16", "?", "", "[1]", 7]).map(
+        lambda d: (json.dumps({"dict": [["a", {"ndarray": "0", "dtype": d}]]}), "dtype"))
+    scalar = st.sampled_from([("V1000000000", 5), ("|O", 1), ("<u1", -1), ("<i8", 10**30), ("<M8[ns]", 1),
+                              ("<f4", [1, 2])]).map(
+        lambda dv: (json.dumps({"dict": [["a", {"np": dv[0], "value": dv[1]}]]}), "structure"))
+    deep = st.integers(66, 200_000).map(lambda n: ("[" * n + "]" * n, "structure"))
+    deep_dict = st.integers(66, 3000).map(lambda n: ('{"dict": [["a", ' * n + "1" + "]]}" * n, "structure"))
+    return st.one_of(array, scalar, deep, deep_dict)
+
+
+@FAST
+@given(tree=crafted_tree())
+def test_a_crafted_state_file_is_refused_within_bounded_memory(finished: Path, tmp_path: Path,
+                                                               tree: tuple[str, str]) -> None:
+    import resource
+
+    run = fresh_copy(finished, tmp_path)
+    craft(run / "checkpoint.pt", tree[0], {"0": torch.zeros(1000)})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    line = refused(["resume", str(run), "rounds=3", "progress=false"], "checkpoint.pt")
+    assert tree[1] in line or "malformed" in line, line
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # kB: nothing big was allocated
+
+
 def test_a_checkpoint_missing_one_weight_does_not_resume_silently(finished: Path, tmp_path: Path) -> None:
     run = fresh_copy(finished, tmp_path)
     state = load_state(run / "checkpoint.pt", "checkpoint")

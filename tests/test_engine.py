@@ -137,21 +137,27 @@ def test_schedule_drop_last_gives_full_batches_only() -> None:
 
 
 def test_drop_last_reaches_training_through_the_run_config(tmp_path: Path) -> None:
-    """drop_last=true with a batch larger than every client: nobody takes a step, the model stays put (up to the
-    rounding of averaging identical copies); without it the batch is capped to the largest client and trains."""
+    """drop_last=true reaches the solver; with a batch larger than every client it would train nothing, so it is
+    refused in one line; without it the batch is capped to the largest client and trains."""
     from fedcluster.config.run_config import load_raw, resolve
     from fedcluster.engine.runner import Run
+    from fedcluster.errors import ConfigError
 
-    moved = {}
-    for drop in (False, True):
-        cfg, typed = resolve(load_raw(None, ["algorithm=fedavg", f"drop_last={str(drop).lower()}", "batch_size=1000",
-                                             "rounds=1", "progress=false", f"out={tmp_path / str(drop)}"]))
-        run = Run(cfg, typed)
-        before = {n: v.clone() for n, v in run.alg.models.items()}
-        run.alg.run_round(0, run.stream[0])
-        moved[drop] = max(float((run.alg.models[n] - v).abs().max()) for n, v in before.items()) > 1e-5
-        run.ctx.trainer.close()
-    assert moved == {False: True, True: False}
+    def build(*extra: str) -> Run:
+        cfg, typed = resolve(load_raw(None, ["algorithm=fedavg", "rounds=1", "progress=false",
+                                             f"out={tmp_path / str(len(list(tmp_path.iterdir())))}", *extra]))
+        return Run(cfg, typed)
+
+    with pytest.raises(ConfigError, match="drop_last=true with batch_size=1000"):
+        build("drop_last=true", "batch_size=1000")
+    run = build("drop_last=true", "batch_size=8")
+    assert run.ctx.solver.drop_last
+    run.ctx.trainer.close()
+    run = build("batch_size=1000")
+    before = {n: v.clone() for n, v in run.alg.models.items()}
+    run.alg.run_round(0, run.stream[0])
+    assert max(float((run.alg.models[n] - v).abs().max()) for n, v in before.items()) > 1e-5
+    run.ctx.trainer.close()
 
 
 def test_schedule_max_steps() -> None:

@@ -70,6 +70,8 @@ class CFLGPParams:
 @ALGORITHMS.register("cflgp", "CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)",
                      CFLGPParams)
 class CFLGP(Algorithm):
+    fixed_clusters = True
+
     def __init__(self, ctx: Context, params: CFLGPParams) -> None:
         super().__init__(ctx, params)
         K, M = params.num_clusters, ctx.fed.num_clients

@@ -54,6 +54,8 @@ class ClusteredAlgorithm(Algorithm):
     """K models, client weights Ω [M, K] and per-sample weights γ [N_train, K] (the last E-step's, or
     the one-hot of the client's cluster for hard methods)."""
 
+    fixed_clusters = True
+
     soft = False  # test clients: E-step on their labelled data (soft) or the lowest-loss cluster (hard)
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:

@@ -40,6 +40,8 @@ class FedProxParams(FedAvgParams):
 
 @ALGORITHMS.register("fedavg", "FedAvg: one global model, N_i-weighted model averaging", FedAvgParams)
 class FedAvg(Algorithm):
+    fixed_clusters = True
+
     def __init__(self, ctx: Context, params: FedAvgParams) -> None:
         super().__init__(ctx, params)
         self.models = ctx.fresh_models(1)

@@ -39,6 +39,8 @@ from fedcluster.tiers.formulation import (
 )
 from fedcluster.tiers.weights import EStep, soft_em
 
+MAX_TEST_EM_ITERS = 10_000  # E-steps of a test client (each a pass over the K models' losses): beyond, no change
+
 
 @dataclass
 class FedEMParams(ClusteredParams):
@@ -51,8 +53,8 @@ class FedEMParams(ClusteredParams):
         super().__post_init__()
         if not 0 <= self.mu_tilde <= 1:
             raise ValueError(f"mu_tilde must be in [0, 1], got {self.mu_tilde}")
-        if self.test_em_iters < 1:
-            raise ValueError(f"test_em_iters must be >= 1, got {self.test_em_iters}")
+        if not 1 <= self.test_em_iters <= MAX_TEST_EM_ITERS:
+            raise ValueError(f"test_em_iters must be in 1..{MAX_TEST_EM_ITERS}, got {self.test_em_iters}")
 
 
 @ALGORITHMS.register("fedem", "FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction",

@@ -44,6 +44,8 @@ def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, gl
 class ClusterChanges(FedEM):
     """Split / remove on the state of a K-model method; subclasses set ``book``, ``assigned`` and ``_round``."""
 
+    fixed_clusters = False  # splits and removals change K
+
     book: ClusterBook
     assigned: np.ndarray
     _round: int

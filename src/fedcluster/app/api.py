@@ -81,11 +81,15 @@ def build_federation(config: Config = None, /, use_cache: bool = True, **overrid
 
 def run(config: Config = None, /, federation: Federation | None = None, **overrides: Any) -> Result:
     """Run one experiment; ``federation`` reuses an already built one (e.g. to compare methods on it).
-    Its number of clients is the run's: a ``num_clients`` that differs from it is replaced, with a note."""
+    Its number of clients is the run's: a ``num_clients`` that differs from it is replaced, with a note. A
+    federation from :func:`build_federation` also gives the run its data keys (dataset, scenario and its
+    parameters, data seed...), which config.yaml then records, so that ``fedcluster resume`` builds the same
+    data; a configuration that names other values for them is refused."""
     from fedcluster.data.federation import Federation
     from fedcluster.engine.runner import Run
 
     raw = _raw(config, overrides)
+    ranks = raw.get("ranks", 1)
     if federation is not None:
         if not isinstance(federation, Federation):
             raise ConfigError(f"federation= must be a Federation (from fedcluster.build_federation), got "
@@ -96,7 +100,38 @@ def run(config: Config = None, /, federation: Federation | None = None, **overri
 
             note(f"num_clients={raw['num_clients']!r} is replaced by the {n} clients of the federation passed")
         raw["num_clients"] = n
+        _adopt_data_keys(raw, federation)
+    if ranks != 1:
+        raise ConfigError(f"ranks={ranks!r}: fedcluster.run works in this process; to spread a run over "
+                          "processes use the command line (fedcluster run ... ranks=N) or torchrun")
     cfg, typed = resolve(raw)
     job = Run(cfg, typed, fed=federation)
     summary = job.execute()
     return Result(rows=job.dir.read_rounds(), summary=summary, run_dir=job.dir.path, config=cfg)
+
+
+def _adopt_data_keys(raw: dict[str, Any], fed: Federation) -> None:
+    """Give ``raw`` the data keys ``fed`` was built with (``fed.built_from``); refuse a key naming another value.
+    A federation built by hand records only its data set and scenario names (``fed.info``)."""
+    source = getattr(fed, "built_from", None)
+    if not isinstance(source, dict):
+        known = {"dataset": fed.info.get("dataset"), "scenario": fed.info.get("name")}
+        for key, value in known.items():
+            if isinstance(value, str) and key in raw and raw[key] != value:
+                raise ConfigError(f"{key}={raw[key]!r} does not fit the federation passed (its {key} is {value!r}): "
+                                  f"leave {key} out, or build the federation with it")
+        return
+    for key, value in source.items():
+        if key == "num_clients":
+            continue
+        given = raw.get(key)
+        if key == "scenario_params":
+            given = {k: v for k, v in (given or {}).items() if k in value and v != value[k]} or None
+            if given:
+                k = next(iter(given))
+                raise ConfigError(f"scenario.{k}={given[k]!r} does not fit the federation passed (built with "
+                                  f"scenario.{k}={value[k]!r}): leave it out, or build the federation with it")
+        elif key in raw and given != value:
+            raise ConfigError(f"{key}={given!r} does not fit the federation passed (built with {key}={value!r}): "
+                              f"leave {key} out, or build the federation with it")
+        raw[key] = dict(value) if isinstance(value, dict) else value

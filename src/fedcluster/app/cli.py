@@ -7,6 +7,7 @@ stderr naming what is wrong and the valid choices, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import sys
@@ -259,7 +260,28 @@ def _user_facing(e: BaseException) -> bool:
     return isinstance(e, UserError) or (sources is not None and isinstance(e, sources.DatasetNotFoundError))
 
 
+def _speaks() -> bool:
+    """Whether this process prints the one-line report: every process but torchrun's ranks > 0 (a ``RANK`` left
+    by an outer job without torchrun's ``MASTER_ADDR`` does not silence it)."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return True
+    return not (os.environ.get("MASTER_ADDR") and 0 < rank < world)
+
+
+def _printable_output() -> None:
+    """Text the terminal's encoding lacks (e.g. PYTHONIOENCODING=ascii and a Greek letter) is replaced, not an
+    error."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _printable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -273,18 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as e:
         if not _user_facing(e):
             raise
-        if os.environ.get("RANK", "0") == "0":  # under torchrun every rank stops alike; rank 0 says it
+        if _speaks():  # under torchrun every rank stops alike; rank 0 says it
             print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into e.g. `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except DivergedError as e:
-        if os.environ.get("RANK", "0") == "0":  # under torchrun every rank stops alike; rank 0 says it
+        if _speaks():  # under torchrun every rank stops alike; rank 0 says it
             print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_DIVERGED
     except InterruptedRun as e:
-        if os.environ.get("RANK", "0") == "0":
+        if _speaks():
             print(f"fedcluster: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:

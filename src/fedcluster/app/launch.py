@@ -16,6 +16,7 @@ from typing import Any
 
 from fedcluster.config.run_config import RunConfig, load_raw, resolve
 from fedcluster.engine.distributed import DistributedRun, FollowerRunDir, RankLost, in_torchrun
+from fedcluster.engine.rank_env import check_ranks, collective_timeout
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import default_run_dir
 
@@ -49,14 +50,14 @@ def stop_quietly(e: RankLost) -> int:
 def launch(command: list[str], ranks: int, run_dir: Path) -> int:
     """Run ``python -m fedcluster COMMAND...`` as ``ranks`` processes under torchrun's elastic agent on this
     machine; a rank that fails ends the run with one line naming it and how to resume."""
-    os.environ.setdefault("LOGLEVEL", "ERROR")  # torch.distributed.elastic's loggers: the agent's notices
+    os.environ.setdefault("LOGLEVEL", "CRITICAL")  # torch.distributed.elastic's loggers: fedcluster reports
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     for name in list(logging.root.manager.loggerDict):
-        if name.startswith("torch.distributed"):
-            logging.getLogger(name).setLevel(logging.ERROR)
+        if name.startswith("torch.distributed"):  # its "failed (exitcode ...)" would follow fedcluster's line
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # as torchrun does: N ranks share the cores
     os.environ[LAUNCHED] = "1"
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=ranks, run_id=uuid.uuid4().hex,
@@ -75,8 +76,10 @@ def launch(command: list[str], ranks: int, run_dir: Path) -> int:
 
 def _report_failure(e: Any, run_dir: Path) -> int:
     failures = e.failures  # global rank -> ProcessFailure
-    # the ranks that failed on their own: not those that lost their peer or that the agent stopped (SIGTERM)
-    causes = {r: f for r, f in failures.items() if f.exitcode not in (EXIT_RANK_LOST, -signal.SIGTERM)} or failures
+    # the ranks that failed on their own: not those that lost their peer, that the agent stopped (SIGTERM) or that
+    # gloo aborted because their peer went away (SIGABRT)
+    consequences = (EXIT_RANK_LOST, -signal.SIGTERM, -signal.SIGABRT)
+    causes = {r: f for r, f in failures.items() if f.exitcode not in consequences} or failures
     r = min(causes, key=lambda k: (causes[k].timestamp, k))
     f = causes[r]
     how = f"was killed by {signal.Signals(-f.exitcode).name}" if f.exitcode < 0 else f"exited with status {f.exitcode}"
@@ -92,6 +95,8 @@ def _report_failure(e: Any, run_dir: Path) -> int:
 def launch_run(items: list[str], cfg: RunConfig) -> int:
     """``fedcluster run ... ranks=N``: name the run directory here (so the one-line report can point at it),
     then start the ranks with ``out=`` set to it."""
+    check_ranks(cfg.ranks, cfg.num_clients, cfg.device)
+    collective_timeout()  # a bad FEDCLUSTER_COLLECTIVE_TIMEOUT: one line here, not one per rank
     out = Path(cfg.out) if cfg.out else default_run_dir(cfg.algorithm, cfg.scenario)
     if not cfg.out:
         out.rmdir()  # claimed to reserve the name; rank 0 makes it again
@@ -99,6 +104,9 @@ def launch_run(items: list[str], cfg: RunConfig) -> int:
 
 
 def launch_resume(path: Path, overrides: list[str], ranks: int) -> int:
+    cfg = follower_resume(path, overrides)[0]
+    check_ranks(ranks, cfg.num_clients, cfg.device)
+    collective_timeout()
     return launch(["resume", str(path), *overrides], ranks, path)
 
 

@@ -20,11 +20,12 @@ from typing import Any, Literal
 import yaml
 
 from fedcluster.catalog.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
-from fedcluster.config.validation import check_config, check_params, check_raw, read_config_file
+from fedcluster.config.validation import check_config, check_params, check_raw, hidden_character, read_config_file
 from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError, did_you_mean
 
 SECTIONS = ("algorithm", "scenario", "model")
+MAX_CHUNK_MB = 2**30  # 1 PiB: more than any machine holds (a larger budget is no budget)
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a larger step size or decay overflows in training
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
@@ -94,6 +95,8 @@ _REGISTRY_OF: dict[str, Registry[Any]] = {"algorithm": ALGORITHMS, "scenario": S
 
 def parse_value(text: str) -> Any:
     """Parse a command-line value: YAML scalars and ``[a,b,c]`` lists; ``1e-3`` is a float."""
+    if hidden_character(text) is not None:  # kept whole for check_raw to refuse (YAML would read U+2028 as a break)
+        return text
     number = text.strip()  # str.strip knows more whitespace (e.g. \x1f) than int() and float() do
     if _FLOAT_RE.match(number):
         if any(c in number for c in ".eE") or len(number) > 4000:  # Python refuses int() of > 4300 digits
@@ -205,11 +208,12 @@ def load_raw(path: str | Path | None, overrides: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"argument {item!r} is not of the form key=value (e.g. rounds=50)")
+        key = key.strip(" ")  # spaces only: str.strip would also drop invisible separators (U+2028, ...)
         try:
             value = parse_value(text)
         except ConfigError as e:
-            raise ConfigError(f"{key.strip()}: {e}") from None
-        _apply(raw, key.strip(), value)
+            raise ConfigError(f"{key if key.isprintable() else repr(key)}: {e}") from None
+        _apply(raw, key, value)
     if path is not None:
         _drop_foreign_file_params(raw, from_file)
     return raw
@@ -307,8 +311,8 @@ def _check_ranges(cfg: RunConfig) -> None:
                               f"(about 3.4e38): give a smaller {k}")
     if cfg.threads is not None and cfg.threads < 1:
         raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
-    if cfg.chunk_mb is not None and not 0 < cfg.chunk_mb < float("inf"):
-        raise ConfigError(f"chunk_mb must be a positive number of MiB, got {cfg.chunk_mb}")
+    if cfg.chunk_mb is not None and not 0 < cfg.chunk_mb <= MAX_CHUNK_MB:
+        raise ConfigError(f"chunk_mb must be a positive number of MiB up to {MAX_CHUNK_MB} (1 PiB), got {cfg.chunk_mb}")
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,19 @@ def check_raw(raw: dict[str, Any]) -> None:
                                   "(nan, inf and numbers beyond ±1.8e308 are refused)")
             if isinstance(x, int) and not isinstance(x, bool) and abs(x) > INT_MAX:
                 raise ConfigError(f"{key}={x} is too large; integers must lie within ±{INT_MAX} (2**63-1)")
+            for text, what in ((key, ""), (x, ": its value")):
+                if isinstance(text, str) and (hidden := hidden_character(text)) is not None:
+                    raise ConfigError(f"key {key!r}{what} holds the invisible character {hidden} (a NUL byte, a "
+                                      "control or a line separator): retype it without")
+
+
+def hidden_character(text: str) -> str | None:
+    """The first character of ``text`` one cannot see or that ends a line (NUL, controls, format characters, line
+    and paragraph separators) as ``U+XXXX``, None if there is none."""
+    for c in text:
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"U+{ord(c):04X}"
+    return None
 
 
 # -- resolved values ---------------------------------------------------------------------------------------

@@ -52,13 +52,21 @@ def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Fed
     wanted = spec.standardize if cfg.normalize is None else cfg.normalize
     if wanted and spec.load is not None:
         standardize(fed)
+    fed.built_from = built_from(cfg)  # type: ignore[attr-defined]  (what fedcluster.run checks a config against)
     return fed
+
+
+def built_from(cfg: RunConfig) -> dict[str, Any]:
+    """The keys of ``cfg`` that decide its federation, as a run's config.yaml records them."""
+    return {"dataset": cfg.dataset, "data_dir": cfg.data_dir, "scenario": cfg.scenario,
+            "scenario_params": dict(cfg.scenario_params), "num_clients": cfg.num_clients,
+            "data_seed": cfg.effective_data_seed(), "normalize": cfg.normalize}
 
 
 def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
     path, key = cache_path(cfg, params), cache_key(cfg, params)
     if use_cache and path.is_file():
-        cached = _load_cached(path, key)
+        cached = _load_cached(path, key, cfg)
         if cached is not None:
             return cached
     spec = DATASETS.get(cfg.dataset).obj
@@ -77,10 +85,16 @@ def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
     return fed
 
 
-def _load_cached(path: Path, key: str) -> Federation | None:
-    """The cached federation, or None (after a warning, the bad file deleted) if it is not intact."""
+def _load_cached(path: Path, key: str, cfg: RunConfig) -> Federation | None:
+    """The cached federation, or None (after a warning, the bad file deleted) if it is not intact or not one of
+    ``cfg``'s data set and scenario."""
     try:
-        return Federation.load(path, key)
+        fed = Federation.load(path, key)
+        try:
+            fed.check_fits(cfg.dataset, cfg.scenario, DATASETS.get(cfg.dataset).obj.load is not None)
+        except ValueError as e:
+            raise StateFileError(path, f"does not describe this run's federation ({e})") from None
+        return fed
     except StateFileError as e:
         print(f"fedcluster: warning: cached federation {e}; discarding it and building it again",
               file=sys.stderr)

@@ -214,10 +214,15 @@ class Federation:
         if not isinstance(self.num_classes, int) or self.num_classes < (1 if self.task == "classification" else 0):
             raise ValueError(f"num_classes {self.num_classes!r} does not fit a {self.task} task")
         shape = tuple(self.train.local().x.shape[1:])
+        label_dtype = torch.int64 if self.task == "classification" else torch.float32
         for name, s in (("train", self.train), ("val", self.val), ("test", self.test)):
             x = s.local().x  # the inputs this process holds (all of them but on a rank: data.sharded)
-            if not (isinstance(x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or not x.is_floating_point():
-                raise ValueError(f"{name} inputs are not float tensors")
+            if not (isinstance(x, torch.Tensor) and isinstance(s.y, torch.Tensor)) or x.dtype != torch.float32:
+                raise ValueError(f"{name} inputs are not float32 tensors")
+            if s.y.dtype != label_dtype:
+                what = "labels" if label_dtype == torch.int64 else "targets"
+                raise ValueError(f"{name} {what} are {str(s.y.dtype).removeprefix('torch.')}, not "
+                                 f"{str(label_dtype).removeprefix('torch.')}")
             if tuple(x.shape[1:]) != shape or s.y.dim() != 1:
                 raise ValueError(f"{name} inputs have shape {tuple(x.shape[1:])}, train {shape}")
             if not bool(torch.isfinite(x).all()):
@@ -228,12 +233,31 @@ class Federation:
                     raise ValueError(f"{name} labels lie outside 0..{self.num_classes - 1}")
             elif not (s.y.is_floating_point() and bool(torch.isfinite(s.y).all())):
                 raise ValueError(f"{name} targets are not finite numbers")
+        if self.task == "classification":  # the top class is met (a class count the data never reach is made up)
+            top = max((int(s.y.max()) for s in (self.train, self.val, self.test) if len(s.y)), default=-1)
+            if top + 1 != self.num_classes:
+                raise ValueError(f"num_classes is {self.num_classes} but the labels reach {top} only")
+        # ids number concepts (or styles) that clients hold: fewer than the clients (and styles' names)
+        most = self.num_clients + self.test.num_clients + len(self.style_names)
+        concept = self.sample_concept if self.sample_concept is not None else np.zeros(0, dtype=np.int64)
         for name, ids, low in (("true_cluster", self.true_cluster, 0), ("test_cluster", self.test_cluster, 0),
-                               ("style", self.style, -1)):
-            if len(ids) and ids.min() < low:
-                raise ValueError(f"{name} holds ids below {low}")
+                               ("style", np.asarray(self.style), -1), ("sample_concept", np.asarray(concept), 0)):
+            if ids.dtype.kind not in "iu":
+                raise ValueError(f"{name} holds {ids.dtype} values, not integer ids")
+            if len(ids) and (ids.min() < low or ids.max() >= most):
+                raise ValueError(f"{name} holds ids outside {low}..{most - 1}")
         if len(self.style) != self.num_clients:
             raise ValueError("style needs one entry per client")
+
+    def check_fits(self, dataset: str, scenario: str, images: bool) -> None:
+        """Raise ValueError unless the federation is one of ``dataset`` and ``scenario`` (as its ``info`` records
+        them), with images of (channels, height, width) when ``images`` (a data set of pictures)."""
+        for what, want in (("dataset", dataset), ("name", scenario)):
+            got = self.info.get(what)
+            if got is not None and got != want:
+                raise ValueError(f"it holds {what if what == 'dataset' else 'scenario'} {got!r}, not {want!r}")
+        if images and len(self.input_shape) != 3:
+            raise ValueError(f"its inputs have shape {self.input_shape}, not the (channels, height, width) of images")
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path: str | Path, key: str = "") -> None:
@@ -246,6 +270,9 @@ class Federation:
         """Read a file written by :meth:`save`; raises ``StateFileError`` if it is corrupt or of another key."""
         state = load_state(Path(path), "federation", key)
         try:
+            for name in ("true_cluster", "test_cluster"):  # the constructor would cast them to int64
+                if not (isinstance(state.get(name), np.ndarray) and state[name].dtype == np.int64):
+                    raise ValueError(f"{name} is not an array of int64 ids")
             splits = {k: Split(**state.pop(k)) for k in ("train", "val", "test")}
             fed = Federation(**splits, **state)
             fed.check_values()

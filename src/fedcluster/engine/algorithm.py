@@ -69,6 +69,8 @@ class RoundResult:
 class Algorithm(ABC):
     """One clustered-FL method: K models, client weights Ω and a round procedure."""
 
+    fixed_clusters = False  # True: K never changes in a run (a checkpoint must hold the configured K models)
+
     def __init__(self, ctx: Context, params: Any) -> None:
         self.ctx = ctx
         self.params = params

@@ -45,7 +45,11 @@ def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> None:
     sizes = fed.train.sizes
     largest = int(sizes.max(initial=1))
     cohort = cfg.cohort_size()
-    if cfg.batch_size > largest and not cfg.drop_last:  # with drop_last a larger batch means no step: kept
+    if cfg.batch_size > largest and cfg.drop_last:
+        raise ConfigError(f"drop_last=true with batch_size={cfg.batch_size} drops every batch: the largest client "
+                          f"has {largest} training samples, so no client would train; use batch_size={largest} or "
+                          "less, or drop_last=false")
+    if cfg.batch_size > largest:
         note(f"batch_size={cfg.batch_size} is larger than the largest client ({largest} training samples); "
              f"using batch_size={largest} (the same full-client batches)")
         cfg.batch_size = max(1, largest)

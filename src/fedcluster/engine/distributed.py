@@ -51,6 +51,7 @@ from fedcluster.data.normalize import standardize_with
 from fedcluster.data.sharded import ShardedSplit, read_share, shard_federation
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.params import Params
+from fedcluster.engine.rank_env import collective_timeout, world_from_env
 from fedcluster.engine.runner import Run, summarize, to_device
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
@@ -58,16 +59,9 @@ from fedcluster.errors import ConfigError, UserError
 from fedcluster.storage.state_file import StateFileError, decode_state, encode_state
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
-TIMEOUT_S = float(os.environ.get("FEDCLUSTER_COLLECTIVE_TIMEOUT", "600"))  # a collective waiting longer fails
-
 
 class RankLost(RuntimeError):
     """A collective failed: another rank stopped (killed, crashed) or stopped answering."""
-
-
-def world_from_env() -> tuple[int, int]:
-    """(rank, world size) of this process as torchrun sets them; (0, 1) outside torchrun."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def in_torchrun() -> bool:
@@ -95,7 +89,7 @@ def start(device: str) -> None:
         backend = "nccl"
     else:
         backend = "gloo"
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=collective_timeout()))
 
 
 def leave_group() -> None:

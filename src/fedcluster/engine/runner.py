@@ -198,11 +198,14 @@ class Run:
         cfg = self.cfg
         start, rows, elapsed, saved_rows = 0, [], 0.0, None
         if self.resume:
-            if self.dir.checkpoint.exists():
+            if self.dir.checkpoint.exists() or self.dir.checkpoint.is_symlink():  # a broken link is refused, not absent
                 state = self.dir.load_checkpoint()
                 shapes = {k: tuple(v.shape) for k, v in self.ctx.module.state_dict().items()}
+                fed = self.fed
                 check_algorithm_state(state["algorithm"], to_device(self.alg.state_dict(), torch.device("cpu")),
-                                      shapes, str(self.dir.checkpoint))
+                                      shapes, str(self.dir.checkpoint),
+                                      (fed.num_clients, fed.train.num_samples, fed.num_classes),
+                                      self.alg.fixed_clusters)
                 self.alg.load_state_dict(to_device(state["algorithm"], self.device))
                 self.load_momentum(state)
                 start, elapsed = state["round"], state["elapsed"]

@@ -117,6 +117,9 @@ def resolved_yaml(path: str | None, overrides: list[str]) -> tuple[str, Any]:
     from fedcluster.tracking.run_dir import default_run_dir
 
     cfg, _ = resolve(load_raw(path, overrides))
+    if cfg.ranks != 1:
+        raise UserError(f"ranks={cfg.ranks}: a Flower run spreads its clients over Flower's nodes (or the "
+                        "simulation's actors), not over ranks: leave ranks out (ranks apply to `fedcluster run`)")
     if not cfg.out:  # created now (-2, -3, ... when taken), so a run started in the same second picks another
         cfg.out = str(default_run_dir(f"flower-{cfg.algorithm}", cfg.scenario))
     cfg.out = str(Path(cfg.out).resolve())
@@ -133,6 +136,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from fedcluster.storage.folders import removed_if_empty
 
     path, overrides, options = split_options(args.items)
+    check_ray_temp_dir()
     config_yaml, cfg = resolved_yaml(path, overrides)
     with removed_if_empty(Path(cfg.out)):  # a refused or failed start leaves no folder
         gpu = args.gpu_fraction
@@ -143,6 +147,20 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         summary = simulate(config_yaml, options, cfg.num_clients, gpu, args.cpus_per_client)
         _print_done(summary, cfg.out)
     return 0
+
+
+RAY_SOCKET_MAX = 107  # bytes of a Unix socket's path (Linux; Ray refuses longer ones, then hangs)
+
+
+def check_ray_temp_dir() -> None:
+    """Refuse, before Ray starts, a temporary folder so long that Ray's socket paths would not fit a Unix socket
+    (Ray puts them at TMP/ray/session_DATE_TIME_PID/sockets/plasma_store)."""
+    base = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+    socket = os.path.join(base, "ray", "session_2000-01-01_00-00-00_000000_" + "9" * 7, "sockets", "plasma_store")
+    if len(socket.encode("utf-8", "surrogateescape")) > RAY_SOCKET_MAX:
+        raise UserError(f"the temporary folder {base[:80]!r} is too long for the simulation: Ray's socket paths "
+                        f"under it would exceed the {RAY_SOCKET_MAX} bytes a Unix socket allows; set TMPDIR (or "
+                        "RAY_TMPDIR) to a short folder, e.g. TMPDIR=/tmp")
 
 
 def _print_done(summary: dict[str, Any] | None, out: str) -> None:
@@ -209,6 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _check_tls(args)
     path, overrides, options = split_options(args.items)
+    check_ray_temp_dir()
     config_yaml, cfg = resolved_yaml(path, overrides)
     with removed_if_empty(Path(cfg.out)), tempfile.TemporaryDirectory(prefix="fedcluster-flower-") as tmp:
         app, home = Path(tmp) / "app", Path(tmp) / "home"

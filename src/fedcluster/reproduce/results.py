@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedcluster.reproduce.spec import Results
+from fedcluster.errors import UserError
+from fedcluster.reproduce.spec import BUDGETS, Results
 
 
 @dataclass
@@ -66,9 +67,50 @@ class Stored:
 
     @staticmethod
     def load(path: Path) -> Stored | None:
-        if not path.is_file():
+        """The stored results at ``path``, None if there are none; a file that is not what :meth:`save` writes
+        (a folder in its place, deep or foreign JSON, wrong types, an unknown budget, absurd sizes) is refused in
+        one line naming it."""
+        if not path.exists() and not path.is_symlink():
             return None
         try:
-            return Stored(**json.loads(path.read_text()))
-        except (ValueError, TypeError):
-            return None
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return Stored(**_checked(data))
+        except (ValueError, TypeError, RecursionError, OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:160]
+            raise UserError(f"the stored results {str(path)!r} are unusable ({why}): move the file aside (or delete "
+                            "it) to run this reproduction afresh") from None
+
+
+MAX_SEEDS = 1000  # more seeds than any reproduction runs
+RECORD_KEYS = {"seed": int, "setting": str, "method": str, "metrics": dict}
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """``data`` if it is what :meth:`Stored.save` writes; else a ValueError saying what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    types = {"name": str, "budget": str, "seeds": int, "device": str, "extra": list, "records": list,
+             "finished": bool, "wall_seconds": int | float, "date": str, "spec": str}
+    for key, value in data.items():
+        if key not in types:
+            raise ValueError(f"unknown entry {key!r}")
+        if not isinstance(value, types[key]) or (isinstance(value, bool) and types[key] is not bool):
+            raise ValueError(f"{key} is a {type(value).__name__}")
+    if data.get("budget") not in (*BUDGETS, "tiny"):
+        raise ValueError(f"budget {str(data.get('budget'))[:20]!r} is none of {', '.join(BUDGETS)}")
+    if not 1 <= data.get("seeds", 0) <= MAX_SEEDS:
+        raise ValueError(f"seeds={data.get('seeds')} is outside 1..{MAX_SEEDS}")
+    wall = data.get("wall_seconds", 0.0)
+    if not (math.isfinite(wall) and wall >= 0):
+        raise ValueError(f"wall_seconds={wall} is not a duration")
+    if not all(isinstance(e, str) for e in data.get("extra", [])):
+        raise ValueError("extra holds something other than key=value texts")
+    for i, r in enumerate(data.get("records", [])):
+        if not isinstance(r, dict) or not all(isinstance(r.get(k), t) and not isinstance(r.get(k), bool)
+                                              for k, t in RECORD_KEYS.items()):
+            raise ValueError(f"record {i} is not a seed, setting, method and metrics")
+        if not 0 <= r["seed"] < MAX_SEEDS or not all(
+                isinstance(k, str) and (v is None or (isinstance(v, int | float) and not isinstance(v, bool)))
+                for k, v in r["metrics"].items()):
+            raise ValueError(f"record {i} has a seed outside 0..{MAX_SEEDS - 1} or metrics that are not numbers")
+    return data

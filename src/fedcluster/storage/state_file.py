@@ -31,6 +31,9 @@ from fedcluster.storage.atomic import atomic_write
 FORMAT = "fedcluster-state"
 VERSION = "1"
 _PICKLE_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save zip archives and raw pickles
+MAX_DEPTH = 64  # nesting a state file's structure may have (the writer's deepest states use about 10)
+_ARRAY_KINDS = "biufc"  # numpy arrays the writer stores: bool, integers, floats, complex (safetensors dtypes)
+_SCALAR_KINDS = "biufcUS"  # numpy scalars: those and text (np.str_, np.bytes_)
 
 
 _CLASSES: dict[str, type] = {}  # the only classes a state file may name (see ``persistable``)
@@ -94,28 +97,61 @@ def _owned(t: torch.Tensor) -> torch.Tensor:
     return t if compact else t.contiguous().clone()
 
 
-def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
+def _decode(node: Any, tensors: dict[str, torch.Tensor], depth: int = 0) -> Any:
+    """The object of ``node``. Only what :func:`_encode` writes is accepted: arrays keep their tensor's dtype (so
+    nothing is allocated beyond the file's own bytes), the nesting is at most ``MAX_DEPTH``."""
     if node is None or isinstance(node, bool | str | int | float):
         return node
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
     if isinstance(node, list):
-        return [_decode(v, tensors) for v in node]
+        return [_decode(v, tensors, depth + 1) for v in node]
     if not isinstance(node, dict) or len(node) not in (1, 2):
         raise ValueError("unexpected node")
     if "tensor" in node:
         return tensors[node["tensor"]]
     if "ndarray" in node:
-        return tensors[node["ndarray"]].numpy().astype(np.dtype(node["dtype"]), copy=False)
+        return _array(tensors[node["ndarray"]], node.get("dtype"))
     if "float" in node:
         return float(node["float"])
     if "np" in node:
-        return np.dtype(node["np"]).type(_decode(node["value"], tensors))
+        kind = _dtype(node["np"], _SCALAR_KINDS)
+        value = _decode(node["value"], tensors, depth + 1)
+        if not isinstance(value, bool | int | float | complex | str | bytes):
+            raise ValueError(f"a numpy {kind} scalar holds a {type(value).__name__}")
+        return kind.type(value)
     if "tuple" in node:
-        return tuple(_decode(v, tensors) for v in node["tuple"])
+        return tuple(_decode(v, tensors, depth + 1) for v in node["tuple"])
     if "dict" in node:
-        return {_decode(k, tensors): _decode(v, tensors) for k, v in node["dict"]}
+        return {_decode(k, tensors, depth + 1): _decode(v, tensors, depth + 1) for k, v in node["dict"]}
     if "object" in node:
-        return _CLASSES[node["object"]](**_decode(node["fields"], tensors))
+        return _CLASSES[node["object"]](**_decode(node["fields"], tensors, depth + 1))
     raise ValueError("unexpected node")
+
+
+def _dtype(text: Any, kinds: str) -> np.dtype:
+    """The numpy dtype named ``text`` if it is one the writer writes (of ``kinds``, at most 16 bytes an item)."""
+    if not isinstance(text, str) or len(text) > 8:
+        raise ValueError(f"dtype {str(text)[:20]!r} is not one fedcluster writes")
+    try:
+        dtype = np.dtype(text)
+    except TypeError:
+        raise ValueError(f"dtype {text!r} is not one fedcluster writes") from None
+    if dtype.kind not in kinds or (dtype.kind not in "US" and dtype.itemsize > 16) or dtype.hasobject:
+        raise ValueError(f"dtype {text!r} is not one fedcluster writes")
+    return dtype
+
+
+def _array(tensor: torch.Tensor, text: Any) -> np.ndarray:
+    """The numpy array stored as ``tensor`` with dtype ``text``: the same item size (only the byte order may
+    differ), so it takes exactly the bytes the file holds."""
+    dtype = _dtype(text, _ARRAY_KINDS)
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError("an array node names no stored tensor")
+    native = tensor.numpy()
+    if native.dtype != dtype.newbyteorder("="):
+        raise ValueError(f"an array stored as {native.dtype} claims dtype {dtype}")
+    return native.astype(dtype, copy=False)
 
 
 def _digest(header: dict[str, str], tensors: dict[str, torch.Tensor]) -> str:
@@ -150,6 +186,14 @@ def decode_state(tree: str, tensors: dict[str, torch.Tensor]) -> Any:
     return _decode(json.loads(tree), tensors)
 
 
+def _decoded(path: Path, tree: str, tensors: dict[str, torch.Tensor]) -> Any:
+    """``tree`` decoded, any malformation (too deep for the JSON parser included) as a :class:`StateFileError`."""
+    try:
+        return _decode(json.loads(tree), tensors)
+    except (ValueError, KeyError, TypeError, OverflowError, IndexError, RecursionError) as e:
+        raise StateFileError(path, f"has a malformed structure ({str(e)[:200]})") from None
+
+
 # -- files -----------------------------------------------------------------------------------------
 def save_state(path: Path, state: Any, kind: str, key: str = "", hint: str = "free some space") -> None:
     """Write ``state`` atomically to ``path`` (raises ``StorageError`` naming ``hint`` when it cannot)."""
@@ -179,10 +223,7 @@ def load_state(path: Path, kind: str, key: str | None = None) -> Any:
         raise StateFileError(path, f"holds a {header['kind']}, not a {kind}")
     if key is not None and header["key"] != key:
         raise StateFileError(path, "belongs to another configuration (its key does not match)")
-    try:
-        return _decode(json.loads(header["tree"]), tensors)
-    except (ValueError, KeyError, TypeError) as e:
-        raise StateFileError(path, f"has a malformed structure ({e})") from None
+    return _decoded(path, header["tree"], tensors)
 
 
 # -- reading parts of a file ---------------------------------------------------------------------
@@ -248,7 +289,10 @@ class StateParts:
 
     def tensor_at(self, *keys: str) -> str | None:
         """The name of the tensor at ``state[keys[0]][keys[1]]...`` (dicts only), None if there is none."""
-        node: Any = json.loads(self.header["tree"])
+        try:
+            node: Any = json.loads(self.header["tree"])
+        except (ValueError, RecursionError):
+            raise StateFileError(self.path, "has a malformed structure (not JSON, or nested too deeply)") from None
         for key in keys:
             if not isinstance(node, dict) or not isinstance(node.get("dict"), list):
                 return None
@@ -266,10 +310,7 @@ class StateParts:
                     return TensorRef(name, tuple(reader._file.get_slice(name).get_shape()))
                 return reader._file.get_tensor(name)
 
-        try:
-            return _decode(json.loads(self.header["tree"]), _Tensors())
-        except (ValueError, KeyError, TypeError) as e:
-            raise StateFileError(self.path, f"has a malformed structure ({e})") from None
+        return _decoded(self.path, self.header["tree"], _Tensors())
 
     def rows(self, ref: TensorRef, rows: np.ndarray) -> torch.Tensor:
         """Rows ``rows`` (increasing) of the tensor ``ref``, read ``CHUNK`` bytes of consecutive rows at a time

@@ -49,7 +49,7 @@ def plan_resume(path: Path, overrides: list[str]) -> ResumePlan:
         raw = load_raw(path / "config.yaml", overrides)
         raw["out"] = str(path)
         cfg, typed = resolve(raw)
-        state = run_dir.load_checkpoint() if run_dir.checkpoint.exists() else None
+        state = run_dir.load_checkpoint() if run_dir.checkpoint.exists() or run_dir.checkpoint.is_symlink() else None
         reference = state.get("config", before.to_dict()) if state is not None else before.to_dict()
         changed = [k for k, v in cfg.to_dict().items() if k not in (*MAY_CHANGE, "out") and reference.get(k) != v]
         if changed:

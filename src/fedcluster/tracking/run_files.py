@@ -138,6 +138,9 @@ def parse_summary(path: Path) -> dict[str, Any] | None:
     return data
 
 
+GROUPINGS = ("concept", "class", "style")  # the groupings of clusters.jsonl (tracking.clusters)
+
+
 def parse_jsonl(path: Path, torn_tail: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """(line, record) of every line of a per-round JSON-lines file; each record is an object with an integer
     ``round`` and, for every grouping, ``names`` (strings) and ``mass`` (a row of numbers per cluster, one
@@ -158,7 +161,9 @@ def parse_jsonl(path: Path, torn_tail: bool = False) -> list[tuple[str, dict[str
         if isinstance(r, bool) or not isinstance(r, int) or r < 1:
             raise damaged(path, f"line {i}: round {r!r} is not a round number")
         for key, group in rec.items():
-            if isinstance(group, dict) and ("names" in group or "mass" in group):
+            if key in GROUPINGS and not isinstance(group, dict):
+                raise damaged(path, f"line {i}: {key} is a {type(group).__name__}, not names and mass per cluster")
+            if isinstance(group, dict) and (key in GROUPINGS or "names" in group or "mass" in group):
                 _check_group(path, i, key, group)
         out.append((line, rec))
     return out
