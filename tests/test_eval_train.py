@@ -64,7 +64,7 @@ def test_best_train_needs_train_acc() -> None:
 def test_reproduce_suite_runs_score_the_training_data_for_best_train() -> None:
     """A suite experiment read at best-train gets eval_train=true on every run (the reading needs the column)."""
     from fedcluster.reproduce import run_suite
-    from fedcluster.reproduce.specs_s4 import Q_S4_PROTOCOL
+    from fedcluster.reproduce.specs_fedrc import Q_S4_PROTOCOL
 
     seen: list[list[str]] = []
 

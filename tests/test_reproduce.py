@@ -309,7 +309,7 @@ def test_checks_encode_the_claims_as_the_papers_state_them() -> None:
 def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
     """q-s4-ifca-protocol: with the FedRC paper's code as run, FedRC − IFCA (zero-fill) must clear 0 by 2 standard
     errors and reach half of that paper's 27.7-point gap on average."""
-    from fedcluster.reproduce.specs_s4 import AS_RUN
+    from fedcluster.reproduce.specs_fedrc import AS_RUN
 
     verdict = EXPERIMENTS["q-s4-ifca-protocol"].verdict
 
@@ -324,7 +324,7 @@ def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
 def test_the_protocol_question_names_the_differences_that_move_ifca() -> None:
     """A difference moves IFCA toward the FedRC paper when it lowers IFCA's global accuracy by 5 points or more,
     paired by seed, beyond the noise; one that lowers it by less, or within the noise, does not."""
-    from fedcluster.reproduce.specs_s4 import AS_WRITTEN
+    from fedcluster.reproduce.specs_fedrc import AS_WRITTEN
 
     verdict = EXPERIMENTS["q-s4-ifca-protocol"].verdict
     written = [50.0, 52.0, 48.0]
@@ -362,7 +362,7 @@ def test_s4_paper_cnn_has_one_definition() -> None:
     import importlib
 
     from fedcluster.api import load_config
-    from fedcluster.reproduce.specs_s4 import PAPER_CNN
+    from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     try:

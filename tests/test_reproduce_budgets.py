@@ -16,7 +16,7 @@ from fedcluster.config import load_raw, resolve
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.run_common import make_run
 from fedcluster.reproduce.spec import Experiment
-from fedcluster.reproduce.specs_s4 import PAPER_CNN
+from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 
 # the FedRC paper's clients per table (its App. H.7-H.8 and the table captions): 300 for Tables 1 and 4-7 and the
 # adaptive runs (Fig. 7), 100 for the ResNet18 table and the ablations of Tables 8-15

@@ -15,7 +15,7 @@ from fedcluster.reproduce.spec import BUDGETS
 from fedcluster.storage.paths import output_path
 
 RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "lines": "run_synthetic:run_lines",
-           "s2-rotation": "run_s2:run"}
+           "fedmd-rotation": "run_fedmd_rotation:run"}
 DEFAULT_OUT = "docs/reproduction"
 
 

@@ -87,7 +87,7 @@ class Experiment:
     title: str
     source: str  # paper and table/figure (user-facing: no internal references)
     claim: str  # the statement being checked, in words
-    kind: str  # runner: suite | mixreg | lines | s2-rotation
+    kind: str  # runner: suite | mixreg | lines | fedmd-rotation
     budgets: Mapping[str, Budget]
     methods: tuple[Method, ...]
     metrics: tuple[Metric, ...]

@@ -61,11 +61,11 @@ TABLE1 = (m("FedAvg", "fedavg", "42.12 ± 0.33", "34.35 ± 0.92"),
           m("CFL", "cfl", "42.47 ± 0.02", "32.37 ± 0.09"),
           m("FedSoft", "fedsoft", "91.35 ± 0.04", "19.88 ± 0.50", *K3, "lr=0.03"),
           m("FedRC-FT", "fedrc", "91.02 ± 0.26", "62.37 ± 1.09", *K3, "algorithm.ft=true"))
-_BASE = ("dataset=fashion-mnist", "scenario=diverse-shift", *_TRAIN)
+BASE = ("dataset=fashion-mnist", "scenario=diverse-shift", *_TRAIN)
 
 
-def _exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, ...], **kw: object) -> Experiment:
-    kw.setdefault("overrides", _BASE)
+def fedrc_exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, ...], **kw: object) -> Experiment:
+    kw.setdefault("overrides", BASE)
     kw.setdefault("verdict", _fedrc_best(tuple(x.label for x in methods)))
     kw.setdefault("metrics", METRICS)
     read = str(kw.pop("read", "best-val"))  # best-train: the FedRC paper's reading (DIFFS[0] then does not apply)
@@ -76,13 +76,14 @@ def _exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, 
                       differences=(*diffs, SMALL_BATCH, *kw.pop("more", ())), **kw)
 
 
-S4_TABLE1 = _exp("s4-table1-fmnist", "FedRC paper Table 1, Fashion-MNIST column: diverse distribution shift, K = 3",
-                 "FedRC paper Table 1",
-                 "FedRC has the best global accuracy of all methods (59.00 %); FedSoft and FedRC-FT the best local",
-                 TABLE1, read="best-train")
+S4_TABLE1 = fedrc_exp("s4-table1-fmnist",
+                      "FedRC paper Table 1, Fashion-MNIST column: diverse distribution shift, K = 3",
+                      "FedRC paper Table 1",
+                      "FedRC has the best global accuracy of all methods (59.00 %); FedSoft and FedRC-FT the best "
+                      "local", TABLE1, read="best-train")
 _CORE = tuple(x for x in TABLE1 if x.label in ("FedAvg", "FeSEM", "FedEM", "FedRC"))
-S4_K = _exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts", "FedRC paper Table 9 (CIFAR-10 in "
-                                                                                    "the FedRC paper)",
+S4_K = fedrc_exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts",
+                 "FedRC paper Table 9 (CIFAR-10 in the FedRC paper)",
             "with fewer clusters than concepts FedRC keeps the best global accuracy (42.50 vs ≤ 30.57)",
             tuple(Method(x.label, tuple(o.replace("num_clusters=3", "num_clusters=2") for o in x.overrides),
                          p) for x, p in zip(_CORE, ({"local": "28.74", "global": "28.43"},
@@ -92,16 +93,16 @@ S4_K = _exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concept
             paper_budget=PAPER_100, more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
 _IMB_PAPER = {"FeSEM": "38.20/16.70", "IFCA": "39.72/16.37", "FedEM": "55.96/26.30", "FedRC": "55.64/45.77"}
 _IMB = tuple(x for x in TABLE1 if x.label in _IMB_PAPER)
-S4_IMBALANCE = _exp(
+S4_IMBALANCE = fedrc_exp(
     "s4-ablation-imbalance", "FedRC paper Table 12: clients per concept 80 : 10 : 10", "FedRC paper Table 12",
     "FedRC keeps its global accuracy under concept imbalance (45.77 vs ≤ 26.30)",
     tuple(Method(x.label, x.overrides, dict(zip(("local", "global"), _IMB_PAPER[x.label].split("/"), strict=True)))
           for x in _IMB),
-    overrides=(*_BASE, "scenario.assignment=uniform", "scenario.ratios=[8,1,1]"),
+    overrides=(*BASE, "scenario.assignment=uniform", "scenario.ratios=[8,1,1]"),
     paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in the FedRC "
           "paper's §3 (assignment=uniform)",))
-S4_HARD = _exp(
+S4_HARD = fedrc_exp(
     "s4-ablation-tehc-trhc", "FedRC paper Table 15: FedRC with hard clustering at test (TeHC) or train time (TrHC)",
     "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy (the "
                             "FedRC paper: 44.37 → 20.5, −54 %)",
@@ -122,7 +123,7 @@ _SINGLE_PAPER = {"feature-only": ("70.92/79.30", "71.68/80.90", "66.78/77.10", "
                  "concept-only": ("33.76/33.00", "77.68/77.87", "40.18/38.97", "77.60/78.57", "77.22/78.00"),
                  "label-only": ("65.88/65.80", "36.68/14.80", "50.52/26.80", "78.04/70.00", "70.70/70.60")}
 _SINGLE_METHODS = tuple(x for x in TABLE1 if x.label in ("FedAvg", "IFCA", "FeSEM", "FedEM", "FedRC"))
-S4_SINGLE = _exp(
+S4_SINGLE = fedrc_exp(
     "s4-ablation-single-shift", "FedRC paper Table 8: one kind of shift at a time", "FedRC paper Table 8",
     "FedRC is never far from the best method under a single kind of shift (it is built for all three)",
     tuple(Method(x.label, x.overrides, {}) for x in _SINGLE_METHODS),
@@ -139,7 +140,7 @@ S4_SINGLE = _exp(
           "label maps on an IID split, label-only = Dirichlet α = 0.1",))
 _NOISE_PAPER = {"pair 0.2": ("52.35", "20.55", "35.25", "57.55", "59.95"),
                 "symmetric 0.2": ("52.60", "30.35", "32.40", "53.00", "55.25")}
-S4_NOISE = _exp(
+S4_NOISE = fedrc_exp(
     "s4-ablation-label-noise", "FedRC paper Table 13: label noise on the diverse-shift federation",
     "FedRC paper Table 13 = HCFL paper Table 4", "FedRC has the best global accuracy under pair and symmetric flips",
     tuple(Method(x.label, x.overrides, {}) for x in _SINGLE_METHODS),
@@ -159,7 +160,7 @@ _PART_PAPER = {"FedAvg": ("29.22/31.10", "29.61/29.43", "30.63/31.17", "30.46/29
                "FedEM": ("52.65/36.17", "51.75/32.23", "52.81/44.87", "52.44/47.17", "51.31/43.35"),
                "FedRC": ("61.33/62.10", "62.02/64.2", "65.24/65.07", "63.97/63.90", "62.74/63.83")}
 _PART_METHODS = tuple(x for x in TABLE1 if x.label in _PART_PAPER)
-S4_PARTICIPATION = _exp(
+S4_PARTICIPATION = fedrc_exp(
     "s4-ablation-participation", "FedRC paper Table 6: share of clients per round 0.2 … 1.0", "FedRC paper Table 6",
     "FedRC has the best global accuracy at every participation rate",
     tuple(Method(x.label, x.overrides, {}) for x in _PART_METHODS),
@@ -179,7 +180,7 @@ Q_IFCA_FEDRC = Experiment(
     claim="FedRC's global accuracy exceeds IFCA's (FedRC paper: 59.00 vs 31.30) in the FedRC paper's own training "
           "regime",
     kind="suite", budgets=_Q_BUDGETS, methods=tuple(x for x in TABLE1 if x.label in ("IFCA", "FedRC")),
-    metrics=METRICS, read="best-val", overrides=_BASE, differences=DIFFS + (
+    metrics=METRICS, read="best-val", overrides=BASE, differences=DIFFS + (
         "batch 128 with one local epoch: one local step per round (120 training samples per client at the small "
         "budget, 160 at the paper budget, where the last step is a short batch of 32)",),
     verdict=lambda r: judge([("FedRC's global accuracy minus IFCA's, paired by seed: mean − 2 standard errors "
@@ -266,7 +267,7 @@ Q_S4_PROTOCOL = Experiment(
                              note="the FedRC paper's clients (300 × 160 samples), rounds (200) and batch (128) with "
                                   "its public code's CNN")},
     methods=_PROTOCOL_METHODS, metrics=METRICS, read="best-train", settings=_PROTOCOL_SETTINGS,
-    overrides=_BASE,
+    overrides=BASE,
     differences=(f"'{AS_WRITTEN}': its CIFAR-10-C style corruptions, batch 128 with one local epoch, SGD momentum 0.9 "
                  "restarted every round, no weight decay, test clients fit on half their rows",
                  f"'{AS_RUN}' (github.com/LINs-lab/FedRC): Fashion-MNIST-C styles, one local step of exactly 128 "
