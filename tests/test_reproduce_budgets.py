@@ -53,7 +53,17 @@ def test_every_experiment_defines_a_paper_budget_no_smaller_than_its_small_one()
         assert paper.fraction == 1.0 and paper.test_size == 0, exp.name  # every client's whole data
 
 
-@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if "FedRC paper" in e.source))
+MLP_AT_SCALE = "q-s4-code-as-run"  # the FedRC code as run at its scale with an MLP: a CPU runs it
+
+
+def test_the_code_as_run_at_scale_says_it_trains_an_mlp_not_the_papers_cnn() -> None:
+    paper = EXPERIMENTS[MLP_AT_SCALE].budgets["paper"]
+    assert (paper.clients, paper.rounds, paper.fraction) == (300, 200, 1.0)
+    assert "MLP" in paper.model and "not the paper's CNN" in paper.note
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if "FedRC paper" in e.source
+                                        and n != MLP_AT_SCALE))
 def test_fedrc_paper_budgets_are_its_clients_rounds_batch_and_cnn(name: str) -> None:
     """300 clients (Tables 1, 4-7, adaptive) or 100 (Tables 2, 8-15), 200 rounds, batch 128 and the CNN of the FedRC
     paper's public code, for every (setting, method) of the run."""
@@ -84,8 +94,10 @@ def test_a_cluster_sweep_runs_each_setting_with_its_k_and_the_page_gives_the_pap
     assert set(kt) == {(s, m) for s in ("K = 3", "K = 5") for m in ("IFCA", "FeSEM", "FedEM")}
     assert all(v == int(s[-1]) for (s, _), v in kt.items())  # IFCA/FeSEM/FedEM keep K models here
     page = (out / "s4-ablation-clusters.md").read_text()
-    assert ("Paper budget: not run: needs a GPU. Command: `fedcluster reproduce s4-ablation-clusters --budget paper "
-            "--seeds 3 --device cuda`") in page
+    assert re.search(r"Paper budget: not run\. Computed need: about \d+ CPU hours on 2 CPU cores: it needs a GPU "
+                     r"\(.*× \d+ for the CNN", page)
+    assert ("Command: `fedcluster reproduce s4-ablation-clusters --budget paper --seeds 3 --device cuda "
+            "--publish`") in page
 
 
 def _cells(**per_setting: dict[str, tuple[float, float]]) -> dict:

@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
+from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, paper_cpu_hours, paper_need_line
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import Experiment
@@ -104,11 +105,14 @@ def reading(out: Path, name: str) -> list[str]:
 
 
 def paper_budget_line(exp: Experiment, stored: Stored) -> list[str]:
-    """Where the paper budget was not run: that it was not, what it needs, and the command that runs it."""
+    """Where the paper budget was not run: what it needs (computed from this run) and the command that runs it."""
     if stored.budget == "paper":
         return []
-    cmd = command(exp, "paper", max(stored.seeds, 3), "cuda", [e for e in stored.extra if not e.startswith("threads=")])
-    return [f"Paper budget: not run: {exp.paper_needs}. Command: `{cmd}`", ""]
+    small, paper = exp.budget(stored.budget), exp.budgets["paper"]
+    hours = paper_cpu_hours(small, paper, stored.wall_seconds, stored.seeds)[1]
+    extra = [e for e in stored.extra if not e.startswith("threads=")]
+    cmd = command(exp, "paper", max(stored.seeds, 3), "" if hours <= CPU_HOURS_LIMIT else "cuda", extra)
+    return [paper_need_line(small, paper, stored.wall_seconds, stored.seeds, cmd + " --publish"), ""]
 
 
 def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:

@@ -3,8 +3,19 @@ single shifts, label noise, participation), plus the IFCA-vs-FedRC open question
 
 from __future__ import annotations
 
-from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, Setting, mean_of, paired_lower
-from fedcluster.reproduce.verdicts import bottom, judge, top
+from fedcluster.reproduce.spec import (
+    Budget,
+    Experiment,
+    Method,
+    Metric,
+    Results,
+    Setting,
+    lead,
+    mean_of,
+    paired,
+    paired_lower,
+)
+from fedcluster.reproduce.verdicts import bottom, judge, top, worst
 
 # The FedRC paper's setting, the one definition (``benchmarks/diverse_shift.py --scale paper`` reads it too): the
 # paper says "3-layer CNN"; its public code's Fashion-MNIST model is two 5×5 convolutions (32, 64 channels,
@@ -46,10 +57,37 @@ def m(label: str, algorithm: str, local: str = "", global_: str = "", *extra: st
 
 def _fedrc_best(methods: tuple[str, ...], setting: str = "") -> object:
     def verdict(r: Results) -> tuple[str, str]:
-        best_other = top(mean_of(r, setting, x, "global") for x in methods if x != "FedRC")
-        return judge([("FedRC's global accuracy minus the best other method's (points)",
-                       mean_of(r, setting, "FedRC", "global") - best_other, 0.0, ">=")])
+        return judge([("FedRC's global accuracy minus the best other method's, paired by seed (points)",
+                       lead(r, setting, "FedRC", methods, "global"), 0.0, ">=")])
     return verdict
+
+
+def with_gap(r: Results) -> Results:
+    """The results with each run's local − global accuracy added as "gap" (points)."""
+    return {k: {**v, "gap": [a - b for a, b in zip(v.get("local", []), v.get("global", []), strict=False)]}
+            for k, v in r.items()}
+
+
+def _table1_verdict(r: Results) -> tuple[str, str]:
+    """FedRC paper §5, on Table 1: "i) FedRC consistently attains significantly higher global and local accuracy
+    compared to other clustered FL baselines. ii) FedRC achieves a lower global-local performance gap among all the
+    algorithms, indicating the robustness of FedRC on global distribution. iii) The FedRC-FT method, obtained by
+    fine-tuning FedRC for a single local epoch, can achieve local accuracy comparable to that of clustered FL
+    methods with personalized local models (such as CFL and FedSoft) while maintaining high global performance."
+    Checked: i) on global accuracy against every method but FedRC-FT (its own fine-tuned variant); ii) FedRC's gap
+    against every other method's; iii) FedRC-FT's global accuracy not below FedRC's, and its local accuracy within
+    2 points of FedSoft's (the FedRC paper: 91.02 vs 91.35) or above."""
+    others = tuple(x.label for x in TABLE1 if x.label not in ("FedRC", "FedRC-FT"))
+    g = with_gap(r)
+    return judge([
+        ("i) FedRC's global accuracy minus the best other clustered FL baseline's, paired by seed (points)",
+         lead(r, "", "FedRC", others, "global"), 0.0, ">="),
+        ("ii) the smallest other method's local − global gap minus FedRC's, paired by seed (points)",
+         worst((paired(g, "", x.label, "FedRC", "gap") for x in TABLE1 if x.label != "FedRC"), 0.0), 0.0, ">="),
+        ("iii) FedRC-FT's global accuracy minus FedRC's, paired by seed (points; 'maintaining high global "
+         "performance')", paired(r, "", "FedRC-FT", "FedRC", "global"), 0.0, ">="),
+        ("iii) FedRC-FT's local accuracy minus FedSoft's, paired by seed (points; 'comparable': ≥ −2)",
+         paired(r, "", "FedRC-FT", "FedSoft", "local"), -2.0, ">=")])
 
 
 TABLE1 = (m("FedAvg", "fedavg", "42.12 ± 0.33", "34.35 ± 0.92"),
@@ -60,7 +98,11 @@ TABLE1 = (m("FedAvg", "fedavg", "42.12 ± 0.33", "34.35 ± 0.92"),
           m("FedRC", "fedrc", "66.51 ± 2.39", "59.00 ± 4.91", *K3),
           m("CFL", "cfl", "42.47 ± 0.02", "32.37 ± 0.09"),
           m("FedSoft", "fedsoft", "91.35 ± 0.04", "19.88 ± 0.50", *K3, "lr=0.03"),
-          m("FedRC-FT", "fedrc", "91.02 ± 0.26", "62.37 ± 1.09", *K3, "algorithm.ft=true"))
+          # FedRC paper Table 1: "We report FedRC-FT by fine-tuning FedRC for one local epoch", i.e. at the round
+          # FedRC reports (its best training accuracy): the fine-tuned models' own training accuracy, one epoch fit to
+          # that very data, saturates from the first rounds and would pick an early round
+          Method("FedRC-FT", ("algorithm=fedrc", *K3, "algorithm.ft=true"),
+                 {"local": "91.02 ± 0.26", "global": "62.37 ± 1.09"}, read_at="FedRC"))
 BASE = ("dataset=fashion-mnist", "scenario=diverse-shift", *_TRAIN)
 
 
@@ -79,8 +121,9 @@ def fedrc_exp(name: str, title: str, source: str, claim: str, methods: tuple[Met
 S4_TABLE1 = fedrc_exp("s4-table1-fmnist",
                       "FedRC paper Table 1, Fashion-MNIST column: diverse distribution shift, K = 3",
                       "FedRC paper Table 1",
-                      "FedRC has the best global accuracy of all methods (59.00 %); FedSoft and FedRC-FT the best "
-                      "local", TABLE1, read="best-train")
+                      "FedRC has higher global accuracy than the other clustered FL baselines (59.00 %) and the "
+                      "smallest local-global gap; FedRC-FT reaches FedSoft's local accuracy while keeping FedRC's "
+                      "global accuracy", TABLE1, read="best-train", verdict=_table1_verdict)
 _CORE = tuple(x for x in TABLE1 if x.label in ("FedAvg", "FeSEM", "FedEM", "FedRC"))
 S4_K = fedrc_exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts",
                  "FedRC paper Table 9 (CIFAR-10 in the FedRC paper)",
@@ -93,13 +136,27 @@ S4_K = fedrc_exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 co
             paper_budget=PAPER_100, more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
 _IMB_PAPER = {"FeSEM": "38.20/16.70", "IFCA": "39.72/16.37", "FedEM": "55.96/26.30", "FedRC": "55.64/45.77"}
 _IMB = tuple(x for x in TABLE1 if x.label in _IMB_PAPER)
+IMB_MARGIN = 45.77 - 26.30  # the FedRC paper's Table 12: FedRC's global accuracy minus the best other's
+
+
+def _imbalance_verdict(r: Results) -> tuple[str, str]:
+    """FedRC paper App. I (Table 12): "Results show that FedRC maintained a significantly higher global accuracy
+    when compared to other methods." Significantly: FedRC's lead over the strongest other method, paired by seed,
+    exceeds 2 standard errors (the headline; within them it is a tie), and its mean is at least half of the
+    paper's own margin (IMB_MARGIN / 2), so that a lead of a point over three seeds with little noise does not count
+    as the paper's "significantly"."""
+    gap = lead(r, "", "FedRC", tuple(_IMB_PAPER), "global")
+    return judge([("FedRC's global accuracy minus the best other method's, paired by seed (points)", gap, 0.0, ">="),
+                  (f"the same, mean, against half of the FedRC paper's margin ({IMB_MARGIN:.2f} / 2 points)",
+                   gap.mean, IMB_MARGIN / 2, ">=")])
 S4_IMBALANCE = fedrc_exp(
     "s4-ablation-imbalance", "FedRC paper Table 12: clients per concept 80 : 10 : 10", "FedRC paper Table 12",
-    "FedRC keeps its global accuracy under concept imbalance (45.77 vs ≤ 26.30)",
+    "FedRC keeps a significantly higher global accuracy than the other methods under concept imbalance (45.77 vs "
+    "≤ 26.30): beyond the seed noise, and by at least half of the FedRC paper's margin (19.47 / 2 points)",
     tuple(Method(x.label, x.overrides, dict(zip(("local", "global"), _IMB_PAPER[x.label].split("/"), strict=True)))
           for x in _IMB),
     overrides=(*BASE, "scenario.assignment=uniform", "scenario.ratios=[8,1,1]"),
-    paper_budget=PAPER_100,
+    verdict=_imbalance_verdict, paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in the FedRC "
           "paper's §3 (assignment=uniform)",))
 S4_HARD = fedrc_exp(
@@ -147,10 +204,9 @@ S4_NOISE = fedrc_exp(
     settings=tuple(Setting(k, (f"scenario.noise={k.split()[0]}", "scenario.noise_rate=0.2"),
                            {x.label: {"global": p} for x, p in zip(_SINGLE_METHODS, v, strict=True)})
                    for k, v in _NOISE_PAPER.items()),
-    verdict=lambda r: judge([("FedRC global − best other global (points, worst setting)", bottom(
-        (mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x.label, "global") for x in _SINGLE_METHODS
-                                                if x.label != "FedRC") for s in _NOISE_PAPER),
-        default=float("nan")), 0.0, ">=")]),
+    verdict=lambda r: judge([("FedRC global − best other global, paired by seed (points, worst setting)", worst(
+        (lead(r, s, "FedRC", tuple(x.label for x in _SINGLE_METHODS), "global") for s in _NOISE_PAPER), 0.0),
+        0.0, ">=")]),
     paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients; its Pairflip/Symflip column names are swapped "
           "relative to the HCFL paper's: we name the flip by what it does",))
@@ -160,16 +216,31 @@ _PART_PAPER = {"FedAvg": ("29.22/31.10", "29.61/29.43", "30.63/31.17", "30.46/29
                "FedEM": ("52.65/36.17", "51.75/32.23", "52.81/44.87", "52.44/47.17", "51.31/43.35"),
                "FedRC": ("61.33/62.10", "62.02/64.2", "65.24/65.07", "63.97/63.90", "62.74/63.83")}
 _PART_METHODS = tuple(x for x in TABLE1 if x.label in _PART_PAPER)
+ROBUST_DROP = 5.0  # points of global accuracy a lower participation rate may cost FedRC and still count as robust
+
+
+def _participation_verdict(r: Results) -> tuple[str, str]:
+    """FedRC paper App. I, Table 6: "Results show FedRC is robust to the partial client participation" (its
+    Table 6: FedRC's global accuracy 62.10 … 65.07 at rates 0.2 … 0.8 against 63.83 at 1.0, at most 1.73 points
+    lower; "robust" is checked as at most ROBUST_DROP = 5 points lower, about three times that); its main text,
+    Fig. 6(a), shows FedRC with the best global accuracy at every rate."""
+    rates = [f"participation {p}" for p in _PART]
+    return judge([
+        ("FedRC global − best other global, paired by seed (points, worst rate)",
+         worst((lead(r, s, "FedRC", tuple(_PART_PAPER), "global") for s in rates), 0.0), 0.0, ">="),
+        (f"FedRC's global accuracy at a rate < 1 minus at full participation, paired by seed (points, worst rate; "
+         f"robust: ≥ −{ROBUST_DROP:g})",
+         worst((paired(r, s, "FedRC", "FedRC", "global", setting_b=rates[-1]) for s in rates[:-1]), -ROBUST_DROP),
+         -ROBUST_DROP, ">=")])
 S4_PARTICIPATION = fedrc_exp(
     "s4-ablation-participation", "FedRC paper Table 6: share of clients per round 0.2 … 1.0", "FedRC paper Table 6",
-    "FedRC has the best global accuracy at every participation rate",
+    "FedRC has the best global accuracy at every participation rate and is robust to partial participation (its "
+    "global accuracy stays within 5 points of full participation's at every rate)",
     tuple(Method(x.label, x.overrides, {}) for x in _PART_METHODS),
     settings=tuple(Setting(f"participation {p}", (f"clients_per_round={p}",),
                            {x: dict(zip(("local", "global"), v[i].split("/"), strict=True))
                             for x, v in _PART_PAPER.items()}) for i, p in enumerate(_PART)),
-    verdict=lambda r: judge([("FedRC global − best other global (points, worst rate)", bottom(
-        mean_of(r, s, "FedRC", "global") - top(mean_of(r, s, x, "global") for x in _PART_PAPER if x != "FedRC")
-         for s in (f"participation {p}" for p in _PART)), 0.0, ">=")]),
+    verdict=_participation_verdict,
     more=("the FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
 _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_every=2"), fraction=0.25,
                               test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),

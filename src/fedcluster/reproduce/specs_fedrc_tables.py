@@ -6,9 +6,9 @@ Every check encodes the claim as the FedRC paper's text states it (App. I), fixe
 
 from __future__ import annotations
 
-from fedcluster.reproduce.spec import Budget, Method, Metric, Results, Setting, Unavailable, mean_of
+from fedcluster.reproduce.spec import Budget, Method, Metric, Results, Setting, Unavailable, lead, mean_of
 from fedcluster.reproduce.specs_fedrc import BASE, METRICS, PAPER, PAPER_100, SMALL, TABLE1, fedrc_exp
-from fedcluster.reproduce.verdicts import bottom, judge, top
+from fedcluster.reproduce.verdicts import bottom, judge, top, worst
 
 _BY_LABEL = {x.label: x for x in TABLE1}
 
@@ -35,17 +35,24 @@ _T14_SETTINGS = ("K = 3", "K = 5")
 
 
 def _t14_verdict(r: Results) -> tuple[str, str]:
+    """FedRC paper App. I, Table 14: "The results indicate that (1) FedRC consistently achieves the highest global
+    accuracy across all algorithms, and (2) while increasing the number of clusters improves local accuracy in
+    clustered FL approaches, it often has a detrimental effect on global accuracy". "Often" is read off its own
+    table: global accuracy falls from K = 3 to K = 5 for 2 of the 4 methods (IFCA, FeSEM), so at least 2 of 4."""
     local_up = sum(mean_of(r, "K = 5", x, "local") > mean_of(r, "K = 3", x, "local") for x in _T14)
-    return judge([("FedRC global − best other global (points, worse of K = 3 and K = 5)",
-                   bottom(_fedrc_lead(r, s, tuple(_T14)) for s in _T14_SETTINGS), 0.0, ">="),
-                  ("methods whose local accuracy rises from K = 3 to K = 5 (the FedRC paper: 4 of 4)",
-                   float(local_up), 3.0, ">=")])
+    global_down = sum(mean_of(r, "K = 5", x, "global") < mean_of(r, "K = 3", x, "global") for x in _T14)
+    return judge([("(1) FedRC global − best other global, paired by seed (points, worse of K = 3 and K = 5)",
+                   worst((lead(r, s, "FedRC", tuple(_T14), "global") for s in _T14_SETTINGS), 0.0), 0.0, ">="),
+                  ("(2) methods whose local accuracy rises from K = 3 to K = 5 (the FedRC paper: 4 of 4)",
+                   float(local_up), 3.0, ">="),
+                  ("(2) methods whose global accuracy falls from K = 3 to K = 5 (the FedRC paper: 2 of 4, 'often')",
+                   float(global_down), 2.0, ">=")])
 
 
 S4_T14 = fedrc_exp(
     "s4-ablation-clusters", "FedRC paper Table 14: K = 3 vs K = 5 clusters for 3 concepts", "FedRC paper Table 14",
     "FedRC has the highest global accuracy with 3 and with 5 clusters (44.37 / 46.67 vs ≤ 27.27); more clusters "
-    "raise the clustered methods' local accuracy",
+    "raise the clustered methods' local accuracy but often lower their global accuracy",
     _methods("IFCA", "FeSEM", "FedEM", "FedRC"),
     settings=tuple(Setting(s, (), _pairs(_T14, i), {"num_clusters": k})
                    for i, (s, k) in enumerate(zip(_T14_SETTINGS, (3, 5), strict=True))),
