@@ -164,3 +164,20 @@ def test_hcfl_paper_budgets_are_its_clients_rounds_and_mobilenet(name: str) -> N
     """100 clients, 200 rounds, MobileNetV2 (the HCFL paper's default model) and batch 128 (the FedRC paper's)."""
     for cfg, _ in _resolved(EXPERIMENTS[name], "paper"):
         assert (cfg.num_clients, cfg.rounds, cfg.batch_size, cfg.model) == (100, 200, 128, "mobilenet-v2"), name
+
+
+def test_the_fedrc_paper_cnn_is_its_codes_femnist_cnn_without_padding() -> None:
+    """FedRC's public code (FemnistCNN): conv 5×5 → 32, pool, conv 5×5 → 64, pool on 28×28 without padding, then
+    FC 64·4·4 = 1,024 → 2,048 → 10; the plain `model=cnn` keeps its 'same' padding (64·7·7 = 3,136)."""
+    import torch
+
+    from fedcluster.models.base import build_model
+    from fedcluster.models.zoo import CNNParams
+
+    paper = dict(o.split("=", 1) for o in PAPER_CNN)
+    model = build_model("cnn", (1, 28, 28), 10, CNNParams(channels=[32, 64], fc=2048, padding=paper["model.padding"]))
+    dense = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(d.in_features, d.out_features) for d in dense] == [(1024, 2048), (2048, 10)]
+    assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    same = build_model("cnn", (1, 28, 28), 10, CNNParams(channels=[32, 64], fc=2048))
+    assert next(m for m in same.modules() if isinstance(m, torch.nn.Linear)).in_features == 3136
