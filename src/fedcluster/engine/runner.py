@@ -117,6 +117,8 @@ class Run:
         cfg, typed = self.cfg, self.typed
         self.device = resolve_device(cfg.device)
         path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
+        if cfg.engine == "auto" and cfg.client_momentum == "keep" and path.startswith("pool"):
+            path = "sequential"  # the pool's workers cannot keep the buffers; one loop per client, as the CPU pool
         check_engine(path, self.device, cfg.precision)
         check_client_momentum(path, cfg.client_momentum)
         configure(self.device, cfg.deterministic)
