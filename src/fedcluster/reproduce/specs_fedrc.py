@@ -73,8 +73,8 @@ def _table1_verdict(r: Results) -> tuple[str, str]:
     fine-tuning FedRC for a single local epoch, can achieve local accuracy comparable to that of clustered FL
     methods with personalized local models (such as CFL and FedSoft) while maintaining high global performance."
     Checked: i) on global accuracy against every method but FedRC-FT (its own fine-tuned variant); ii) FedRC's gap
-    against every other method's; iii) FedRC-FT's global accuracy not below FedRC's, and its local accuracy within
-    2 points of FedSoft's (the FedRC paper: 91.02 vs 91.35) or above."""
+    against every other method's; iii) FedRC-FT's global accuracy not below FedRC's beyond the seed noise, and its
+    local accuracy within 2 points of FedSoft's (the FedRC paper: 91.02 vs 91.35) or above."""
     others = tuple(x.label for x in TABLE1 if x.label not in ("FedRC", "FedRC-FT"))
     g = with_gap(r)
     return judge([
@@ -82,8 +82,9 @@ def _table1_verdict(r: Results) -> tuple[str, str]:
          lead(r, "", "FedRC", others, "global"), 0.0, ">="),
         ("ii) the smallest other method's local − global gap minus FedRC's, paired by seed (points)",
          worst((paired(g, "", x.label, "FedRC", "gap") for x in TABLE1 if x.label != "FedRC"), 0.0), 0.0, ">="),
-        ("iii) FedRC-FT's global accuracy minus FedRC's, paired by seed (points; 'maintaining high global "
-         "performance')", paired(r, "", "FedRC-FT", "FedRC", "global"), 0.0, ">="),
+        ("iii) FedRC-FT's global accuracy minus FedRC's, paired by seed, mean + 2 standard errors (points; "
+         "'maintaining high global performance': not lower beyond the seed noise)",
+         paired(r, "", "FedRC-FT", "FedRC", "global").high, 0.0, ">="),
         ("iii) FedRC-FT's local accuracy minus FedSoft's, paired by seed (points; 'comparable': ≥ −2)",
          paired(r, "", "FedRC-FT", "FedSoft", "local"), -2.0, ">=")])
 
