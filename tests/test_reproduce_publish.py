@@ -84,3 +84,9 @@ def test_help_lists_every_budget_it_accepts(capsys: pytest.CaptureFixture[str]) 
         main(["reproduce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "{small,paper,tiny}" in text and "--publish" in text
+
+
+def test_list_shows_the_users_runs_and_the_published_ones(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "--list"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(NAME + " "))
+    assert line.endswith("[not yet run; published: small, 3 seeds]")
