@@ -33,13 +33,15 @@ def paper_need_line(small: Budget, paper: Budget, wall_seconds: float, seeds: in
     """One sentence for a page not run at the paper budget: the computed need, whether a CPU can run it, the command."""
     base, full = paper_cpu_hours(small, paper, wall_seconds, seeds)
     how = (f"this run's wall time ({wall_seconds / 60:.1f} min, {seeds} seed(s)) × {paper.rounds}/{small.rounds} "
-           f"rounds × {paper.clients * paper.fraction:g}/{small.clients * small.fraction:g} clients' data × 3 seeds")
+           f"rounds × {paper.clients * paper.fraction:g}/{small.clients * small.fraction:g} (clients × share of "
+           f"their data)" + ("" if seeds == 3 else f" × 3/{seeds} seeds"))
     if full != base:
         a, b = model_kind(small), model_kind(paper)
         how += (f" × {full / base:.0f} for the {b} (a training step of the {b} costs {STEP_MS[b]:g} ms on one CPU "
                 f"thread, of the {a} {STEP_MS[a]:g} ms)")
     need = (f"about {_hours(full)} on 2 CPU cores: a CPU can run it" if full <= CPU_HOURS_LIMIT
-            else f"about {_hours(full)} on 2 CPU cores: it needs a GPU (not measured here)")
+            else f"about {_hours(full)} on 2 CPU cores, more than {CPU_HOURS_LIMIT:g}: it needs a GPU (its GPU "
+                 "time was not measured)")
     return f"Paper budget: not run. Computed need: {need} ({how}). Command: `{command}`"
 
 
