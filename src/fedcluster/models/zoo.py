@@ -63,9 +63,8 @@ def mlp(input_shape: tuple[int, ...], output_dim: int, params: MLPParams) -> Spl
 class CNNParams:
     channels: list[int] = (32, 64)  # type: ignore[assignment] the two conv layers' channels
     fc: int = 512  # width of the dense layer
-    # same: 5×5 convolutions keep the size (H/4 × W/4 before the dense layer); valid: no padding, as the FedRC
-    # paper's public code's FemnistCNN (28×28 → 4×4: FC 64·4·4 = 1024 → 2048)
-    padding: Literal["same", "valid"] = "same"
+    # valid: no padding, as the FedRC paper's public code's FemnistCNN (28×28 → 4×4: FC 64·4·4 = 1024 → 2048)
+    padding: Literal["same", "valid"] = "same"  # same: the convolutions keep the size; valid: no padding
 
     def __post_init__(self) -> None:
         self.channels = list(self.channels)

@@ -173,8 +173,7 @@ class DiverseShiftParams(_StyledConceptParams):
     on training labels at ``noise_rate`` (FedRC paper Table 13). ``split``/``alpha``/``classes_per_client``: the label
     shift as in ``label-skew``; the default is the FedRC code's LDA (Dir(α·p_global), equal client sizes)."""
 
-    # FedRC paper H.8 mix / FedRC paper §3 draws / the FedRC paper's public code's mix (40/30/30 %, 40 % corrupted)
-    assignment: Literal["proportions", "uniform", "fedrc-code"] = "proportions"
+    assignment: Literal["proportions", "uniform", "fedrc-code"] = "proportions"  # H.8 mix / §3 draws / the code's mix
 
     def __post_init__(self) -> None:
         super().__post_init__()
