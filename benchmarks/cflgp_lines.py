@@ -27,7 +27,7 @@ import numpy as np
 
 from fedcluster.reproduce.run_synthetic import run_lines  # sets the same starting lines on each Run (no API hook)
 from fedcluster.reproduce.spec import Budget
-from fedcluster.reproduce.specs_s3 import S3_LINES
+from fedcluster.reproduce.specs_cflgp import S3_LINES
 
 PAPER = "CFL-GP paper Fig. 1: CFL-GP ARI ≈ 1 across C, b and both inits; ≥ 0.8 at Δφ = 5° (IFCA, MADMO ≈ 0 there)"
 

@@ -16,9 +16,9 @@ clients, global = mean accuracy of the three test clients (after their E-step / 
 
 ``--scale paper`` is FedRC paper Table 1's own setting: 300 clients with all their data, 200 rounds, K = 3, batch 128,
 1 local epoch, seeds 0,1,2, every fixed-K method of the table, the FedRC paper's CNN as ``fedcluster reproduce``
-defines its paper budget (``fedcluster.reproduce.specs_s4.PAPER_CNN``: the public FedRC code's two 5×5 convolutions with
-32/64 channels and FC 2048), on the run's default device (``device=auto``: the GPU when there is one). Any
-option given explicitly overrides the preset.
+defines its paper budget (``fedcluster.reproduce.specs_fedrc.PAPER_CNN``: the public FedRC code's two 5×5
+convolutions with 32/64 channels and FC 2048), on the run's default device (``device=auto``: the GPU when there is
+one). Any option given explicitly overrides the preset.
 
 Each method runs through the library API (``fedcluster.run`` on one ``fedcluster.build_federation`` per seed),
 starting from ``configs/s4-diverse-shift-fashion-mnist.yaml``; the mean ± sd over seeds (sample sd, ddof 1) is
@@ -41,7 +41,7 @@ from typing import Any
 import _common as common  # first: pins BLAS threads before numpy/torch load
 
 import fedcluster
-from fedcluster.reproduce.specs_s4 import PAPER_CNN
+from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 from fedcluster.tracking.compare import compare_runs
 
 CONFIG = "s4-diverse-shift-fashion-mnist"  # configs/CONFIG.yaml: the federation, model and solver of every run

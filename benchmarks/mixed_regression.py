@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 
 from fedcluster.data.sources.synthetic import mixed_regression, mixed_regression_config  # noqa: E402
 from fedcluster.reproduce.run_synthetic import mixreg_curve  # noqa: E402  (FedAvg's per-round θ̂ is not in rounds.csv)
-from fedcluster.reproduce.specs_s2 import MIXREG_LR as LR  # noqa: E402
-from fedcluster.reproduce.specs_s2 import MIXREG_PAPER  # noqa: E402
+from fedcluster.reproduce.specs_fedmd import MIXREG_LR as LR  # noqa: E402
+from fedcluster.reproduce.specs_fedmd import MIXREG_PAPER  # noqa: E402
 
 METHODS = ("two-phase", "fedavg", "one-shot", "ifca-random", "oracle")
 PAPER = {c: "; ".join(f"{m} {v}" for m, v in p.items() if m != "oracle") for c, p in MIXREG_PAPER.items()}

@@ -36,7 +36,7 @@ from typing import Any
 import _common as common  # first: pins BLAS threads before numpy/torch load
 
 import fedcluster
-from fedcluster.reproduce.specs_s4 import PAPER_CNN
+from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 
 CONFIG = "s4-diverse-shift-fashion-mnist"
 MODES: dict[str, tuple[str, dict[str, Any]]] = {  # mode -> (model, run keys)

@@ -31,7 +31,7 @@ import _common as common  # first: pins BLAS threads before numpy/torch load
 import numpy as np
 
 import fedcluster
-from fedcluster.reproduce.specs_s3 import S3_ROTATION  # the methods of `fedcluster reproduce s3-rotation-8`
+from fedcluster.reproduce.specs_cflgp import S3_ROTATION  # the methods of `fedcluster reproduce s3-rotation-8`
 
 CONFIG = "s3-rotation-fashion-mnist"  # configs/CONFIG.yaml: federation, model and solver of every run
 

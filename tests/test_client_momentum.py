@@ -143,6 +143,19 @@ def test_kept_momentum_is_refused_where_it_cannot_be_kept(tmp_path: Path, capsys
     assert len(err) == 1 and "client_momentum=keep" in err[0] and "engine=dense" in err[0]
 
 
+def test_kept_momentum_with_a_cnn_on_the_cpu_runs_one_loop_per_client(tmp_path: Path) -> None:
+    """engine=auto would give a CNN on the CPU the process pool, whose workers cannot keep the buffers: with
+    client_momentum=keep it runs the per-client loop (what the pool's workers run) instead of refusing."""
+    from fedcluster.config.run_config import load_raw, resolve
+    from fedcluster.engine.runner import Run
+
+    cfg, typed = resolve(load_raw(None, ["model=light-cnn", "client_momentum=keep", "rounds=1", "progress=false",
+                                         "device=cpu", f"out={tmp_path / 'r'}"]))
+    run = Run(cfg, typed)
+    assert run.engine_path == "sequential"
+    run.execute()
+
+
 def test_training_outside_the_rounds_keeps_no_buffer() -> None:
     """Evaluation-time training (stream 1, FedRC-FT's fine-tuning) starts from zero and leaves the buffers alone."""
     x, y, module, init = _data()

@@ -53,7 +53,7 @@ def test_best_train_reads_the_round_of_best_training_accuracy() -> None:
     rows = [_row(5, 0.6, 0.9, 0.8), _row(10, 0.8, 0.5, 0.4), _row(15, math.nan, 0.95, 0.95),
             _row(20, 0.8, 0.7, 0.7), _row(25, 0.7, 0.6, 0.3)]
     got = read_metrics("best-train", {}, rows)
-    assert got == {"local": pytest.approx(50.0), "global": pytest.approx(40.0), "ari": 1.0}  # round 10: first best
+    assert got == {"local": pytest.approx(50.0), "global": pytest.approx(40.0), "ari": 1.0, "round": 10.0}  # first best
 
 
 def test_best_train_needs_train_acc() -> None:
@@ -64,7 +64,7 @@ def test_best_train_needs_train_acc() -> None:
 def test_reproduce_suite_runs_score_the_training_data_for_best_train() -> None:
     """A suite experiment read at best-train gets eval_train=true on every run (the reading needs the column)."""
     from fedcluster.reproduce import run_suite
-    from fedcluster.reproduce.specs_s4 import Q_S4_PROTOCOL
+    from fedcluster.reproduce.specs_fedrc import Q_S4_PROTOCOL
 
     seen: list[list[str]] = []
 

@@ -16,7 +16,7 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.run_common import make_run
 from fedcluster.reproduce.spec import Experiment
-from fedcluster.reproduce.specs_s4 import PAPER_CNN
+from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 
 # the FedRC paper's clients per table (its App. H.7-H.8 and the table captions): 300 for Tables 1 and 4-7 and the
 # adaptive runs (Fig. 7), 100 for the ResNet18 table and the ablations of Tables 8-15
@@ -53,7 +53,17 @@ def test_every_experiment_defines_a_paper_budget_no_smaller_than_its_small_one()
         assert paper.fraction == 1.0 and paper.test_size == 0, exp.name  # every client's whole data
 
 
-@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if "FedRC paper" in e.source))
+MLP_AT_SCALE = "q-s4-code-as-run"  # the FedRC code as run at its scale with an MLP: a CPU runs it
+
+
+def test_the_code_as_run_at_scale_says_it_trains_an_mlp_not_the_papers_cnn() -> None:
+    paper = EXPERIMENTS[MLP_AT_SCALE].budgets["paper"]
+    assert (paper.clients, paper.rounds, paper.fraction) == (300, 200, 1.0)
+    assert "MLP" in paper.model and "not the paper's CNN" in paper.note
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if "FedRC paper" in e.source
+                                        and n != MLP_AT_SCALE))
 def test_fedrc_paper_budgets_are_its_clients_rounds_batch_and_cnn(name: str) -> None:
     """300 clients (Tables 1, 4-7, adaptive) or 100 (Tables 2, 8-15), 200 rounds, batch 128 and the CNN of the FedRC
     paper's public code, for every (setting, method) of the run."""
@@ -84,8 +94,10 @@ def test_a_cluster_sweep_runs_each_setting_with_its_k_and_the_page_gives_the_pap
     assert set(kt) == {(s, m) for s in ("K = 3", "K = 5") for m in ("IFCA", "FeSEM", "FedEM")}
     assert all(v == int(s[-1]) for (s, _), v in kt.items())  # IFCA/FeSEM/FedEM keep K models here
     page = (out / "s4-ablation-clusters.md").read_text()
-    assert ("Paper budget: not run: needs a GPU. Command: `fedcluster reproduce s4-ablation-clusters --budget paper "
-            "--seeds 3 --device cuda`") in page
+    assert re.search(r"Paper budget: not run\. Computed need: about \d+ CPU hours on 2 CPU cores, more than 24: it "
+                     r"needs a GPU .*× \d+ for the CNN", page)
+    assert ("Command: `fedcluster reproduce s4-ablation-clusters --budget paper --seeds 3 --device cuda "
+            "--publish`") in page
 
 
 def _cells(**per_setting: dict[str, tuple[float, float]]) -> dict:
@@ -152,3 +164,20 @@ def test_hcfl_paper_budgets_are_its_clients_rounds_and_mobilenet(name: str) -> N
     """100 clients, 200 rounds, MobileNetV2 (the HCFL paper's default model) and batch 128 (the FedRC paper's)."""
     for cfg, _ in _resolved(EXPERIMENTS[name], "paper"):
         assert (cfg.num_clients, cfg.rounds, cfg.batch_size, cfg.model) == (100, 200, 128, "mobilenet-v2"), name
+
+
+def test_the_fedrc_paper_cnn_is_its_codes_femnist_cnn_without_padding() -> None:
+    """FedRC's public code (FemnistCNN): conv 5×5 → 32, pool, conv 5×5 → 64, pool on 28×28 without padding, then
+    FC 64·4·4 = 1,024 → 2,048 → 10; the plain `model=cnn` keeps its 'same' padding (64·7·7 = 3,136)."""
+    import torch
+
+    from fedcluster.models.base import build_model
+    from fedcluster.models.zoo import CNNParams
+
+    paper = dict(o.split("=", 1) for o in PAPER_CNN)
+    model = build_model("cnn", (1, 28, 28), 10, CNNParams(channels=[32, 64], fc=2048, padding=paper["model.padding"]))
+    dense = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(d.in_features, d.out_features) for d in dense] == [(1024, 2048), (2048, 10)]
+    assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    same = build_model("cnn", (1, 28, 28), 10, CNNParams(channels=[32, 64], fc=2048))
+    assert next(m for m in same.modules() if isinstance(m, torch.nn.Linear)).in_features == 3136

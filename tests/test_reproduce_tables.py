@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedcluster.errors import DivergedError
-from fedcluster.reproduce import run_s2, run_synthetic
+from fedcluster.reproduce import run_fedmd_rotation, run_synthetic
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.run_common import read_metrics
 
@@ -83,11 +83,11 @@ def test_rotation_runner_builds_k_rotations_and_k_models(monkeypatch: pytest.Mon
         seen.setdefault("overrides", []).append(overrides)
         return FailingRun()
 
-    monkeypatch.setattr(run_s2, "s2_rotation", fake_rotation)
-    monkeypatch.setattr(run_s2, "make_run", fake_make_run)
+    monkeypatch.setattr(run_fedmd_rotation, "s2_rotation", fake_rotation)
+    monkeypatch.setattr(run_fedmd_rotation, "make_run", fake_make_run)
     exp = EXPERIMENTS["s2-large-population-k4"]
     records: list[dict[str, Any]] = []
-    run_s2.run(exp, exp.budget("small"), 0, [], set(), records.append)
+    run_fedmd_rotation.run(exp, exp.budget("small"), 0, [], set(), records.append)
     assert seen["k"] == 4 and len(records) == len(exp.methods)
     two_phase = seen["overrides"][0]
     for key in ("algorithm.num_clusters=4", "algorithm.num_anchors=4", "algorithm.phase1_rounds=10"):

@@ -51,6 +51,7 @@ class CFLGPParams:
     variant: Literal["gradient", "model"] = "gradient"  # Alg. 1 (gradient averaging) / Alg. 4-5 (model averaging)
     beta: Literal["cumulative", "last"] = "cumulative"  # β_t = 1/(n+1), or β = 1 (F.1 ablation)
     stable_stop: bool = True  # stop cluster updates once the clustering is unchanged for T/10 rounds
+    stable_window: int = 0  # rounds of unchanged clustering that stop it; 0 = T/10 of this run's rounds (App. F)
     compression: Literal["none", "random", "last-layer", "body"] = "none"  # body: profiles without the output layer
     compression_ratio: float = 1.0  # CR = d / d̂ for compression="random"
     quantize_digits: int | None = None  # keep this many decimals of every profile entry (CFL-GP paper Table 7)
@@ -58,6 +59,8 @@ class CFLGPParams:
     def __post_init__(self) -> None:
         if self.num_clusters < 1 or self.period < 1:
             raise ValueError("num_clusters and period must be >= 1")
+        if self.stable_window < 0:
+            raise ValueError(f"stable_window must be >= 0 (0 = a tenth of the rounds), got {self.stable_window}")
         if self.compression_ratio < 1:
             raise ValueError(f"compression_ratio must be >= 1, got {self.compression_ratio}")
         if self.quantize_digits is not None and self.quantize_digits < 0:
@@ -174,7 +177,8 @@ class CFLGP(Algorithm):
             changed = False
         if p.stable_stop and not self.stopped:  # CFL-GP paper App. F: stop clustering after T/10 unchanged rounds
             self.stable_rounds = 0 if changed else self.stable_rounds + 1
-            if self.block_count.min() > 0 and self.stable_rounds >= max(1, self.ctx.cfg.rounds // 10):
+            window = p.stable_window or max(1, self.ctx.cfg.rounds // 10)
+            if self.block_count.min() > 0 and self.stable_rounds >= window:
                 self.stopped = True
         self.models = new
         down = n + len(extra_clients)

@@ -1,7 +1,8 @@
 """FedMD + FedX+clustering (FedMD paper, Su, Xu & Yang): two-phase clustered FL with global convergence.
 
 Phase 1 (FedMD, FedMD paper Algorithm 1), ``phase1_rounds`` = T rounds, with FedMD paper §V's simulation simplifications
-(data reused, every client takes part in the subspace estimation, orthogonal iteration by exact SVD):
+(data reused, every client — or ``phase1_clients`` sampled each round — takes part in the subspace estimation,
+orthogonal iteration by exact SVD):
   * anchors H: ⌈3k ln k⌉ clients (E.2.6: natural log) drawn among the clients with the most samples (n_i =
     Ω̃(k); in configs B/C the 20 clients with 50 points), all starting from one θ_0 ~ (init_scale/√D)·N(0, I);
   * for each anchor i: Y_{i,t} = mean over clients of the client's moment of residual pairs ε(x, y, θ_{i,t})
@@ -66,6 +67,7 @@ class FedMDParams:
     num_clusters: int = 3  # k
     init: Literal["fedmd", "random", "oracle", "oneshot"] = "fedmd"  # moment descent / IFCA / from θ* / k-means
     phase1_rounds: int = 5  # T (only for init="fedmd")
+    phase1_clients: int = 0  # clients sampled afresh every Phase-1 round for Y (FedMD paper §V-D: 1,000); 0 = all
     num_anchors: int = 0  # m_H; 0 = ⌈3k ln k⌉ (at least k)
     anchor_min_samples: int = 0  # anchor candidates need n_i ≥ this; 0 = the largest client size
     pairs: Literal["all", "one"] = "all"  # residual pairs: all (U-statistic) / one (FedMD paper)
@@ -84,6 +86,8 @@ class FedMDParams:
     def __post_init__(self) -> None:
         if self.num_clusters < 1 or self.local_steps < 1 or self.phase1_rounds < 0:
             raise ValueError("num_clusters and local_steps must be >= 1, phase1_rounds >= 0")
+        if self.phase1_clients < 0:
+            raise ValueError(f"phase1_clients must be >= 0 (0 = every client), got {self.phase1_clients}")
         if self.delta is not None and self.delta <= 0:
             raise ValueError("delta must be > 0")
         if self.num_anchors < 0:
@@ -354,12 +358,13 @@ class FedMD(Algorithm):
         """One FedMD iteration (FedMD paper Alg. 1 step 3) for every anchor that has not stopped, then the grouping."""
         fed = self.ctx.fed
         x, y, owner = fed.train.x, fed.train.y, fed.train.owner()
+        rows, sub_owner, num = self.phase1_sample(owner, round_)
         with self.blas_threads():
             for a, client in enumerate(self.anchors):
                 if self.frozen[a]:
                     continue
                 e = self.residuals(self.anchor_theta[a], x, y)
-                u = self.subspace(e, owner, fed.num_clients, round_)
+                u = self.subspace(e if rows is None else e[rows], sub_owner, num, round_)
                 lo, hi = fed.train.ptr[client], fed.train.ptr[client + 1]
                 self.anchor_theta[a], moved = self.moment_step(self.anchor_theta[a], u, e[lo:hi])
                 self.frozen[a] = not moved
@@ -369,6 +374,17 @@ class FedMD(Algorithm):
         while len(groups) < k:  # too few groups (fewer anchors than k): keep random models
             groups.append(self.random_vectors(1)[0])
         self.models = self.unflatten(np.stack(groups[:k]))
+
+    def phase1_sample(self, owner: np.ndarray, round_: int) -> tuple[np.ndarray | None, np.ndarray, int]:
+        """The clients whose residuals estimate Y this round (FedMD paper §V-D: "In Phase 1, the parameter server
+        samples 1,000 clients for subspace estimation"): (their rows or None for all, their owner ids renumbered
+        0 … n − 1, n). A fresh sample every round, drawn from its own stream (the run's other draws are unchanged)."""
+        total, want = self.ctx.fed.num_clients, self.params.phase1_clients
+        if want == 0 or want >= total:
+            return None, owner, total
+        pick = np.sort(np.random.default_rng([self.ctx.cfg.seed, 73, round_]).choice(total, want, replace=False))
+        rows = np.flatnonzero(np.isin(owner, pick))
+        return rows, np.searchsorted(pick, owner[rows]), want
 
     # -- Phase 2 -----------------------------------------------------------------------------
     def client_losses(self) -> np.ndarray:

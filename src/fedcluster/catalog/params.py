@@ -22,6 +22,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('variant', 'gradient|model', 'gradient', 'Alg. 1 (gradient averaging) / Alg. 4-5 (model averaging)'),
             ('beta', 'cumulative|last', 'cumulative', 'β_t = 1/(n+1), or β = 1 (F.1 ablation)'),
             ('stable_stop', 'bool', 'true', 'stop cluster updates once the clustering is unchanged for T/10 rounds'),
+            ('stable_window', 'int', '0', "rounds of unchanged clustering that stop it; 0 = T/10 of this run's rounds (App. F)"),
             ('compression', 'none|random|last-layer|body', 'none', 'body: profiles without the output layer'),
             ('compression_ratio', 'float', '1.0', 'CR = d / d̂ for compression="random"'),
             ('quantize_digits', 'int|null', 'null', 'keep this many decimals of every profile entry (CFL-GP paper Table 7)'),
@@ -63,6 +64,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('num_clusters', 'int', '3', 'k'),
             ('init', 'fedmd|random|oracle|oneshot', 'fedmd', 'moment descent / IFCA / from θ* / k-means'),
             ('phase1_rounds', 'int', '5', 'T (only for init="fedmd")'),
+            ('phase1_clients', 'int', '0', 'clients sampled afresh every Phase-1 round for Y (FedMD paper §V-D: 1,000); 0 = all'),
             ('num_anchors', 'int', '0', 'm_H; 0 = ⌈3k ln k⌉ (at least k)'),
             ('anchor_min_samples', 'int', '0', 'anchor candidates need n_i ≥ this; 0 = the largest client size'),
             ('pairs', 'all|one', 'all', 'residual pairs: all (U-statistic) / one (FedMD paper)'),
@@ -258,7 +260,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('noise', 'none|symmetric|pair', 'none', 'label noise on training labels: none, symmetric or pair'),
             ('noise_rate', 'float', '0.2', 'χ, the share of flipped training labels'),
             ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
-            ('assignment', 'proportions|uniform', 'proportions', 'FedRC paper H.8 mix / FedRC paper §3 draws'),
+            ('assignment', 'proportions|uniform|fedrc-code', 'proportions', "H.8 mix / §3 draws / the code's mix"),
         )),
         'hcfl-shift': ('HCFL paper §5.1 / App. E.1: LDA α, one of 20 styles (incl. "original", severity 1..5) and one of ``concepts``\nβ-rule concepts per client, drawn uniformly (HCFL paper defers to FedRC paper §3; ``ratios`` fixes the concept\ncounts).\nβ: HCFL paper Table 1 uses 0.2, Table 5 0.4. ``noise``/``noise_rate``: HCFL paper Table 4 (χ ∈ {0.1, 0.2} pair,\n{0.2, 0.4} symmetric). ``split=classes`` with ``classes_per_client`` gives HCFL paper Tables 11–13 ("C = 2 / 4").', (
             ('alpha', 'float', '1.0', 'Dirichlet concentration α of the label split'),
@@ -341,10 +343,12 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'cnn': (None, (
             ('channels', 'list[int]', '[32,64]', "the two conv layers' channels"),
             ('fc', 'int', '512', 'width of the dense layer'),
+            ('padding', 'same|valid', 'same', 'same: the convolutions keep the size; valid: no padding'),
         )),
         'light-cnn': (None, (
             ('channels', 'list[int]', '[16,32]', "the two conv layers' channels"),
             ('fc', 'int', '128', 'width of the dense layer'),
+            ('padding', 'same|valid', 'same', 'same: the convolutions keep the size; valid: no padding'),
         )),
         'linear': ("``init_range`` a > 0: θ_1 ~ U(−a, a) for every weight and bias θ_2 = 0 (CFL-GP paper §5.1's initialisation of the\nthree-lines task, a ∈ {0.8, 1.6}); 0 keeps PyTorch's default init.", (
             ('init_range', 'float', '0.0', "a > 0: weights ~ U(−a, a), θ_2 = 0 (CFL-GP paper §5.1); 0 keeps PyTorch's init"),

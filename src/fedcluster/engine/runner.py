@@ -136,10 +136,16 @@ class Run:
                         Path("runs").rmdir()
             raise
 
+    def _auto_path(self, activation_bytes: int | None = None) -> str:
+        """engine=auto's choice; with client_momentum=keep the CPU pool becomes one loop per client (the pool's
+        workers cannot keep the buffers)."""
+        path = auto_path(self.cfg.model, self.device, self.cfg.precision, activation_bytes=activation_bytes)
+        return "sequential" if self.cfg.client_momentum == "keep" and path.startswith("pool") else path
+
     def _build(self, fed: Federation | None) -> None:
         cfg, typed = self.cfg, self.typed
         self.device = resolve_device(cfg.device)
-        path = auto_path(cfg.model, self.device, cfg.precision) if cfg.engine == "auto" else cfg.engine
+        path = self._auto_path() if cfg.engine == "auto" else cfg.engine
         check_engine(path, self.device, cfg.precision)
         check_client_momentum(path, cfg.client_momentum)
         configure(self.device, cfg.deterministic)
@@ -153,7 +159,7 @@ class Run:
         fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
         if cfg.engine == "auto":  # on an accelerator large models train unit by unit (engine.looped)
             fp = model_footprint(cfg, typed, self.fed)
-            path = auto_path(cfg.model, self.device, cfg.precision, activation_bytes=fp and fp.activations)
+            path = self._auto_path(activation_bytes=fp and fp.activations)
         if (message := missing_validation_note(self.fed.val)) is not None:
             note(message)
         torch.manual_seed(cfg.seed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from torch import nn
 
@@ -68,11 +69,15 @@ def mlp(input_shape: tuple[int, ...], output_dim: int, params: MLPParams) -> Spl
 class CNNParams:
     channels: list[int] = (32, 64)  # type: ignore[assignment] the two conv layers' channels
     fc: int = 512  # width of the dense layer
+    # valid: no padding, as the FedRC paper's public code's FemnistCNN (28×28 → 4×4: FC 64·4·4 = 1024 → 2048)
+    padding: Literal["same", "valid"] = "same"  # same: the convolutions keep the size; valid: no padding
 
     def __post_init__(self) -> None:
         self.channels = list(self.channels)
         if len(self.channels) != 2 or min(self.channels) < 1 or self.fc < 1:
             raise ValueError("model.channels must be two positive widths, e.g. [32,64], and model.fc > 0")
+        if self.padding not in ("same", "valid"):
+            raise ValueError(f"model.padding must be same or valid, got {self.padding!r}")
 
 
 def _two_conv_cnn(input_shape: tuple[int, ...], output_dim: int, params: CNNParams) -> SplitModel:
@@ -83,10 +88,15 @@ def _two_conv_cnn(input_shape: tuple[int, ...], output_dim: int, params: CNNPara
         raise ConfigError(f"CNN models need images of at least 4x4 pixels (two 2x2 max-pools), this dataset gives "
                           f"{h}x{w}; use model=mlp")
     c1, c2 = params.channels
+    pad = 2 if params.padding == "same" else 0
+    side = (lambda n: n // 4) if pad else (lambda n: ((n - 4) // 2 - 4) // 2)
+    if min(side(h), side(w)) < 1:
+        raise ConfigError(f"model.padding=valid needs images of at least 16x16 pixels, this dataset gives {h}x{w}; "
+                          "use model.padding=same")
     body = nn.Sequential(
-        nn.Conv2d(c, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(c2 * (h // 4) * (w // 4), params.fc), nn.ReLU(),
+        nn.Conv2d(c, c1, 5, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, 5, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(c2 * side(h) * side(w), params.fc), nn.ReLU(),
     )
     return SplitModel(body, nn.Linear(params.fc, output_dim))
 

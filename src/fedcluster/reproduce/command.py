@@ -15,8 +15,10 @@ from fedcluster.reproduce.spec import BUDGETS
 from fedcluster.storage.paths import output_path
 
 RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "lines": "run_synthetic:run_lines",
-           "s2-rotation": "run_s2:run"}
-DEFAULT_OUT = "docs/reproduction"
+           "fedmd-rotation": "run_fedmd_rotation:run"}
+DEFAULT_OUT = "runs/reproduction"  # a user's runs: pages here, the summary in runs/REPRODUCTION.md
+PUBLISHED = "docs/reproduction"  # the pages of a fedcluster checkout: written only with --publish
+BUDGET_RANK = {"tiny": 0, "small": 1, "paper": 2}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,12 +26,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the experiments and exit")
     p.add_argument("--seeds", type=int, default=None,
                    help="number of seeds, 0 … N−1 (default 3; with --report-only: the seeds stored)")
-    p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"], metavar="{small,paper}",
-                   help="small: sized for about 20 min on 2 CPU cores; paper: the paper's clients and rounds "
-                        "(tiny, for the tests: seconds)")
+    p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"],
+                   help="small: fewer clients and rounds, light models (each page gives the wall time it took); "
+                        "paper: the paper's clients, rounds and batch; tiny: a few seconds, to try the command "
+                        "(its verdict says nothing about the paper)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="auto: CUDA when the build and PyTorch have it, else the CPU")
-    p.add_argument("--out", default=DEFAULT_OUT, help="page directory; the summary goes to its parent")
+    p.add_argument("--out", default=None,
+                   help=f"page directory; the summary goes to its parent (default {DEFAULT_OUT}; with --publish "
+                        f"{PUBLISHED})")
+    p.add_argument("--publish", action="store_true",
+                   help=f"write the published pages of this checkout ({PUBLISHED} and docs/REPRODUCTION.md); "
+                        "refused when they hold a larger budget or more seeds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
     p.add_argument("--fresh", action="store_true",
@@ -39,22 +47,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the summary (even unfinished results), without running")
 
 
-def list_experiments(out: Path) -> int:
+def _state(stored: Stored | None) -> str:
+    if stored is None:
+        return "not yet run"
+    return f"{stored.budget}, {stored.seeds} seeds" + ("" if stored.finished else ", incomplete")
+
+
+def list_experiments(out: Path, published: Path | None) -> int:
+    """One line per experiment: its state in ``out`` and, when ``published`` is another folder, the published one."""
     width = max(len(n) for n in (*EXPERIMENTS, *UNAVAILABLE))
     for name, exp in EXPERIMENTS.items():
-        stored = Stored.load(out / f"{name}.json")
-        state = "not yet run" if stored is None else f"{stored.budget}, {stored.seeds} seeds" + (
-            "" if stored.finished else ", incomplete")
+        state = _state(Stored.load(out / f"{name}.json"))
+        if published is not None:
+            shown = Stored.load(published / f"{name}.json")
+            state += f"; published: {_state(shown)}" if shown is not None else ""
         print(f"{name:<{width}}  {exp.title} [{state}]")
     for name, item in UNAVAILABLE.items():
         print(f"{name:<{width}}  {item.title} [cannot run here: {item.needs}]")
     return 0
 
 
+def pages_folder(args: argparse.Namespace) -> tuple[Path, bool]:
+    """The folder the pages go to and whether it is the published one (--publish, or --out naming it)."""
+    published = Path(PUBLISHED).resolve()
+    if args.publish:
+        if args.out is not None and Path(args.out).resolve() != published:
+            raise UserError(f"--publish writes {PUBLISHED}; leave out --out {args.out} (or drop --publish)")
+        if not published.is_dir():
+            raise UserError(f"--publish writes {PUBLISHED} of a fedcluster checkout, which is not here; run it from "
+                            "the repository root, or drop --publish to write your own folder")
+    raw = args.out or (PUBLISHED if args.publish else DEFAULT_OUT)
+    out = output_path(raw, f"--out {raw}", folder=True)
+    return out, out.resolve() == published
+
+
+def guard_published(path: Path, budget: str, seeds: int, what: str) -> None:
+    """Refuse to replace published results by a smaller budget or fewer seeds (one line, exit 2)."""
+    held = Stored.load(path)
+    if held is None:
+        return
+    smaller = BUDGET_RANK.get(budget, 0) < BUDGET_RANK.get(held.budget, 0)
+    fewer = budget == held.budget and seeds < held.seeds
+    if smaller or fewer:
+        raise UserError(f"{path} holds {held.budget}-budget results over {held.seeds} seeds; {what} with "
+                        f"{budget}, {seeds} seed(s) would replace them: drop --publish (your runs go to "
+                        f"{DEFAULT_OUT}) or use --budget {held.budget} --seeds {held.seeds} or more")
+
+
 def run_command(args: argparse.Namespace) -> int:
-    out = output_path(args.out, f"--out {args.out}", folder=True)
+    out, publishing = pages_folder(args)
     if args.list:
-        return list_experiments(out)
+        published = Path(PUBLISHED)
+        return list_experiments(out, None if publishing or not published.is_dir() else published)
     if not args.name:
         raise UserError("fedcluster reproduce needs an experiment name or --list; see `fedcluster reproduce --list`")
     try:
@@ -75,6 +119,8 @@ def run_command(args: argparse.Namespace) -> int:
         if stored is None:
             raise UserError(f"{path} holds no results to report; run `fedcluster reproduce {exp.name}` first")
         exp = get(exp.name).trimmed(stored.budget)
+        if publishing and stored.finished and args.seeds is not None:
+            guard_published(path, stored.budget, args.seeds, "re-judging")
         if args.seeds is not None:
             stored.seeds = min(args.seeds, stored.seeds)  # e.g. --seeds 2: the seeds already complete
         want = {(seed, s.name, m.label) for seed in range(stored.seeds) for s in exp.settings for m in exp.methods
@@ -84,6 +130,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"wrote {page} and {write_summary(out, {exp.name: stored})}")
         return 0
     args.seeds = 3 if args.seeds is None else args.seeds
+    if publishing:
+        guard_published(path, args.budget, args.seeds, "a run")
     device, dev_over = device_overrides(args.device)
     budget = exp.budget(args.budget)
     out.mkdir(parents=True, exist_ok=True)

@@ -89,14 +89,20 @@ def read_metrics(read: str, summary: dict[str, Any], rows: Sequence[dict[str, fl
     raise ValueError(f"unknown reading {read!r}")
 
 
-def at_best_train(rows: Sequence[dict[str, float]]) -> dict[str, float]:
-    """Local and global accuracy and ARI at the evaluated round of best mean training accuracy (the first such
-    round on a tie), as the FedRC paper reads its tables; the run needs ``eval_train=true``."""
+def best_train_round(rows: Sequence[dict[str, float]]) -> int:
+    """The evaluated round of best mean training accuracy (the first such round on a tie); needs ``eval_train``."""
     scored = [r for r in rows if not math.isnan(r.get("train_acc", math.nan))]
     if not scored:
         raise ValueError("the best-train reading needs rounds with train_acc (run with eval_train=true)")
-    best = max(scored, key=lambda r: r["train_acc"])  # max keeps the first of equal values
-    return {"local": 100 * best["val_acc"], "global": 100 * best["test_acc"], "ari": best["ari"]}
+    return int(max(scored, key=lambda r: r["train_acc"])["round"])  # max keeps the first of equal values
+
+
+def at_best_train(rows: Sequence[dict[str, float]], round_: int | None = None) -> dict[str, float]:
+    """Local and global accuracy and ARI at the evaluated round of best mean training accuracy, as the FedRC paper
+    reads its tables (``round_``: at that round instead, e.g. another run's best-train round), and the round."""
+    at = best_train_round(rows) if round_ is None else round_
+    best = next(r for r in rows if int(r["round"]) == at)
+    return {"local": 100 * best["val_acc"], "global": 100 * best["test_acc"], "ari": best["ari"], "round": float(at)}
 
 
 def curve(rows: Sequence[dict[str, float]], key: str) -> list[list[float]]:

@@ -10,8 +10,17 @@ from pathlib import Path
 from fedcluster.data.federation import Federation
 from fedcluster.errors import DivergedError
 from fedcluster.reproduce.federations import merge, shrink
-from fedcluster.reproduce.run_common import Emit, curve, diverged, federation, make_run, read_metrics
-from fedcluster.reproduce.spec import Budget, Experiment, Setting
+from fedcluster.reproduce.run_common import (
+    Emit,
+    at_best_train,
+    best_train_round,
+    curve,
+    diverged,
+    federation,
+    make_run,
+    read_metrics,
+)
+from fedcluster.reproduce.spec import Budget, Experiment, Method, Setting
 
 
 def build(exp: Experiment, budget: Budget, setting: Setting, base: Sequence[str], seed: int) -> Federation:
@@ -42,18 +51,44 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
         fed = build(exp, budget, setting, base, seed)
         full = int(fed.train.sizes.max())
         k = setting.params.get("num_clusters")  # a sweep over K: the methods' K = 3 becomes the setting's
-        for method in todo:
+        best_round: dict[str, int] = {}  # method label -> its best-train round (best-train reading)
+        for method in sorted(todo, key=lambda m: bool(m.read_at)):  # a read_at partner runs first
             over = [*base, *(o.replace("=FULL", f"={full}") for o in method.overrides)]
             over = [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
-            with tempfile.TemporaryDirectory() as tmp:
-                t0 = time.perf_counter()
-                r = make_run(over, Path(tmp) / "run", fed)
-                try:
-                    summary = r.execute()
-                except DivergedError as e:  # a result, not a crash: recorded, the page lists it
-                    emit(diverged(seed, setting.name, method.label, exp, e, time.perf_counter() - t0))
-                    continue
-                rows = r.dir.read_rounds()
-            emit({"seed": seed, "setting": setting.name, "method": method.label,
-                  "metrics": read_metrics(exp.read, summary, rows), "curve": curve(rows, exp.curve),
-                  "seconds": time.perf_counter() - t0})
+            t0 = time.perf_counter()
+            try:
+                summary, rows = _execute(over, fed)
+            except DivergedError as e:  # a result, not a crash: recorded, the page lists it
+                emit(diverged(seed, setting.name, method.label, exp, e, time.perf_counter() - t0))
+                continue
+            if exp.read == "best-train":
+                best_round[method.label] = best_train_round(rows)
+                at = _partner_round(exp, method, best_round, base, full, k, fed) if method.read_at else None
+                metrics = at_best_train(rows, at)
+            else:
+                metrics = read_metrics(exp.read, summary, rows)
+            emit({"seed": seed, "setting": setting.name, "method": method.label, "metrics": metrics,
+                  "curve": curve(rows, exp.curve), "seconds": time.perf_counter() - t0})
+
+
+def _execute(overrides: Sequence[str], fed: Federation) -> tuple[dict, list[dict[str, float]]]:
+    """One run's summary and rounds (raises DivergedError)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = make_run(overrides, Path(tmp) / "run", fed)
+        summary = r.execute()
+        return summary, r.dir.read_rounds()
+
+
+def _partner_round(exp: Experiment, method: Method, best_round: dict[str, int], base: Sequence[str], full: int,
+                   k: float | None, fed: Federation) -> int | None:
+    """The best-train round of ``method.read_at`` on this seed's federation: from this call's runs, else by running
+    it again (its record was written by an earlier call); None if it diverges (then the run's own is used)."""
+    if method.read_at not in best_round:
+        partner = next(m for m in exp.methods if m.label == method.read_at)
+        over = [*base, *(o.replace("=FULL", f"={full}") for o in partner.overrides)]
+        over = [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
+        try:
+            best_round[partner.label] = best_train_round(_execute(over, fed)[1])
+        except DivergedError:
+            return None
+    return best_round[method.read_at]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fedcluster.metrics.statistics import mean_sd
+from fedcluster.reproduce.verdicts import Paired
 
 BUDGETS = ("small", "paper")  # the user-visible budgets; "tiny" exists for the tests
 
@@ -40,6 +41,8 @@ class Method:
     label: str
     overrides: tuple[str, ...]
     paper: Mapping[str, str] = field(default_factory=dict)
+    # best-train reading: read this run at the best-train round of the method so labelled (same seed and setting)
+    read_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class Unavailable:
 
 
 Results = Mapping[tuple[str, str], Mapping[str, Sequence[float]]]  # (setting, method) -> metric -> per-seed
-Verdict = Callable[[Results], tuple[str, str]]  # -> ("holds" | "does not hold" | "partly", why)
+Verdict = Callable[[Results], tuple[str, str]]  # -> (one of verdicts.STATUSES, why)
 ScaledVerdict = Callable[[Results, "Budget"], tuple[str, str]]  # a check whose bound scales with the federation
 
 
@@ -87,7 +90,7 @@ class Experiment:
     title: str
     source: str  # paper and table/figure (user-facing: no internal references)
     claim: str  # the statement being checked, in words
-    kind: str  # runner: suite | mixreg | lines | s2-rotation
+    kind: str  # runner: suite | mixreg | lines | fedmd-rotation
     budgets: Mapping[str, Budget]
     methods: tuple[Method, ...]
     metrics: tuple[Metric, ...]
@@ -102,7 +105,6 @@ class Experiment:
     verdict_uses_budget: bool = False  # verdict(results, budget): e.g. a cluster count scaled to the clients
     open_question: bool = False
     tiny_rounds: int = 2  # rounds of the test budget (methods with a fixed first phase need more)
-    paper_needs: str = "needs a GPU"  # what the paper budget needs that this machine (2 CPU cores) lacks
 
     def budget(self, name: str) -> Budget:
         """The named budget; "tiny" (tests only) is the small one cut to a few rounds (and, for the image
@@ -138,6 +140,25 @@ class Experiment:
 def mean_of(results: Results, setting: str, method: str, key: str) -> float:
     """Mean over seeds of one cell (NaN if absent): the building block of verdicts."""
     return mean_sd(results.get((setting, method), {}).get(key, []))[0]
+
+
+def paired(results: Results, setting: str, a: str, b: str, key: str, setting_b: str | None = None) -> Paired:
+    """a − b over the seeds both have (the same seed's federation for both), as a :class:`Paired` difference;
+    ``setting_b``: b's setting when it differs from a's (e.g. one method at two participation rates)."""
+    xs = results.get((setting, a), {}).get(key, [])
+    ys = results.get((setting if setting_b is None else setting_b, b), {}).get(key, [])
+    diffs = [x - y for x, y in zip(xs, ys, strict=False) if not (math.isnan(x) or math.isnan(y))]
+    mean, sd, n = mean_sd(diffs)
+    return Paired(mean, sd / math.sqrt(n) if n > 1 else math.nan)
+
+
+def lead(results: Results, setting: str, a: str, others: Sequence[str], key: str) -> Paired:
+    """a minus the best of ``others`` by mean (paired by seed): a's lead over its strongest rival."""
+    rivals = [o for o in others if o != a and not math.isnan(mean_of(results, setting, o, key))]
+    if not rivals:
+        return Paired(math.nan)
+    best = max(rivals, key=lambda o: mean_of(results, setting, o, key))
+    return paired(results, setting, a, best, key)
 
 
 def paired_lower(results: Results, setting: str, a: str, b: str, key: str, z: float = 2.0) -> tuple[float, float]:

@@ -4,7 +4,8 @@
   corrupted, 25% per extra concept (a fifth of those corrupted); every corrupted client draws one of
   the 19 corruptions and a severity in 1..5; FedRC's label maps; one non-participating test client per
   concept built from the official test set. ``assignment=uniform`` gives FedRC paper §3's variant (Fig. 2 /
-  Fig. 6): every client draws one of the 20 styles (incl. "original") and one concept uniformly.
+  Fig. 6): every client draws one of the 20 styles (incl. "original") and one concept uniformly;
+  ``assignment=fedrc-code`` the FedRC paper's public code's mix (concepts 40 / 30 / 30 %, 40 % corrupted).
 * ``hcfl-shift`` — HCFL (HCFL paper) §5.1 / App. E.1–E.2: the same uniform per-client style and
   concept draw with the HCFL paper's β concept rule.
 
@@ -42,7 +43,12 @@ from fedcluster.data.scenarios.common import (
     partition,
     scenario_info,
 )
-from fedcluster.data.shifts.assignment import diverse_shift_assignment, ratio_assignment, uniform_assignment
+from fedcluster.data.shifts.assignment import (
+    diverse_shift_assignment,
+    fedrc_code_assignment,
+    ratio_assignment,
+    uniform_assignment,
+)
 from fedcluster.data.shifts.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from fedcluster.data.shifts.mnist_c import MNIST_C, corrupt_mnist_c
 from fedcluster.data.sources.base import ArrayDataset
@@ -167,13 +173,15 @@ class DiverseShiftParams(_StyledConceptParams):
     on training labels at ``noise_rate`` (FedRC paper Table 13). ``split``/``alpha``/``classes_per_client``: the label
     shift as in ``label-skew``; the default is the FedRC code's LDA (Dir(α·p_global), equal client sizes)."""
 
-    assignment: Literal["proportions", "uniform"] = "proportions"  # FedRC paper H.8 mix / FedRC paper §3 draws
+    assignment: Literal["proportions", "uniform", "fedrc-code"] = "proportions"  # H.8 mix / §3 draws / the code's mix
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.assignment == "fedrc-code" and self.concepts != 3:
+            raise ValueError(f"assignment=fedrc-code is the FedRC code's 3-concept mix; got concepts={self.concepts}")
         if self.ratios is not None and self.assignment != "uniform":
-            raise ValueError("ratios needs assignment=uniform (assignment=proportions fixes the FedRC paper's "
-                             "30/20/25/25 mix)")
+            raise ValueError("ratios needs assignment=uniform (assignment=proportions and fedrc-code fix their "
+                             "mixes)")
 
 
 @SCENARIOS.register(
@@ -186,8 +194,9 @@ def diverse_shift(data: ArrayDataset | None, num_clients: int, params: DiverseSh
                   rng: np.random.Generator) -> Federation:
     data = check_data(data, "diverse-shift")
     maps = label_maps("fedrc", data.num_classes, params.concepts)
-    if params.assignment == "proportions":
-        concept, corrupted = diverse_shift_assignment(num_clients, rng, params.concepts)
+    if params.assignment in ("proportions", "fedrc-code"):
+        concept, corrupted = (diverse_shift_assignment(num_clients, rng, params.concepts)
+                              if params.assignment == "proportions" else fedrc_code_assignment(num_clients, rng))
         names = FAMILIES[params.family][0]
         pool = [names.index(s) for s in (params.styles or names[1:])]
         style = np.where(corrupted, rng.choice(pool, size=num_clients), 0)

@@ -88,8 +88,24 @@ def diverse_shift_assignment(
     for k in range(1, others + 1):
         concept = k if num_concepts > 1 else 0
         cells += [(concept, False, 0.5 / others * 0.8), (concept, True, 0.5 / others * 0.2)]
+    return _cells(num_clients, cells, rng)
+
+
+def _cells(num_clients: int, cells: Sequence[tuple[int, bool, float]], rng: np.random.Generator
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(concept, corrupted) per client from (concept, corrupted, share) cells, exact counts, shuffled."""
     counts = _largest_remainder(num_clients, np.array([c[2] for c in cells]))
     concept = np.repeat(np.array([c[0] for c in cells], dtype=np.int64), counts)
     corrupted = np.repeat(np.array([c[1] for c in cells], dtype=bool), counts)
     perm = rng.permutation(num_clients)
     return concept[perm], corrupted[perm]
+
+
+def fedrc_code_assignment(num_clients: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The client types of the FedRC paper's public code (github.com/LINs-lab/FedRC, ``create_c/make_fmnist_c.py``),
+    which differ from its App. H.8: 20 % corrupted clients of concept 0, 40 % with a swapped concept (half each of
+    concepts 1 and 2), 20 % with a swapped concept and corrupted (10 % each), the other 20 % clean concept 0; i.e.
+    concepts 40 / 30 / 30 % with 40 % of the clients corrupted (300 clients → 60 + 60 / 60 + 30 / 60 + 30)."""
+    _check_clients(num_clients)
+    return _cells(num_clients, [(0, False, 0.2), (0, True, 0.2), (1, False, 0.2), (1, True, 0.1), (2, False, 0.2),
+                                (2, True, 0.1)], rng)

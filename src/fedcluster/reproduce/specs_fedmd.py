@@ -72,7 +72,7 @@ S2_LARGE = Experiment(
     title="FedMD paper Figs. 4–5: FedMD on a large population of tiny rotated-image clients (k = 2)",
     source="FedMD paper §V-D, Figs. 4–5",
     claim="two-phase reaches the oracle's test error; random-start IFCA can stall; FedAvg is clearly worse",
-    kind="s2-rotation",
+    kind="fedmd-rotation",
     budgets={"small": Budget(10000, 100, "multinomial logistic regression on 14×14 images",
                              note="10,000 tiny clients instead of 25,000; 100 Phase-2 rounds instead of 200"),
              "paper": Budget(25000, 200, "multinomial logistic regression on 14×14 images")},
@@ -173,7 +173,7 @@ S2_LARGE_K4 = Experiment(
     source="FedMD paper §V-D, Fig. 5",
     claim=("two-phase is comparable to the oracle; FedAvg lacks personalisation; IFCA from a random start "
            "converges slowly"),
-    kind="s2-rotation",
+    kind="fedmd-rotation",
     budgets={"small": Budget(10000, 100, "multinomial logistic regression on 14×14 images",
                              note="10,000 tiny clients instead of 25,000; 100 Phase-2 rounds instead of 200"),
              "paper": Budget(25000, 200, "multinomial logistic regression on 14×14 images")},

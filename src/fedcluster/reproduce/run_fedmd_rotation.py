@@ -15,13 +15,16 @@ from fedcluster.reproduce.spec import Budget, Experiment
 
 K = 2  # clusters (rotations) unless the setting's params give "k"
 PHASE1 = {2: 5, 4: 10}  # FedMD paper: 5 moment-descent rounds for k = 2, 10 for k = 4
+# FedMD paper §V-D: "In Phase 1, the parameter server samples 1,000 clients for subspace estimation"
+PHASE1_CLIENTS = 1000
 
 
 def method_overrides(label: str, phase1: int, delta: float = 1.0, k: int = K) -> list[str]:
     fedmd = ["algorithm=fedmd", f"algorithm.num_clusters={k}", "algorithm.local_steps=5"]
     solver = ["local_epochs=5", "batch_size=100"]  # 5 full-batch GD steps on every client (n_i ≤ 20)
     return {"two-phase": [*fedmd, "algorithm.init=fedmd", f"algorithm.phase1_rounds={phase1}",
-                          f"algorithm.num_anchors={k}", f"algorithm.delta={delta}"],
+                          f"algorithm.phase1_clients={PHASE1_CLIENTS}", f"algorithm.num_anchors={k}",
+                          f"algorithm.delta={delta}"],
             "ifca-random": [*fedmd, "algorithm.init=random"],
             "fedavg": ["algorithm=fedavg", *solver],
             "oracle": ["algorithm=oracle", f"algorithm.num_clusters={k}", *solver]}[label]

@@ -1,0 +1,92 @@
+"""`fedcluster reproduce` writes a user's runs to their own folder; the published pages change only with --publish,
+and never from a smaller budget or fewer seeds than they hold."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from fedcluster.app.cli import main
+from fedcluster.reproduce import run_synthetic
+from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.results import Stored
+from fedcluster.reproduce.spec import Budget, Experiment
+
+NAME = "s2-mixreg-a"
+
+
+def fake_mixreg(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set, emit) -> None:
+    """Stands in for the mixed-regression runner: one record per (setting, method) not yet done, no training."""
+    for s in exp.settings:
+        for m in exp.methods:
+            if s.runs(m) and (s.name, m.label) not in done:
+                emit({"seed": seed, "setting": s.name, "method": m.label, "seconds": 0.0, "curve": [[0, 1.0]],
+                      "metrics": {x.key: 1.0 + seed for x in exp.metrics}})
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory laid out like a checkout whose published page holds small-budget results, 3 seeds."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_synthetic, "run_mixreg", fake_mixreg)
+    pages = tmp_path / "docs" / "reproduction"
+    pages.mkdir(parents=True)
+    exp = get(NAME)
+    stored = Stored(NAME, "small", 3, "cpu", [], finished=True, spec=repr(exp.budget("small")))
+    for seed in range(3):
+        fake_mixreg(exp, exp.budget("small"), seed, [], set(), stored.records.append)
+    stored.save(pages / f"{NAME}.json")
+    (pages / f"{NAME}.md").write_text("published page\n")
+    (tmp_path / "docs" / "REPRODUCTION.md").write_text("published summary\n")
+    return tmp_path
+
+
+def _published(root: Path) -> tuple[str, str, str]:
+    pages = root / "docs" / "reproduction"
+    return ((pages / f"{NAME}.json").read_text(), (pages / f"{NAME}.md").read_text(),
+            (root / "docs" / "REPRODUCTION.md").read_text())
+
+
+def test_a_plain_run_writes_the_users_folder_and_leaves_the_published_pages(checkout: Path) -> None:
+    before = _published(checkout)
+    assert main(["reproduce", NAME, "--budget", "tiny", "--seeds", "1"]) == 0
+    assert _published(checkout) == before
+    assert json.loads((checkout / "runs" / "reproduction" / f"{NAME}.json").read_text())["budget"] == "tiny"
+    assert (checkout / "runs" / "reproduction" / f"{NAME}.md").is_file()
+    assert (checkout / "runs" / "REPRODUCTION.md").is_file()
+
+
+@pytest.mark.parametrize("argv", [["--budget", "tiny", "--seeds", "1", "--publish"],
+                                  ["--budget", "small", "--seeds", "2", "--publish"],
+                                  ["--budget", "tiny", "--seeds", "3", "--out", "docs/reproduction"],
+                                  ["--report-only", "--seeds", "2", "--publish"]])
+def test_published_results_are_never_replaced_by_a_smaller_budget_or_fewer_seeds(
+        checkout: Path, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    before = _published(checkout)
+    assert main(["reproduce", NAME, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds small-budget results over 3 seeds" in err and len(err.splitlines()) == 1
+    assert _published(checkout) == before
+
+
+def test_publish_with_as_many_seeds_rewrites_the_published_pages(checkout: Path) -> None:
+    assert main(["reproduce", NAME, "--budget", "small", "--seeds", "4", "--publish"]) == 0
+    page, summary = _published(checkout)[1:]
+    assert "--budget small --seeds 4" in page and NAME in summary
+    assert main(["reproduce", NAME, "--report-only", "--publish"]) == 0
+
+
+def test_help_lists_every_budget_it_accepts(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{small,paper,tiny}" in text and "--publish" in text
+
+
+def test_list_shows_the_users_runs_and_the_published_ones(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "--list"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(NAME + " "))
+    assert line.endswith("[not yet run; published: small, 3 seeds]")
