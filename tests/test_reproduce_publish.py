@@ -90,3 +90,12 @@ def test_list_shows_the_users_runs_and_the_published_ones(checkout: Path, capsys
     assert main(["reproduce", "--list"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(NAME + " "))
     assert line.endswith("[not yet run; published: small, 3 seeds]")
+
+
+def test_a_folder_in_place_of_a_page_is_one_line(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = checkout / "docs" / "reproduction" / f"{NAME}.md"
+    page.unlink()
+    page.mkdir()
+    assert main(["reproduce", NAME, "--report-only", "--publish"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a file" in err[0] and f"{NAME}.md" in err[0]

@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from fedcluster.errors import UserError
 from fedcluster.metrics.statistics import format_mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, paper_cpu_hours, paper_need_line
@@ -97,6 +98,16 @@ def diverged_runs(stored: Stored) -> list[str]:
                for r in bad]) if bad else []
 
 
+def write_page(path: Path, text: str) -> None:
+    """Write a generated page; a folder or other non-file in its place is refused in one line (exit 2)."""
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path} is not a file (a folder or a device?): move it away, then run the same command again")
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}; check the folder's permissions and free space") from None
+
+
 def reading(out: Path, name: str) -> list[str]:
     """The hand-written reading of the recorded results (``NAME.reading.md`` beside the page), if any: what the
     numbers say and why, which no automatic check can write."""
@@ -143,7 +154,7 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     if fig is not None:
         lines += ["", "## Figure", "", f"![{exp.curve} per round]({fig.name})"]
     path = out / f"{exp.name}.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_page(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -193,5 +204,5 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
         for name, notes in readings:
             text += [f"### {name}", "", *notes, ""] if notes else []
     path = out.parent / SUMMARY
-    path.write_text("\n".join(text))
+    write_page(path, "\n".join(text))
     return path
