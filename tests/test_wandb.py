@@ -78,7 +78,9 @@ def finished_records(path: Path, timeout: float = 120.0) -> list:
 def offline_runs(run_dir: Path) -> list[dict]:
     """Per offline W&B run (oldest first): its config, history (step -> metrics), exit code and files."""
     runs = []
-    for folder in sorted((run_dir / "wandb").glob("offline-run-*")):
+    # oldest first by the folders' last change: their names hold the start second and a random id, so two runs
+    # started within one second would sort at random by name
+    for folder in sorted((run_dir / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime_ns):
         config, history, exit_code = {}, {}, None
         for rec in finished_records(next(folder.glob("run-*.wandb"))):
             kind = rec.WhichOneof("record_type")

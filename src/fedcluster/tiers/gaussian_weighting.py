@@ -22,6 +22,7 @@ import warnings
 from typing import Literal
 
 import numpy as np
+from scipy.sparse.csgraph import laplacian
 from sklearn.cluster import SpectralClustering
 from sklearn.manifold import SpectralEmbedding
 from sklearn.metrics import davies_bouldin_score, silhouette_score
@@ -83,6 +84,8 @@ def best_spectral_split(affinity: np.ndarray, max_clusters: int, seed: int) -> n
     with the lowest Davies–Bouldin score on the n-dimensional spectral embedding if that score is below 1
     (Sec. 3.4), else None (the cluster stays whole)."""
     w = np.asarray(affinity, dtype=np.float64)
+    if _no_structure(w):
+        return None
     best, labels = 1.0, None
     for n in range(2, min(max_clusters, len(w) - 1) + 1):
         with warnings.catch_warnings():  # a few clients: scipy's dense eigh instead of ARPACK, as intended
@@ -96,6 +99,14 @@ def best_spectral_split(affinity: np.ndarray, max_clusters: int, seed: int) -> n
         if score < best:
             best, labels = score, lab
     return None if labels is None else labels.astype(np.int64)
+
+
+def _no_structure(w: np.ndarray) -> bool:
+    """True when the normalised Laplacian's non-trivial eigenvalues are all equal (e.g. a uniform affinity): the
+    spectral embedding is then any basis of one eigenspace, which BLAS builds differently, so no split is
+    meaningful."""
+    eig = np.linalg.eigvalsh(laplacian(w, normed=True))[1:]
+    return bool(eig.size == 0 or np.ptp(eig) <= 1e-9 * max(1.0, float(np.abs(eig).max())))
 
 
 def class_frequencies(labels: np.ndarray, owner: np.ndarray, num_clients: int, num_classes: int) -> np.ndarray:

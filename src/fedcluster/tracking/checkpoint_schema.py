@@ -129,8 +129,11 @@ def _mismatch(value: Any, template: Any, rules: _Rules, name: str, key: str | No
     if dataclasses.is_dataclass(value):
         return _mapping_mismatch(vars(value), vars(template), rules, name)
     if got == "list" and template and all(_kind(t) in ("tensor", "array") for t in template):
+        # a list of arrays is one entry per cluster or member group (e.g. FedGWC's interaction matrices, sized by
+        # each cluster's members): kinds, dtypes and dimensions are compared, not data-sized axes
+        per_item = dataclasses.replace(rules, sizes=frozenset())
         for i, v in enumerate(value):
-            if (problem := _mismatch(v, template[0], rules, f"{name}[{i}]", key)) is not None:
+            if (problem := _mismatch(v, template[0], per_item, f"{name}[{i}]", key)) is not None:
                 return problem
     return None
 
