@@ -36,7 +36,8 @@ LINES = ["dataset=cflgp-lines", "scenario=cflgp-lines", "model=linear"]
 
 # label -> the run's key=value arguments besides TINY (the defaults of every registered method, then variants)
 METHODS = ["cfl", "cflgp", "fedavg", "fedem", "fedmd", "fedprox", "fedrc", "fedrc-adaptive", "fedsoft", "fesem",
-           "hcfl", "hcfl-plus", "hcfl-prime", "icfl", "ifca", "oneshot", "oracle", "pacfl", "stocfl"]
+           "hcfl", "hcfl-plus", "hcfl-prime", "icfl", "ifca", "oneshot", "oracle", "pacfl", "stocfl", "flhc",
+           "fedgroup", "fedgwc", "clove"]
 OWN = {"fedmd": ["algorithm.delta=1.0", "algorithm.init=random"]}
 CASES: dict[str, list[str]] = {m: [f"algorithm={m}", *OWN.get(m, [])] for m in METHODS}
 HCFL = ["algorithm=hcfl", "algorithm.rho=0", "algorithm.num_clusters=2"]
@@ -88,11 +89,17 @@ CASES.update({
     "hcfl-prime-split": ["algorithm=hcfl-prime", "algorithm.warmup=0", "algorithm.min_size=2", "algorithm.tol1=10",
                          "algorithm.tol2=0"],
     "oneshot-rotation": ["algorithm=oneshot", "scenario=rotation", "scenario.angles=[0,90,180]"],
+    "flhc-cluster": ["algorithm=flhc", "algorithm.cluster_round=1", "algorithm.num_clusters=2"],
+    "fedgroup-inter": ["algorithm=fedgroup", "algorithm.num_groups=2", "algorithm.pretrain_scale=2",
+                       "algorithm.pretrain_steps=3", "algorithm.inter_lr=0.1"],
+    "fedgwc-split": ["algorithm=fedgwc", "algorithm.patience=1", "algorithm.eps=1.0", "algorithm.min_cluster_size=3"],
+    "clove-sqrt": ["algorithm=clove", "algorithm.sqrt_loss=true", "algorithm.stable_rounds=1"],
 })
 # the 2-rank runs (methods that refuse ranks > 1 left out: fedmd's moment descent, the joint formulation)
 RANK_CASES = ["fedavg", "fedavg-global-lr", "ifca", "fedrc", "fedrc-global-lr", "fedem-partial", "fesem-partial",
               "hcfl-plus", "hcfl-split-remove", "hcfl-cfl", "hcfl-cscp", "pacfl-standardised", "cfl-split",
-              "stocfl-merge", "fedmd", "fedmd-regression", "fedrc-eval-train", "cflgp", "icfl-split", "fedsoft"]
+              "stocfl-merge", "fedmd", "fedmd-regression", "fedrc-eval-train", "cflgp", "icfl-split", "fedsoft",
+              "flhc-cluster", "fedgroup-inter", "fedgwc-split", "clove"]
 DROP_COLUMNS = {"seconds"}
 DROP_SUMMARY = {"wall_seconds", "git_revision", "run_dir"}
 FILES = ("rounds.csv", "clients.csv", "summary.json", "clusters.jsonl")
