@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fedcluster.engine import memory, training
+from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.inference import inference_rows
 from fedcluster.engine.memory import FREE_SHARE, balanced_chunk, footprint, free_bytes, inference_row_bytes
-from fedcluster.engine.training import Trainer
 from fedcluster.models import build_model
 
 GIB = 2**30

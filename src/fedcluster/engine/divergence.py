@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from fedcluster.engine.algorithm import Algorithm
+from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.params import Params
-from fedcluster.engine.training import Trainer
 from fedcluster.errors import DivergedError
 
 GROWTH = 1e3  # rule 2: model norm over the reference norm
@@ -65,7 +65,7 @@ class DivergenceWatch:
     """The rules above for one run (or one resumed session); :meth:`after_round` then, on evaluated rounds,
     :meth:`after_evaluation`."""
 
-    def __init__(self, alg: Algorithm, trainer: Trainer, task: str, num_classes: int) -> None:
+    def __init__(self, alg: Algorithm, trainer: Backend, task: str, num_classes: int) -> None:
         self.alg, self.trainer = alg, trainer
         norms = model_stats(alg.models)[1].cpu().tolist()  # once per run
         self.reference = max([NORM_FLOOR, *[n for n in norms if math.isfinite(n)]])

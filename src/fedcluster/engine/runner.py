@@ -23,16 +23,18 @@ from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation import client_scores_on_device, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.interrupts import sigint_held
+from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import model_footprint
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.errors import DivergedError, InterruptedRun
 from fedcluster.metrics.clustering import clustering_ari
 from fedcluster.models.base import build_model
@@ -173,15 +175,15 @@ class Run:
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def load_federation(self) -> Federation:
-        """The run's federation, built or read from the cache (engine.distributed reads its clients' part)."""
+        """The run's federation, built or read from the cache (engine.distributed.run reads its clients' part)."""
         return build_federation(self.cfg, self.typed["scenario"])
 
     def hold(self, fed: Federation) -> Federation:
-        """The part of the federation this process keeps: all of it here (engine.distributed keeps its
+        """The part of the federation this process keeps: all of it here (engine.distributed.run keeps its
         clients' inputs only)."""
         return fed
 
-    def make_trainer(self, module: torch.nn.Module) -> Trainer:
+    def make_trainer(self, module: torch.nn.Module) -> Backend:
         """The clients' work (local training, E-step losses): in process here; the Flower adapter
         (fedcluster.flower) overrides this with a trainer that sends the same work to the nodes."""
         cfg = self.cfg
