@@ -18,8 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from fedcluster.engine.checkpointing import to_device
 from fedcluster.engine.distributed.group import RankLost, rank
-from fedcluster.engine.runner import to_device
 from fedcluster.errors import UserError
 from fedcluster.storage.state_file import decode_state, encode_state
 
