@@ -50,3 +50,14 @@ def test_the_methods_ask_their_backend_only_for_the_protocol() -> None:
     assert {m for _, m in calls} >= {"train", "losses", "per_client", "sibling"}  # the scan reads real calls
     outside = sorted(f"{where} .trainer.{member}" for where, member in calls if member not in offered)
     assert not outside, outside
+
+
+def test_the_backends_know_nothing_of_the_round_loop_or_the_methods() -> None:
+    from test_layers import fedcluster_imports
+
+    above = ("fedcluster.engine.runner", "fedcluster.engine.callbacks", "fedcluster.engine.checkpointing",
+             "fedcluster.engine.distributed.run", "fedcluster.engine.algorithm", "fedcluster.algorithms",
+             "fedcluster.flower")
+    found = [f"{p.name}:{line} imports {m}" for p in sorted((ROOT / "engine" / "backends").glob("*.py"))
+             for m, line in fedcluster_imports(p) if m.startswith(above)]
+    assert not found, found

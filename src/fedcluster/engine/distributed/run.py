@@ -3,8 +3,7 @@
 Every rank runs the same program (``torchrun --nproc-per-node N -m fedcluster run ...``, or ``fedcluster run
 ... ranks=N``, which starts torchrun's elastic agent itself: :mod:`fedcluster.app.launch`). Each rank trains its
 own clients (the sharded backend, :mod:`fedcluster.engine.backends.sharded`) and holds only their inputs
-(:mod:`fedcluster.data.sharded`; labels, offsets and ground truth stay whole): after building the federation a
-rank drops the other ranks' clients' inputs. A method setting whose server reads every input
+(:mod:`fedcluster.engine.distributed.shares`). A method setting whose server reads every input
 (:meth:`Algorithm.reads_every_input`) is refused with more than one rank.
 
 The server's steps (aggregation, E-step statistics, clustering, splits, merges) then run on every rank on
@@ -19,8 +18,6 @@ line naming the rank.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +25,18 @@ import numpy as np
 import torch
 
 from fedcluster.config.run_config import RunConfig
-from fedcluster.data.build import build_federation, cache_key, cache_path
 from fedcluster.data.federation import Federation
-from fedcluster.data.normalize import standardize_with
-from fedcluster.data.sharded import ShardedSplit, read_share, shard_federation
+from fedcluster.data.sharded import ShardedSplit
 from fedcluster.engine.algorithm import RoundResult
 from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.backends.sharded import ShardedTrainer
 from fedcluster.engine.distributed.follower import FollowerRunDir
 from fedcluster.engine.distributed.group import rank, start, world_size
-from fedcluster.engine.distributed.state import broadcast_stats, check_same_state, share_state
+from fedcluster.engine.distributed.shares import load_share, own_clients
+from fedcluster.engine.distributed.state import check_same_state, share_state
 from fedcluster.engine.runner import Run, summarize
 from fedcluster.errors import ConfigError, UserError
-from fedcluster.storage.state_file import StateFileError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
-
-
-def _return_freed_memory() -> None:
-    """Give the heap memory freed while reading or building the federation back to the system (glibc keeps
-    freed blocks below its trim threshold, tens of megabytes, in the process otherwise); nothing elsewhere."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class DistributedRun(Run):
@@ -68,36 +56,14 @@ class DistributedRun(Run):
         super().__init__(cfg, typed, resume, fed, run_dir)
 
     def load_federation(self) -> Federation:
-        """Rank 0 builds the federation (or reads the cache) and writes the cache; the other ranks then read
-        only their clients' inputs from the cache file (all of it, then drop the rest, when it could not be
-        written). Image inputs are standardised with the whole federation's statistics, which rank 0 sends."""
+        """Rank 0 builds the federation and the others read their clients' share of it (engine.distributed.shares)."""
         if self.world == 1:
             return super().load_federation()
-        cfg, params = self.cfg, self.typed["scenario"]
-        fed, failed = None, False
-        if self.rank == 0:
-            try:
-                fed = build_federation(cfg, params)
-            except BaseException:
-                failed = True  # the others must not wait: they stop too, rank 0 says why
-                broadcast_stats(None, failed, self.device)
-                raise
-        stats = broadcast_stats(fed.info.get("normalization") if fed is not None else None, failed, self.device)
-        if self.rank == 0:
-            return fed
-        path, key = cache_path(cfg, params), cache_key(cfg, params)
-        try:
-            fed = read_share(path, key, self.rank, self.world)
-        except (StateFileError, OSError):  # no cache (e.g. not writable): build it whole, hold() drops the rest
-            return build_federation(cfg, params, use_cache=False)
-        return standardize_with(fed, stats) if stats is not None else fed
+        return load_share(self.cfg, self.typed["scenario"], self.rank, self.world, self.device)
 
     def hold(self, fed: Federation) -> Federation:
-        """Only this rank's clients' inputs (module docstring)."""
-        if self.world > 1 and not isinstance(fed.train, ShardedSplit):
-            fed = shard_federation(fed, self.rank, self.world)
-        _return_freed_memory()
-        return fed
+        """Only this rank's clients' inputs."""
+        return own_clients(fed, self.rank, self.world)
 
     def _build(self, fed: Federation | None) -> None:
         super()._build(fed)
