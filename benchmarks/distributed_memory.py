@@ -38,13 +38,13 @@ def child(args: list[str]) -> None:
     from fedcluster.app import launch
     from fedcluster.config.run_config import load_raw, resolve
     from fedcluster.data.sharded import held_bytes
-    from fedcluster.engine import distributed
+    from fedcluster.engine.distributed import group
 
     cfg, typed = resolve(load_raw(None, args))
     run = launch.run_class()(cfg, typed)
     gc.collect()
     trainer, splits = run.ctx.trainer, (run.fed.train, run.fed.val, run.fed.test)
-    print(json.dumps({"rank": distributed.rank(), "held": held_bytes(run.fed),
+    print(json.dumps({"rank": group.rank(), "held": held_bytes(run.fed),
                       "inputs": sum(s.local().x.nbytes for s in splits),
                       "trainer": trainer.x.nbytes + trainer.y.nbytes, "anon": status_bytes("RssAnon"),
                       "peak": status_bytes("VmHWM")}))

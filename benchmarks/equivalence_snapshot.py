@@ -186,7 +186,7 @@ def rank_child(root: Path, specs: dict[str, list[str]]) -> None:
         code = main(["run", *args, f"out={root / label}"])
         if code:
             sys.exit(code)
-    for name in ("fedcluster.engine.distributed", "fedcluster.app.launch"):
+    for name in ("fedcluster.engine.distributed", "fedcluster.engine.distributed.group", "fedcluster.app.launch"):
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "leave_group"):
             module.leave_group()

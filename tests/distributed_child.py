@@ -19,6 +19,6 @@ if __name__ == "__main__":
         code = main(["run", *args, f"out={root / label}"])
         if code:
             sys.exit(code)
-    from fedcluster.engine import distributed
+    from fedcluster.engine.distributed.group import leave_group
 
-    distributed.leave_group()
+    leave_group()

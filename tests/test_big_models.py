@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
 

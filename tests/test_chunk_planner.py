@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine import memory, training
+from fedcluster.engine import memory
+from fedcluster.engine.backends import local
+from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.inference import inference_rows
 from fedcluster.engine.memory import FREE_SHARE, balanced_chunk, footprint, free_bytes, inference_row_bytes
-from fedcluster.engine.training import Trainer
 from fedcluster.models import build_model
 
 GIB = 2**30
@@ -21,7 +22,7 @@ def test_a_big_model_on_70_gib_trains_many_units_per_call(name: str, least: int,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """ResNet-18 / MobileNet-V2, 100 clients × batch 32, an H100 with 70 GiB free: a few balanced calls of
     many units each (a chunk of one unit would make the fast path a slow sequential loop)."""
-    monkeypatch.setattr(training, "budget_bytes", lambda device, chunk_mb: int(70 * GIB * FREE_SHARE))
+    monkeypatch.setattr(local, "budget_bytes", lambda device, chunk_mb: int(70 * GIB * FREE_SHARE))
     x, y = torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,))
     tr = Trainer(build_model(name, (3, 32, 32), 10), x, y, np.array([0, 2, 4]), "classification", seed=0)
     chunk = tr.chunk_size(32, 100)

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from fedcluster.app.cli import main
+from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.batches import make_schedule
+from fedcluster.engine.kernels import per_sample_loss
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss
 from fedcluster.engine.params import Params, get_params, stack
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer, per_sample_loss
 from fedcluster.models.base import build_model
 
 SOLVER = Solver(lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=16)

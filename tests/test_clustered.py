@@ -14,8 +14,9 @@ from fedcluster.algorithms.clustered import replace_solver
 from fedcluster.algorithms.oneshot import kmeans_models
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.engine.checkpointing import to_device
 from fedcluster.engine.params import flatten
-from fedcluster.engine.runner import Run, to_device
+from fedcluster.engine.runner import Run
 from fedcluster.storage.state_file import load_state, save_state
 from fedcluster.tiers.weights import fedsoft
 from fedcluster.tracking.report import report_run

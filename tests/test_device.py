@@ -18,13 +18,15 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.algorithm import Context
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.checkpointing import to_device
 from fedcluster.engine.device import check_engine, resolve_device
+from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
-from fedcluster.engine.runner import Run, evaluate, to_device
+from fedcluster.engine.runner import Run, evaluate
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
 

@@ -28,7 +28,8 @@ from fedcluster.app import launch
 from fedcluster.app.cli import main
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR
-from fedcluster.engine import distributed
+from fedcluster.engine.backends.sharded import owned
+from fedcluster.engine.distributed.state import state_fingerprint
 from fedcluster.storage.state_file import load_state
 
 SRC = str(Path(fedcluster.__file__).parents[1])
@@ -184,7 +185,8 @@ def test_a_method_that_reads_every_input_on_the_server_is_refused_in_one_line(tm
 
 SHARE = """
 import json, numpy as np, torch, torch.distributed as dist
-from fedcluster.engine import distributed
+from fedcluster.engine.distributed.group import leave_group
+from fedcluster.engine.distributed.state import share_state
 dist.init_process_group("gloo")
 r = dist.get_rank()
 class Method:  # a state that differs on the two ranks, as after a non-deterministic server step
@@ -194,12 +196,12 @@ class Method:  # a state that differs on the two ranks, as after a non-determini
     def state_dict(self): return self.state
     def load_state_dict(self, state): self.state = state
 m = Method()
-distributed.share_state(m, torch.device("cpu"))
+share_state(m, torch.device("cpu"))
 s = m.state
 print(json.dumps([s["models"]["w"].tolist(), str(s["models"]["w"].dtype), list(s["models"]["b"].shape),
                   s["omega"].tolist(), s["held"].tolist(), str(s["held"].dtype), s["k"], s["name"], s["big"],
                   s["none"]]))
-distributed.leave_group()
+leave_group()
 """
 
 
@@ -216,7 +218,7 @@ def test_every_rank_takes_rank_0s_state_after_a_round() -> None:
 
 def test_every_client_belongs_to_exactly_one_rank() -> None:
     clients = np.array([5, 0, 3, 3, 8, 1, 2, 7, 5])  # units of a round: clients repeat (client × cluster)
-    parts = [distributed.owned(clients, r, 3) for r in range(3)]
+    parts = [owned(clients, r, 3) for r in range(3)]
     assert sorted(np.concatenate(parts).tolist()) == list(range(len(clients)))
     for r, p in enumerate(parts):
         assert set((clients[p] % 3).tolist()) <= {r}
@@ -225,10 +227,10 @@ def test_every_client_belongs_to_exactly_one_rank() -> None:
 def test_state_fingerprint_tells_states_apart() -> None:
     state = {"models": {"w": torch.arange(6.0).view(2, 3)}, "omega": np.eye(2), "k": 2, "ids": [0, 1]}
     same = {"models": {"w": torch.arange(6.0).view(2, 3)}, "omega": np.eye(2), "k": 2, "ids": [0, 1]}
-    assert torch.equal(distributed.state_fingerprint(state), distributed.state_fingerprint(same))
+    assert torch.equal(state_fingerprint(state), state_fingerprint(same))
     for other in ({**state, "k": 3}, {**state, "ids": [0, 1, 2]}, {**state, "omega": np.eye(2) * 2},
                   {**state, "models": {"w": torch.full((2, 3), float("nan"))}}):
-        assert not torch.equal(distributed.state_fingerprint(state), distributed.state_fingerprint(other))
+        assert not torch.equal(state_fingerprint(state), state_fingerprint(other))
 
 
 def test_the_failed_rank_is_named_not_those_torchrun_stopped(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -28,7 +28,7 @@ import pytest
 import torch
 from fault_child import kill_self_at
 
-import fedcluster.engine.training as training
+import fedcluster.engine.backends.local as local_backend
 import fedcluster.storage.atomic as atomic
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
@@ -440,7 +440,7 @@ def test_divergence_at_round_one_exits_3_and_the_folder_can_be_reused(tmp_path: 
 def test_divergence_keeps_the_last_good_checkpoint(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     args = [*FAST, "rounds=4", "eval_every=2"]  # round 3 is not evaluated: the weights alone must tell
     assert main(["run", *args, f"out={tmp_path / 'straight'}"]) == 0
-    dense, calls = training.train_dense, [0]
+    dense, calls = local_backend.train_dense, [0]
 
     def nan_in_round_3(*a, **k):  # one client's local training blows up in the 3rd round
         out = dense(*a, **k)
@@ -449,7 +449,7 @@ def test_divergence_keeps_the_last_good_checkpoint(tmp_path: Path, capsys, monke
             next(iter(out.values()))[0].fill_(float("nan"))
         return out
 
-    monkeypatch.setattr(training, "train_dense", nan_in_round_3)
+    monkeypatch.setattr(local_backend, "train_dense", nan_in_round_3)
     out = tmp_path / "run"
     capsys.readouterr()
     assert main(["run", *args, f"out={out}"]) == 3

@@ -16,11 +16,12 @@ from fake_device import FakeDevice
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine import looped
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.models import build_model
 
 SOLVER = Solver(lr=0.05, epochs=2, batch_size=8, momentum=0.9, weight_decay=1e-3, prox_mu=0.05)

@@ -12,17 +12,18 @@ import pytest
 import torch
 from torch import nn
 
-from fedcluster.engine import training
+from fedcluster.engine import kernels
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.kernels import PAD_TOLERANCE, step_groups
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import PAD_TOLERANCE, Trainer, step_groups
 
 
 @pytest.fixture
 def computed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Rows computed by the vectorised training steps: units × batch width of each vmapped gradient call."""
     rows = [0]
-    real_vmap = training.vmap
+    real_vmap = kernels.vmap
 
     def counting(fn: Callable, *args, **kwargs) -> Callable:
         mapped = real_vmap(fn, *args, **kwargs)
@@ -33,7 +34,7 @@ def computed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
         return call
 
-    monkeypatch.setattr(training, "vmap", counting)
+    monkeypatch.setattr(kernels, "vmap", counting)
     return rows
 
 
@@ -71,7 +72,7 @@ def test_uneven_clients_are_grouped_within_the_tolerance_and_train_the_same_mode
     trimmed = _train(_trainer(sizes), 2, solver)
     assert computed_rows[0] <= (1 + PAD_TOLERANCE) * 2 * 2 * sum(sizes)
     # the padded computation: every step at the full batch for every unit still training
-    monkeypatch.setattr(training, "step_groups", lambda real: [(None, 32)])
+    monkeypatch.setattr(kernels, "step_groups", lambda real: [(None, 32)])
     padded = _train(_trainer(sizes), 2, solver)
     for k in trimmed:
         torch.testing.assert_close(trimmed[k], padded[k], rtol=1e-5, atol=1e-6)

@@ -11,9 +11,9 @@ import torch
 from test_clustered import _one_thread  # noqa: F401  (autouse: one intra-op thread for tiny models)
 
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine.protocol import ClientsFailed, RemoteTrainer, Request, node_trainer, serve
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.backends.remote import ClientsFailed, RemoteTrainer, Request, node_trainer, serve
 from fedcluster.engine.runner import Run
-from fedcluster.engine.training import Trainer
 
 
 class LoopbackRun(Run):

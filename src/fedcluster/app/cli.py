@@ -55,12 +55,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     with starting_up():
         cfg, typed = resolve(load_raw(path, overrides))  # a bad config fails before the engine (torch) loads
         from fedcluster.app import launch
-        from fedcluster.engine import distributed
+        from fedcluster.engine.distributed.env import in_torchrun, world_from_env
 
-        if cfg.ranks > 1 and not distributed.in_torchrun():  # ranks=N: start N processes under torchrun
+        if cfg.ranks > 1 and not in_torchrun():  # ranks=N: start N processes under torchrun
             return launch.launch_run(args.items, cfg)
         run = launch.run_class()(cfg, typed)
-    lead = distributed.world_from_env()[0] == 0  # under torchrun only rank 0 speaks
+    lead = world_from_env()[0] == 0  # under torchrun only rank 0 speaks
     if lead:
         print(run.fed.summary(), file=sys.stderr)
     summary = run.execute()
@@ -71,13 +71,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from fedcluster.app import launch
-    from fedcluster.engine import distributed
+    from fedcluster.engine.distributed.env import in_torchrun, world_from_env
     from fedcluster.tracking.resume import plan_resume
 
     path = Path(args.run_dir)
-    if distributed.world_from_env()[0] > 0:  # under torchrun: rank 0 locks, checks and writes the directory
+    if world_from_env()[0] > 0:  # under torchrun: rank 0 locks, checks and writes the directory
         return launch.resume_follower(path, args.overrides)
-    if not distributed.in_torchrun() and (path / "config.yaml").is_file():
+    if not in_torchrun() and (path / "config.yaml").is_file():
         ranks = launch.follower_resume(path, args.overrides)[0].ranks
         if ranks > 1:  # the run's (or the override's) ranks=N: start N processes under torchrun
             return launch.launch_resume(path, args.overrides, ranks)
@@ -313,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         print("fedcluster: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except RuntimeError as e:  # under torchrun: another rank went away
-        distributed = sys.modules.get("fedcluster.engine.distributed")
-        if distributed is None or not isinstance(e, distributed.RankLost):
+        group = sys.modules.get("fedcluster.engine.distributed.group")
+        if group is None or not isinstance(e, group.RankLost):
             raise
         from fedcluster.app.launch import stop_quietly
 

@@ -1,7 +1,7 @@
 """Starting a run over several processes: ``fedcluster run ... ranks=N`` and ``fedcluster resume`` under
 torchrun's elastic agent (:func:`launch`), the run loop each process runs (:func:`run_class`), rank > 0's side of
 a resume, and the one-line reports of a rank that failed or lost its peer. The rounds themselves are
-:mod:`fedcluster.engine.distributed`'s.
+:mod:`fedcluster.engine.distributed.run`'s.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from fedcluster.config.run_config import RunConfig, load_raw, resolve
-from fedcluster.engine.distributed import DistributedRun, FollowerRunDir, RankLost, in_torchrun
-from fedcluster.engine.rank_env import check_ranks, collective_timeout
+from fedcluster.engine.distributed.env import check_ranks, collective_timeout, in_torchrun
+from fedcluster.engine.distributed.follower import FollowerRunDir
+from fedcluster.engine.distributed.group import RankLost
+from fedcluster.engine.distributed.run import DistributedRun
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import default_run_dir
 

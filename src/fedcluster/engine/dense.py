@@ -65,7 +65,7 @@ def chunk_units(params: Params) -> int:
 
 @torch.no_grad()
 def train_dense(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batch, solver: Solver, task: str) -> Params:
-    """Train all units of ``batch`` (see training.Batch); same maths as ``train_sequential``.
+    """Train all units of ``batch`` (see kernels.Batch); same maths as ``train_sequential``.
 
     Units are ordered longest-first, so in every chunk the active units shrink from the end. A chunk's
     weights are gathered, trained in place and scattered back while they are cache-hot.

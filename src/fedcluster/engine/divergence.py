@@ -1,7 +1,7 @@
 """Stop a run whose training diverged (the runner raises :class:`DivergedError`, exit status 3).
 
-A run has diverged at round t when, checked by the runner after the round and after its evaluation (outside
-the methods), one of these holds:
+A run has diverged at round t when, checked after the round and after its evaluation (a callback of the round
+loop, outside the methods), one of these holds:
 
 1. **Non-finite numbers**: a client's locally trained unit (the trainer records each unit's largest absolute
    entry), a cluster model, Ω, or the evaluated val/test loss is NaN or infinite.
@@ -33,8 +33,9 @@ import numpy as np
 import torch
 
 from fedcluster.engine.algorithm import Algorithm
+from fedcluster.engine.backends.protocol import Backend
+from fedcluster.engine.callbacks import RoundCallback
 from fedcluster.engine.params import Params
-from fedcluster.engine.training import Trainer
 from fedcluster.errors import DivergedError
 
 GROWTH = 1e3  # rule 2: model norm over the reference norm
@@ -61,12 +62,14 @@ def model_stats(models: Params) -> torch.Tensor:
     return torch.stack([torch.stack(peaks).amax(0), torch.stack(squares).sum(0).sqrt()])
 
 
-class DivergenceWatch:
+class DivergenceWatch(RoundCallback):
     """The rules above for one run (or one resumed session); :meth:`after_round` then, on evaluated rounds,
-    :meth:`after_evaluation`."""
+    :meth:`after_evaluation` (:meth:`on_played`: either, as the round loop's callback). ``unscored``: the losses
+    that are NaN by design (a split without samples), never read."""
 
-    def __init__(self, alg: Algorithm, trainer: Trainer, task: str, num_classes: int) -> None:
-        self.alg, self.trainer = alg, trainer
+    def __init__(self, alg: Algorithm, trainer: Backend, task: str, num_classes: int,
+                 unscored: tuple[str, ...] = ()) -> None:
+        self.alg, self.trainer, self.unscored = alg, trainer, unscored
         norms = model_stats(alg.models)[1].cpu().tolist()  # once per run
         self.reference = max([NORM_FLOOR, *[n for n in norms if math.isfinite(n)]])
         self.chance = math.log(num_classes) if task == "classification" and num_classes > 1 else None
@@ -74,6 +77,14 @@ class DivergenceWatch:
         self.stuck = 0  # consecutive evaluations that met rule 3
         self._queued: tuple[int, list, int, torch.Tensor] | None = None  # the last queued round's numbers
         self._values: torch.Tensor | None = None  # the same numbers until they are taken
+
+    def on_played(self, round_: int, metrics: dict[str, float]) -> None:
+        """The checks of a round, with its evaluation's losses when it was evaluated (the evaluation then brought
+        the queued numbers back with its scores)."""
+        if metrics:
+            self.after_evaluation(round_, {k: v for k, v in metrics.items() if k not in self.unscored})
+        else:
+            self.after_round(round_)
 
     def after_round(self, round_: int) -> None:
         """Rules 1 and 2 on the trained units, the models and Ω: one host read."""

@@ -60,7 +60,7 @@ class _Lane:
 def train_looped(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch, solver: Solver,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], precision: str = "fp32",
                  graphs: bool | None = None) -> Params:
-    """Train every unit of ``batch`` (engine.training.Batch) one by one; returns the stack [U, ...].
+    """Train every unit of ``batch`` (engine.kernels.Batch) one by one; returns the stack [U, ...].
     ``graphs`` (default: on CUDA) captures and replays each step as a CUDA graph."""
     graphs = x.device.type == "cuda" if graphs is None else graphs
     if batch.weight.dim() != 3:

@@ -35,7 +35,7 @@ def start_pool(workers: int, initializer: Callable[..., None], initargs: tuple[A
     method = method or start_method()
     ctx = tmp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["torch", "fedcluster.engine.training"])  # imported once, in the server
+        ctx.set_forkserver_preload(["torch", "fedcluster.engine.backends.local"])  # imported once, in the server
     return ctx.Pool(workers, initializer=initializer, initargs=initargs)
 
 

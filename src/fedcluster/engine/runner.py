@@ -1,4 +1,7 @@
-"""The run loop: build everything from a config, run the rounds, evaluate, record, checkpoint."""
+"""The run loop: build everything from a config, then for each round play it, evaluate it when due and hand it to
+the loop's callbacks (the divergence watch, rounds.csv and clusters.jsonl, tracking, progress, checkpoints:
+:mod:`fedcluster.engine.callbacks`); a resumed run first restores its checkpoint
+(:mod:`fedcluster.engine.checkpointing`)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ from typing import Any
 import numpy as np
 import sklearn
 import torch
-from tqdm import tqdm
 
 from fedcluster._version import __version__
 from fedcluster.catalog.registry import ALGORITHMS
@@ -23,21 +25,24 @@ from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.budget import check_federation_fits, fit_run
+from fedcluster.engine.callbacks import Callbacks, Progress, RoundCallback, RoundEnd, RoundFiles, Tracking
+from fedcluster.engine.checkpointing import Checkpointing, restore
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation import client_scores_on_device, mean_over_clients, missing_validation_note
 from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.interrupts import sigint_held
+from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import model_footprint
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer, auto_path
 from fedcluster.errors import DivergedError, InterruptedRun
 from fedcluster.metrics.clustering import clustering_ari
 from fedcluster.models.base import build_model
 from fedcluster.storage.atomic import writing
-from fedcluster.tracking.checkpoint_schema import CheckpointSchemaError, check_algorithm_state
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
@@ -173,15 +178,15 @@ class Run:
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
 
     def load_federation(self) -> Federation:
-        """The run's federation, built or read from the cache (engine.distributed reads its clients' part)."""
+        """The run's federation, built or read from the cache (engine.distributed.run reads its clients' part)."""
         return build_federation(self.cfg, self.typed["scenario"])
 
     def hold(self, fed: Federation) -> Federation:
-        """The part of the federation this process keeps: all of it here (engine.distributed keeps its
+        """The part of the federation this process keeps: all of it here (engine.distributed.run keeps its
         clients' inputs only)."""
         return fed
 
-    def make_trainer(self, module: torch.nn.Module) -> Trainer:
+    def make_trainer(self, module: torch.nn.Module) -> Backend:
         """The clients' work (local training, E-step losses): in process here; the Flower adapter
         (fedcluster.flower) overrides this with a trainer that sends the same work to the nodes."""
         cfg = self.cfg
@@ -200,83 +205,51 @@ class Run:
         finally:
             self.dir.release()
 
+    def callbacks(self) -> list[RoundCallback]:
+        """What the round loop does with each round, in this order: the divergence watch (it may stop the run
+        before the round's row is kept), rounds.csv and clusters.jsonl, tracking, progress, checkpoints."""
+        return [self.watch, RoundFiles(self.dir), Tracking(self.tracking),
+                Progress(self.cfg.algorithm, self.cfg.rounds, self.cfg.progress), self.checkpoints]
+
     def _execute(self) -> dict[str, Any]:
         cfg = self.cfg
-        start, rows, elapsed, saved_rows = 0, [], 0.0, None
         if self.resume:
-            if self.dir.checkpoint.exists() or self.dir.checkpoint.is_symlink():  # a broken link is refused, not absent
-                state = self.dir.load_checkpoint()
-                shapes = {k: tuple(v.shape) for k, v in self.ctx.module.state_dict().items()}
-                fed = self.fed
-                check_algorithm_state(state["algorithm"], to_device(self.alg.state_dict(), torch.device("cpu")),
-                                      shapes, str(self.dir.checkpoint),
-                                      (fed.num_clients, fed.train.num_samples, fed.num_classes),
-                                      self.alg.fixed_clusters)
-                self.alg.load_state_dict(to_device(state["algorithm"], self.device))
-                self.load_momentum(state)
-                start, elapsed = state["round"], state["elapsed"]
-                saved_rows = state.get("rows")
-            else:
-                print(f"fedcluster: note: {self.dir.path} has no checkpoint yet; starting it again from round 0",
-                      file=sys.stderr)
-            rows = self.dir.restart_at(start)
-            if saved_rows is not None:  # the checkpoint's rows keep full precision (rounds.csv has 6 digits)
-                rows = [dict(r) for r in saved_rows]
-            self.dir.write_config(dump_config(cfg))  # what this run really uses (e.g. the new rounds)
+            first, elapsed, rows = restore(self.dir, cfg, self.alg, self.ctx.module, self.fed, self.ctx.trainer,
+                                           self.device)
         else:
             self.dir.create(dump_config(cfg))
-        self.tracking.start(rows)
+            first, elapsed, rows = 0, 0.0, []
+        self.watch = DivergenceWatch(self.alg, self.ctx.trainer, self.fed.task, self.fed.output_dim,
+                                     unscored=self._unscored())
+        self.checkpoints = Checkpointing(self.dir, cfg, self.alg, self.ctx.trainer, first)
+        callbacks = Callbacks(self.callbacks())
+        callbacks.on_start(first, rows)
         val_acc = np.full(self.fed.num_clients, np.nan)
-        bar = tqdm(range(start, cfg.rounds), initial=start, total=cfg.rounds, disable=not cfg.progress,
-                   file=sys.stderr, desc=f"{cfg.algorithm}", unit="round", dynamic_ncols=True)
-        checkpointed, done = start, start
-        watch = DivergenceWatch(self.alg, self.ctx.trainer, self.fed.task, self.fed.output_dim)
+        done = first
         try:
-            for t in bar:
+            for t in range(first, cfg.rounds):
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
                 res = self.play_round(t)
+                metrics: dict[str, float] = {}
                 if (t + 1) % cfg.eval_every == 0 or last:  # the round's checks come back with the scores
-                    watch.queue(t + 1)
-                    metrics, val_acc = self._evaluate(watch)
-                    watch.after_evaluation(t + 1, self._scored(metrics))
-                else:
-                    watch.after_round(t + 1)
-                    metrics = {}
+                    self.watch.queue(t + 1)
+                    metrics, val_acc = self._evaluate(self.watch)
+                callbacks.on_played(t + 1, metrics)
                 seconds = time.perf_counter() - t0
                 elapsed += seconds
-                row = {"round": t + 1, **{k: metrics.get(k, float("nan")) for k in ("val_acc", "test_acc", "ari")},
-                       "num_clusters": self.alg.num_clusters, "bytes_up": res.bytes_up,
-                       "bytes_down": res.bytes_down, "seconds": seconds,
-                       "val_loss": metrics.get("val_loss", float("nan")),
-                       "test_loss": metrics.get("test_loss", float("nan")),
-                       **({"train_acc": metrics.get("train_acc", float("nan"))} if cfg.eval_train else {}),
-                       **res.extra}
+                row = round_row(t + 1, metrics, res, self.alg.num_clusters, seconds, cfg.eval_train)
                 with sigint_held():  # the row, its clusters and its checkpoint: all written or none
-                    self.dir.append_round(row)
-                    if res.clusters is not None:
-                        self.dir.append_jsonl("clusters.jsonl", {"round": t + 1, **res.clusters})
                     rows.append(row)
-                    self.tracking.log_round(row)
-                    if metrics:
-                        bar.set_postfix(val=f"{metrics['val_acc']:.3f}", test=f"{metrics['test_acc']:.3f}",
-                                        K=self.alg.num_clusters, refresh=False)
-                    if (t + 1) % cfg.checkpoint_every == 0 or last:
-                        state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
-                        saved = {"round": t + 1, "elapsed": elapsed, "config": cfg.to_dict(), "algorithm": state,
-                                 "rows": rows}
-                        if cfg.client_momentum == "keep":  # the clients' kept SGD buffers (engine.momentum)
-                            saved["client_momentum"] = to_device(self.ctx.trainer.momentum_state(),
-                                                                 torch.device("cpu"))
-                        self.dir.save_checkpoint(saved)
-                        checkpointed = t + 1
+                    callbacks.on_round(RoundEnd(t + 1, row, res, metrics, rows, elapsed, last))
                     done = t + 1
         except DivergedError as e:
-            raise DivergedError(f"{e}; {self._diverged_note(done, checkpointed)}") from None
+            raise DivergedError(f"{e}; {self._diverged_note(done, self.checkpoints.last)}") from None
         except KeyboardInterrupt:
-            raise InterruptedRun(f"interrupted in round {done + 1}; {self._kept(done, checkpointed)}") from None
+            raise InterruptedRun(f"interrupted in round {done + 1}; {self._kept(done, self.checkpoints.last)}"
+                                 ) from None
         finally:
-            bar.close()
+            callbacks.on_finish()
             self.ctx.trainer.close()
         if np.isnan(val_acc).all() and self.fed.task == "classification":
             _, val_acc = evaluate(self.alg, self.fed)
@@ -293,27 +266,10 @@ class Run:
             watch.check_now()
             raise
 
-    def load_momentum(self, state: dict[str, Any]) -> None:
-        """The clients' kept momentum buffers of a checkpoint (client_momentum=keep), refused in one line when
-        absent or malformed: a resume without them would not continue the run it says it continues."""
-        if self.cfg.client_momentum != "keep":
-            return
-        saved = state.get("client_momentum")
-        where = str(self.dir.checkpoint)
-        if not isinstance(saved, dict) or not all(isinstance(v, dict) and isinstance(v.get("buffers"), dict)
-                                                  and "keys" in v for v in saved.values()):
-            raise CheckpointSchemaError(f"checkpoint {where} holds no client momentum buffers but this run keeps "
-                                        "them (client_momentum=keep); start the run again with another out=")
-        try:
-            self.ctx.trainer.load_momentum_state(to_device(saved, self.device))
-        except (ValueError, TypeError, AttributeError) as e:
-            raise CheckpointSchemaError(f"checkpoint {where} has client momentum buffers that do not fit ({e}); "
-                                        "start the run again with another out=") from None
-
-    def _scored(self, metrics: dict[str, float]) -> dict[str, float]:
-        """The losses a divergence check may read: a split without samples has a NaN loss by design."""
-        empty = {"val_loss": self.fed.val.sizes.sum() == 0, "test_loss": self.fed.test.sizes.sum() == 0}
-        return {k: v for k, v in metrics.items() if not empty.get(k, False)}
+    def _unscored(self) -> tuple[str, ...]:
+        """The losses a divergence check may not read: a split without samples has a NaN loss by design."""
+        return tuple(k for k, split in (("val_loss", self.fed.val), ("test_loss", self.fed.test))
+                     if split.sizes.sum() == 0)
 
     def _kept(self, t: int, checkpointed: int) -> str:
         """Where the results of rounds 1..t are and how to continue from the last checkpoint."""
@@ -350,15 +306,15 @@ class Run:
         return summary
 
 
-def to_device(state: Any, device: torch.device) -> Any:
-    """A checkpointed algorithm state with its tensors on ``device`` (checkpoints are written from the CPU)."""
-    if isinstance(state, torch.Tensor):
-        return state.to(device)
-    if isinstance(state, dict):
-        return {k: to_device(v, device) for k, v in state.items()}
-    if isinstance(state, list | tuple):
-        return type(state)(to_device(v, device) for v in state)
-    return state
+def round_row(round_: int, metrics: dict[str, float], res: RoundResult, num_clusters: int, seconds: float,
+              eval_train: bool) -> dict[str, Any]:
+    """A rounds.csv row: the evaluation's metrics (NaN on rounds not evaluated), K, bytes, seconds and the method's
+    own columns."""
+    return {"round": round_, **{k: metrics.get(k, float("nan")) for k in ("val_acc", "test_acc", "ari")},
+            "num_clusters": num_clusters, "bytes_up": res.bytes_up, "bytes_down": res.bytes_down,
+            "seconds": seconds, "val_loss": metrics.get("val_loss", float("nan")),
+            "test_loss": metrics.get("test_loss", float("nan")),
+            **({"train_acc": metrics.get("train_acc", float("nan"))} if eval_train else {}), **res.extra}
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

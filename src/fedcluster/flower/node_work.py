@@ -1,6 +1,6 @@
 """A node's work on its partition: build the run's seeded federation from the resolved config, keep this
 partition's training rows, answer ``hello`` and the clients' requests with the in-process engine's client
-code (engine.protocol.serve). Run either in the ClientApp process itself or, kept warm across messages, in
+code (engine.backends.remote.serve). Run either in the ClientApp process itself or, kept warm across messages, in
 the ``fedcluster flower node`` process (:mod:`fedcluster.flower.worker`)."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Any
 
 import torch
 
-from fedcluster.engine.protocol import Arrays, Request, node_trainer, serve
-from fedcluster.engine.training import Trainer, auto_path
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.backends.remote import Arrays, Request, node_trainer, serve
+from fedcluster.engine.kernels import auto_path
 
 
 @dataclass

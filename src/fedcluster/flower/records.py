@@ -1,11 +1,11 @@
-"""engine.protocol requests and replies as Flower records (ArrayRecord + ConfigRecord; no pickle)."""
+"""engine.backends.remote requests and replies as Flower records (ArrayRecord + ConfigRecord; no pickle)."""
 
 from __future__ import annotations
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from fedcluster.engine.protocol import Arrays, Request
+from fedcluster.engine.backends.remote import Arrays, Request
 from fedcluster.flower.wire import ARRAYS, RUN, TASK
 
 

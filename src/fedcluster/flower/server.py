@@ -1,7 +1,7 @@
 """The ServerApp: the server side of any registered algorithm, with the clients' work sent to the nodes.
 
 :class:`FlowerRun` is the in-process :class:`~fedcluster.engine.runner.Run` (same round loop, metrics, run
-directory, checkpoints) with two changes: its trainer is an :class:`~fedcluster.engine.protocol.RemoteTrainer`
+directory, checkpoints) with two changes: its trainer is an :class:`~fedcluster.engine.backends.remote.RemoteTrainer`
 whose requests :class:`NodeLink` carries to the nodes, and each round first drops the sampled clients whose
 node is not connected; a round in which a node fails (error or no reply within ``timeout``) is replayed
 from the state before it without that node, as long as ``min_clients`` remain (else it is skipped and the
@@ -28,9 +28,9 @@ from flwr.serverapp import Grid
 
 from fedcluster.algorithms.base import RoundResult
 from fedcluster.config.run_config import RunConfig
-from fedcluster.engine.protocol import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
+from fedcluster.engine.backends.protocol import Backend
+from fedcluster.engine.backends.remote import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
 from fedcluster.engine.runner import Run
-from fedcluster.engine.training import Trainer
 from fedcluster.errors import ConfigError
 from fedcluster.flower.records import RUN, from_record, request_content, wire_bytes
 
@@ -143,7 +143,7 @@ class FlowerRun(Run):
         self.link = link
         super().__init__(cfg, typed)
 
-    def make_trainer(self, module: torch.nn.Module) -> Trainer:
+    def make_trainer(self, module: torch.nn.Module) -> Backend:
         tr = self.fed.train
         if self.cfg.client_momentum == "keep":
             raise ConfigError("client_momentum=keep is not offered on Flower (the nodes keep no state between "

@@ -49,6 +49,11 @@ def _integer(name: str, default: int) -> int:
                         "it for the processes it starts)") from None
 
 
+def in_torchrun() -> bool:
+    """Whether this process is one rank of several (torchrun set its environment)."""
+    return world_from_env()[1] > 1
+
+
 def world_from_env() -> tuple[int, int]:
     """(rank, world size) of this process as torchrun sets them; (0, 1) outside torchrun, and where an outer
     job left ``RANK``/``WORLD_SIZE`` without ``MASTER_ADDR`` (with a warning, once)."""

@@ -1,4 +1,4 @@
-"""The clients' side of a round as per-client requests and replies of plain arrays (remote engines).
+"""The remote backend: the clients' side of a round as per-client requests and replies of plain arrays.
 
 The boundary: a client computes (1) local training of its units, i.e. model copies it trains on its own
 data with optional per-sample weights, a proximal anchor, a solver, a round and a stream
@@ -22,10 +22,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.kernels import LossFn
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import LossFn, Trainer
 
 TRAIN, LOSSES = "train", "losses"
 Arrays = dict[str, np.ndarray]
