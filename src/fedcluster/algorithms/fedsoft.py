@@ -28,8 +28,9 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
+from fedcluster.engine.evaluation import mix_predictions
 from fedcluster.engine.params import Params
+from fedcluster.tiers.weight_rules import FedSoftShares
 from fedcluster.tiers.weights import fedsoft
 
 
@@ -47,10 +48,9 @@ class FedSoftParams(ClusteredParams):
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
                      FedSoftParams)
 class FedSoft(ClusteredAlgorithm):
-    soft = True
-
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         super().__init__(ctx, params)
+        self.weighting = FedSoftShares(params.floor)  # tier 2 (test clients: their own u on their labelled data)
         m = ctx.fed.num_clients
         self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
                                  for n, v in self.models.items()}
@@ -91,10 +91,6 @@ class FedSoft(ClusteredAlgorithm):
         outputs, _ = self.own_outputs({n: v.unsqueeze(1) for n, v in models.items()}, split, clients)
         ones = torch.ones(split.num_clients, 1, device=outputs.device)
         return mix_predictions(outputs, ones, split.owner(), self.ctx.fed.task)
-
-    def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
-        return fedsoft(-losses, split.owner(), split.num_clients, self.params.floor)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal, "has_personal": self.has_personal}

@@ -32,11 +32,17 @@ from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptive import ClusterBook, merge_clusters, remove_clusters, reposition, split_off
 from fedcluster.tiers.aggregation import cluster_update
+from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tracking.clusters import sample_groups
 
 
 class HardClusters(Algorithm):
-    """K^t hard clusters with stable ids; subclasses implement :meth:`step`."""
+    """K^t hard clusters with stable ids; subclasses implement :meth:`step`. ``cluster`` is the state's hard
+    position of every client."""
+
+    cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
+    book: ClusterBook = StateField()  # type: ignore[assignment]
+    rounds_done: int = StateField()  # type: ignore[assignment]
 
     def __init__(self, ctx: Context, params: Any, k0: int = 1) -> None:
         super().__init__(ctx, params)

@@ -25,6 +25,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
+from fedcluster.tiers.cluster_state import ClusterState, StateField
 
 
 @dataclass
@@ -67,15 +68,17 @@ class RoundResult:
 
 
 class Algorithm(ABC):
-    """One clustered-FL method: K models, client weights Ω and a round procedure."""
+    """One clustered-FL method: K models, client weights Ω and a round procedure. The server state is one
+    :class:`~fedcluster.tiers.cluster_state.ClusterState` (``self.state``); ``models`` and ``omega`` are its fields."""
 
     fixed_clusters = False  # True: K never changes in a run (a checkpoint must hold the configured K models)
+    models: Params = StateField()  # type: ignore[assignment]
+    omega: np.ndarray = StateField()  # type: ignore[assignment]
 
     def __init__(self, ctx: Context, params: Any) -> None:
         self.ctx = ctx
         self.params = params
-        self.models: Params = {}
-        self.omega = np.zeros((ctx.fed.num_clients, 0))
+        self.state = ClusterState(models={}, omega=np.zeros((ctx.fed.num_clients, 0)))
         self._forward = StackForward(ctx.module)  # inference-optimised forward of the K models
 
     def reads_every_input(self) -> str | None:
