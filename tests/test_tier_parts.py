@@ -109,3 +109,12 @@ def test_cluster_state_removal_renormalises_and_repositions() -> None:
         assert w.shape[1] == 2 and np.allclose(w.sum(1), 1.0, atol=1e-6)
     assert state.stats.counts.shape[1] == 2 and state.stats.marginal.shape[0] == 2
     np.testing.assert_array_equal(state.assigned, [0, 0, -1, -1])  # clients of the removed position unassigned
+
+
+def test_methods_say_what_to_predict_with_and_nothing_else() -> None:
+    """Evaluation is one path (Algorithm.predict mixing what ``prediction`` returns): no method re-implements the
+    mixing, and FedRC's hard variants no longer need a weights hook of their own."""
+    for entry in ALGORITHMS.registered():
+        if isinstance(entry.obj, type):
+            assert entry.obj.predict is Algorithm.predict, entry.name
+            assert not hasattr(entry.obj, "prediction_weights"), entry.name

@@ -29,7 +29,7 @@ import torch
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
 from fedcluster.engine import inference
-from fedcluster.engine.evaluation import mix_predictions, model_outputs, per_sample_losses
+from fedcluster.engine.evaluation import model_outputs, per_sample_losses
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, num_bytes, subset
 from fedcluster.engine.solver import Solver
@@ -238,16 +238,11 @@ class ClusteredAlgorithm(Algorithm):
         return (num_bytes(subset(one, "body.")) if body else 0) + models * num_bytes(subset(one, "head."))
 
     # -- evaluation --------------------------------------------------------------------------
-    def prediction_weights(self, omega: np.ndarray) -> np.ndarray:
-        """Hook: the weights a prediction mixes with (FedRC-TeHC/TrHC make them one-hot)."""
-        return omega
-
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
+        """The K models (φ once when shared) mixed by Ω (``scoring_omega``) or, for test clients, ``fit_weights``."""
         outputs = self.outputs(split.x)
         w = self.scoring_omega() if participating else self.fit_weights(outputs, split)
-        w = self.prediction_weights(np.asarray(w))
-        w = to_device(w, outputs.device, torch.float32)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
+        return outputs, np.asarray(w)
 
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard

@@ -46,7 +46,6 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.evaluation import mix_predictions
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
 from fedcluster.tiers.weight_rules import AdamEM, SoftEM
 from fedcluster.tiers.weights import one_hot
@@ -104,17 +103,18 @@ class FedRC(ClusteredAlgorithm):
     def adam_m2(self) -> np.ndarray | None:
         return self.weighting.m2 if isinstance(self.weighting, AdamEM) else None
 
-    def prediction_weights(self, omega: np.ndarray) -> np.ndarray:
-        if self.params.hard == "none":
-            return omega
-        return one_hot(omega.argmax(1), self.num_clusters)
-
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
+        """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;
+        test clients: their average, FedRC paper H.5); TeHC / TrHC mix with one-hot weights (argmax_k ω_{i;k})."""
         if not self.params.ft:
-            return super().predict(split, participating)
-        if not participating:
-            return self._fine_tuned_global_predictions(split)
-        return self._fine_tuned_predictions(split)
+            outputs, w = super().prediction(split, participating)
+        elif participating:  # each client's fine-tuned ensemble on its own rows (= all rows, in order)
+            outputs, _ = self.own_outputs(self.fine_tuned(), split, np.arange(self.ctx.fed.num_clients))
+            w = self.scoring_omega()
+        else:
+            outputs = self.outputs(split.x, self.fine_tuned_average())
+            w = np.asarray(self.fit_weights(outputs, split))  # E-step on the fine-tuned outputs
+        return outputs, w if self.params.hard == "none" else one_hot(w.argmax(1), self.num_clusters)
 
     def fine_tuned(self) -> Any:
         """[M, K, ...] every client's K models after one local epoch from the current models with its γ
@@ -132,21 +132,6 @@ class FedRC(ClusteredAlgorithm):
         w = torch.as_tensor(sizes / sizes.sum())
         return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
                 for n, v in self.fine_tuned().items()}
-
-    def _fine_tuned_global_predictions(self, split: Split) -> torch.Tensor:
-        models = self.fine_tuned_average()
-        outputs = self.outputs(split.x, models)
-        w = self.prediction_weights(np.asarray(self.fit_weights(outputs, split)))  # E-step on the outputs
-        w = torch.as_tensor(w, dtype=torch.float32, device=outputs.device)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
-
-    def _fine_tuned_predictions(self, split: Split) -> torch.Tensor:
-        """FedRC-FT local accuracy: each client's fine-tuned ensemble on its own rows."""
-        clients = np.arange(self.ctx.fed.num_clients)
-        tuned = self.fine_tuned()
-        outputs, _ = self.own_outputs(tuned, split, clients)  # rows of every client in order = all rows
-        w = torch.as_tensor(self.prediction_weights(self.scoring_omega()), dtype=torch.float32, device=outputs.device)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "adam_m1": self.adam_m1, "adam_m2": self.adam_m2}

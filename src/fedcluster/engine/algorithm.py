@@ -114,10 +114,17 @@ class Algorithm(ABC):
             return self.test_weights(outputs, split)
         return self.test_weights(outputs[:, to_device(split.fit, outputs.device)], split.rows(split.fit))
 
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
-        """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
+        """What to predict with (the one evaluation hook): [K', N, out] outputs on every sample of ``split`` and the
+        [clients, K'] weights that mix them. Here the K models with Ω rows (val: the clients trained) or
+        ``fit_weights`` (test clients)."""
         outputs = self._forward(self.models, split.x)
-        w = to_device(self.omega if participating else self.fit_weights(outputs, split), outputs.device, torch.float32)
+        return outputs, self.omega if participating else self.fit_weights(outputs, split)
+
+    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+        """Mixed predictions Σ_k w_{i;k} p_k(x) for every sample of ``split`` from :meth:`prediction`."""
+        outputs, weights = self.prediction(split, participating)
+        w = to_device(weights, outputs.device, torch.float32)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:
