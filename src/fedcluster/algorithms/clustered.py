@@ -31,7 +31,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine import inference
 from fedcluster.engine.evaluation import model_outputs, per_sample_losses
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
-from fedcluster.engine.params import Params, num_bytes, subset
+from fedcluster.engine.params import Params, distances, num_bytes, subset
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.engine.transfer import to_device
@@ -142,6 +142,16 @@ class ClusteredAlgorithm(Algorithm):
     def cohort_loglik(self, cohort: Cohort) -> np.ndarray:
         """[n, K] tier-1 log-likelihoods of the cohort's rows under the current models (one batched pass)."""
         return self.formulation.loglik(self.losses(cohort.rows), cohort.x, cohort.labels, self.state.stats)
+
+    def loglik_of(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tier-1 log-likelihoods [n, K] of ``clients``' rows and each row's cohort index (for hard rules)."""
+        cohort = self.cohort(clients)
+        return self.cohort_loglik(cohort), cohort.owner
+
+    def model_distances(self, local: Params) -> np.ndarray:
+        """[m, K] ‖θ_i − θ_k‖ between the clients' models and the cluster models (the heads when φ is shared)."""
+        names = [n for n in self.models if n.startswith("head." if self.split else "")]
+        return distances({n: local[n] for n in names}, {n: self.models[n] for n in names}).cpu().numpy()
 
     # -- forward passes ----------------------------------------------------------------------
     @torch.no_grad()

@@ -50,7 +50,7 @@ from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.features import BodyFeatures
-from fedcluster.engine.params import Params, distances, flatten
+from fedcluster.engine.params import Params, flatten
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import ADAPTATIONS, GapSplits
 from fedcluster.tiers.adaptive import ClusterBook
@@ -172,16 +172,6 @@ class HCFL(ClusteredAlgorithm):
         assign = rule.assign(start, lambda: self.model_distances(local), clients, self.state)
         omega = one_hot(assign, self.num_clusters)
         return local, omega * cohort.sizes[:, None], omega[cohort.owner], omega, start
-
-    def loglik_of(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Tier-1 log-likelihoods [n, K] of ``clients``' rows and each row's cohort index."""
-        cohort = self.cohort(clients)
-        return self.cohort_loglik(cohort), cohort.owner
-
-    def model_distances(self, local: Params) -> np.ndarray:
-        """[m, K] ‖θ_i − θ_k‖ between the clients' models and the cluster models (the heads when φ is shared)."""
-        names = [n for n in self.models if n.startswith("head." if self.split else "")]
-        return distances({n: local[n] for n in names}, {n: self.models[n] for n in names}).cpu().numpy()
 
     def payload(self, m: int, k: int, new_clients: int) -> tuple[int, int]:
         """(bytes up, bytes down) of the round with K^t = ``k``: models, the C_{y,k} table (fedrc-ratio), ω̃ (K
