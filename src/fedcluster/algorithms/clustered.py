@@ -28,8 +28,7 @@ import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
-from fedcluster.engine import inference
-from fedcluster.engine.evaluation import model_outputs, per_sample_losses
+from fedcluster.engine.evaluation import client_outputs, per_sample_losses
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, distances, num_bytes, subset
 from fedcluster.engine.solver import Solver
@@ -289,23 +288,9 @@ class ClusteredAlgorithm(Algorithm):
         return self.weighting.test(ll, split.owner(), split.num_clients, self.num_clusters)
 
     def own_outputs(self, local: Params, split: Split, clients: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
-        """[K', N, out] outputs of each client's own models ``local`` [m, K', ...] on its rows of
-        ``split``, and those rows (for personalised / fine-tuned predictions). On an accelerator the clients'
-        models run vmapped, as many clients per call as the free memory allows."""
-        if inference.row_budget(split.x.device) is not None:
-            lo, hi = split.ptr[clients], split.ptr[clients + 1]
-            rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
-            group = np.repeat(np.arange(len(clients)), hi - lo)
-            return inference.StackForward(self.ctx.module).grouped(local, split.x, rows, group), rows
-        outs, rows = [], []
-        for i, c in enumerate(clients):
-            lo, hi = int(split.ptr[c]), int(split.ptr[c + 1])
-            if hi > lo:
-                outs.append(model_outputs(self.ctx.module, {n: v[i] for n, v in local.items()}, split.x[lo:hi]))
-                rows.append(np.arange(lo, hi))
-        if not outs:
-            return torch.zeros(0, device=split.x.device), np.zeros(0, np.int64)
-        return torch.cat(outs, 1), np.concatenate(rows)
+        """[K', N, out] outputs of each client's own models ``local`` [m, K', ...] on its rows of ``split``
+        (personalised / fine-tuned predictions), and those rows."""
+        return client_outputs(self.ctx.module, local, split, clients)
 
     # -- records and state -------------------------------------------------------------------
     def set_hard(self, clients: np.ndarray, assign: np.ndarray) -> None:
