@@ -15,6 +15,7 @@ import torch
 from fedcluster.algorithms.base import Algorithm
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.engine.evaluation import mix_predictions
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import RunDir
@@ -105,7 +106,10 @@ def test_own_cluster_prediction_equals_the_omega_mix(tmp_path: Path) -> None:
     alg, val = run.alg, run.fed.val
     assert alg.num_clusters > 1
     fast = alg.predict(val, True)
-    torch.testing.assert_close(fast, Algorithm.predict(alg, val, True), rtol=1e-5, atol=1e-6)
+    outputs, omega = Algorithm.prediction(alg, val, True)  # all K^t models mixed by the one-hot Ω
+    assert outputs.shape[0] == alg.num_clusters > 1
+    mixed = mix_predictions(outputs, torch.as_tensor(omega, dtype=torch.float32), val.owner(), alg.ctx.fed.task)
+    torch.testing.assert_close(fast, mixed, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fedcluster.algorithms.clustered import replace_solver
+from fedcluster.algorithms.hcfl import RoundView
 from fedcluster.algorithms.oneshot import kmeans_models
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
@@ -352,7 +353,8 @@ def test_hcfl_head_update_prototypes_follow_the_head_change(tmp_path: Path) -> N
     local["head.weight"][0, 0] += bump
     local["head.weight"][1, 0] += 2 * bump
     local["head.weight"][2, 0] -= bump
-    d = alg.head_update_distance(local, np.zeros(3, dtype=np.int64), np.full(3, -1))
+    view = RoundView(alg, alg.cohort(np.arange(3)), local, np.zeros(3, dtype=np.int64), np.full(3, -1))
+    d = alg.adaptation.distance.matrix(view)
     assert k >= 1 and d.shape == (3, 3)
     np.testing.assert_allclose(d[0, 1], 0.0, atol=1e-9)
     np.testing.assert_allclose(d[0, 2], 2.0, atol=1e-9)

@@ -24,6 +24,7 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tiers.adaptive import remove_weights
+from fedcluster.tiers.distance import ClientDistance, CohortView
 from fedcluster.tiers.weights import segment_mean
 from fedcluster.tracking.run_dir import RunDir
 
@@ -158,13 +159,16 @@ def _alg(tmp_path: Path, overrides: list[str]) -> HCFL:
     return Run(cfg, typed).alg  # type: ignore[return-value]
 
 
-def _block_distance(gap: float):
+class _BlockDistance(ClientDistance):
     """d̃ = 2·gap between clients {0..3} and {4..7}, 0 inside: max − mean (diagonal included) = gap exactly."""
-    def dist(rows, owner, members, update) -> np.ndarray:
+
+    def __init__(self, gap: float) -> None:
+        self.gap = gap
+
+    def matrix(self, view: CohortView) -> np.ndarray:
         d = np.zeros((8, 8))
-        d[:4, 4:] = d[4:, :4] = 2 * gap
+        d[:4, 4:] = d[4:, :4] = 2 * self.gap
         return d
-    return dist
 
 
 @pytest.mark.parametrize("rho,strict,splits", [(0.2, False, True), (0.25, False, True), (0.25, True, False),
@@ -172,7 +176,7 @@ def _block_distance(gap: float):
 def test_split_exactly_when_the_eq8_gap_reaches_rho(tmp_path: Path, monkeypatch, rho, strict, splits) -> None:
     alg = _alg(tmp_path, ["algorithm=hcfl", "algorithm.formulation=fedrc-ratio", f"algorithm.rho={rho}",
                           f"algorithm.strict={str(strict).lower()}"])
-    monkeypatch.setattr(alg, "client_distance", _block_distance(0.25))
+    monkeypatch.setattr(alg.adaptation, "distance", _BlockDistance(0.25))
     res = alg.run_round(0, np.arange(8))
     assert res.extra["split_gap"] == 0.25
     if not splits:
@@ -195,7 +199,7 @@ def test_split_exactly_when_the_eq8_gap_reaches_rho(tmp_path: Path, monkeypatch,
 def test_split_without_scwu_and_with_hard_weights_reassigns(tmp_path: Path, monkeypatch) -> None:
     for extra in (["algorithm.scwu=false"], ["algorithm.weights=hard-distance"]):
         alg = _alg(tmp_path, ["algorithm=hcfl", "algorithm.rho=0.1", *extra])
-        monkeypatch.setattr(alg, "client_distance", _block_distance(0.25))
+        monkeypatch.setattr(alg.adaptation, "distance", _BlockDistance(0.25))
         alg.run_round(0, np.arange(8))
         np.testing.assert_array_equal(alg.omega, np.repeat(np.eye(2), 4, 0))  # C_{k*,1} → k*, C_{k*,2} → new
         _on_simplex(alg.gamma)

@@ -145,7 +145,7 @@ def test_gaussian_density_of_the_joint_formulation() -> None:
 def test_per_client_sums_equal_the_row_by_row_reference() -> None:
     """The cohort-wide forms (clusters.jsonl masses by column, FedEM's per-client rows by one sort) add the same
     numbers in the same order as the row-by-row np.add.at and ``owner == i`` they replace: equal to the bit."""
-    from fedcluster.algorithms.fedem import _rows_of
+    from fedcluster.tiers.cohort import Cohort
     from fedcluster.tracking.clusters import cluster_mass
 
     rng = np.random.default_rng(0)
@@ -155,5 +155,5 @@ def test_per_client_sums_equal_the_row_by_row_reference() -> None:
     np.add.at(ref, groups, gamma)
     assert np.array_equal(cluster_mass(gamma, groups, 7), ref.T)
     owner = rng.permutation(np.repeat(np.arange(40), rng.integers(0, 9, 40)))  # not sorted, some clients empty
-    found = _rows_of(owner, 41)
+    found = Cohort(np.arange(41), np.arange(len(owner)), owner, np.ones(41), np.zeros(len(owner))).own_rows()
     assert len(found) == 41 and all(np.array_equal(f, np.flatnonzero(owner == i)) for i, f in enumerate(found))

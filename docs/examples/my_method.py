@@ -3,9 +3,9 @@
 Tier 1 (cluster formulation) is a *tempered* likelihood, L_k(x, y) = P(y | x; θ_k)^{1/τ}, i.e.
 log L_k = −ℓ_k / τ, as in deterministic-annealing EM (Ueda & Nakano 1998, eq. 9: the E-step posterior
 raised to 1/τ). τ > 1 flattens the responsibilities so that early, poorly trained models do not lock clients
-into a cluster; τ = 1 is FedEM. Everything else is reused unchanged from FedEM (S4 eq. 3–5): tier 2 is the
-soft EM step ω_{i;k} = mean_j γ_{i,j;k}, K is fixed (tier 3) and the server averages each model over the
-clients weighted by N_i (γ-weighted local training).
+into a cluster; τ = 1 is FedEM. The method is FedEM's parts with the tier-1 part wrapped: tier 2 is the
+soft EM step ω_{i;k} = mean_j γ_{i,j;k} (``SoftEM``), K is fixed (tier 3) and the round is the shared EM round
+(``em_round``: E-step, γ-weighted local training, the server averages each model over the clients weighted by N_i).
 
 Registering it makes ``algorithm=tempered-em algorithm.temperature=2`` valid everywhere: the CLI after
 importing this file, ``fedcluster.run``, ``fedcluster list tempered-em`` (its parameters come from the
@@ -19,8 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedcluster.algorithms.fedem import FedEM, FedEMParams
+from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.clustered import ClusteredAlgorithm
+from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.cohort import Cohort
+from fedcluster.tiers.formulation import FORMULATION_PARTS, FormulationPart, ServerStatistics
+from fedcluster.tiers.weight_rules import SoftEM
 
 
 @dataclass
@@ -33,9 +38,39 @@ class TemperedEMParams(FedEMParams):
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
+@dataclass
+class Tempered(FormulationPart):
+    """Tier 1: another formulation (``conditional`` by default) on the losses divided by τ."""
+
+    inner: FormulationPart
+    temperature: float
+    name = "tempered"
+
+    @property
+    def reads_inputs(self) -> bool:  # type: ignore[override]  # what the wrapped formulation needs
+        return self.inner.reads_inputs
+
+    @property
+    def label_table(self) -> bool:  # type: ignore[override]
+        return self.inner.label_table
+
+    def loglik(self, losses: np.ndarray, x: torch.Tensor | None, labels: np.ndarray,
+               stats: ServerStatistics | None) -> np.ndarray:
+        return self.inner.loglik(losses / self.temperature, x, labels, stats)
+
+    def update(self, stats: ServerStatistics, cohort: Cohort, gamma: np.ndarray, rounds_done: int) -> None:
+        self.inner.update(stats, cohort, gamma, rounds_done)
+
+
 @ALGORITHMS.register("tempered-em", "FedEM with a tempered tier-1 likelihood exp(−loss/τ) (docs/examples)",
                      TemperedEMParams)
-class TemperedEM(FedEM):
-    def loglik(self, losses: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-        """Tier 1: the parent's formulation (``conditional`` by default) on losses divided by τ."""
-        return super().loglik(losses / self.params.temperature, x, y)
+class TemperedEM(ClusteredAlgorithm):
+    def __init__(self, ctx: Context, params: TemperedEMParams) -> None:
+        super().__init__(ctx, params)
+        inner = FORMULATION_PARTS[params.formulation](ctx.fed.num_classes)
+        self.formulation = Tempered(inner, params.temperature)  # tier 1
+        self.weighting = SoftEM(params.mu_tilde, params.test_em_iters)  # tier 2
+        self.keep_statistics(sample_scope=params.weights_scope == "sample")
+
+    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
+        return self.em_round(round_, clients)

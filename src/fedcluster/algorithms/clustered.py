@@ -28,15 +28,19 @@ import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
-from fedcluster.engine import inference
-from fedcluster.engine.evaluation import mix_predictions, model_outputs, per_sample_losses
+from fedcluster.engine.evaluation import client_outputs, per_sample_losses
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
-from fedcluster.engine.params import Params, num_bytes, subset
+from fedcluster.engine.params import Params, distances, num_bytes, subset
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.engine.transfer import to_device
+from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import cluster_update
-from fedcluster.tiers.weights import best_cluster, em_weights, one_hot
+from fedcluster.tiers.cluster_state import StateField
+from fedcluster.tiers.cohort import Cohort
+from fedcluster.tiers.formulation import Conditional, FormulationPart, ServerStatistics
+from fedcluster.tiers.weight_rules import HardLoss, SoftRule, WeightRule
+from fedcluster.tiers.weights import one_hot
 from fedcluster.tracking.clusters import cluster_record, sample_groups
 
 
@@ -52,16 +56,29 @@ class ClusteredParams:
 
 class ClusteredAlgorithm(Algorithm):
     """K models, client weights Ω [M, K] and per-sample weights γ [N_train, K] (the last E-step's, or
-    the one-hot of the client's cluster for hard methods)."""
+    the one-hot of the client's cluster for hard methods), with the tier parts the method holds:
+    ``formulation`` (tier 1, default conditional) and ``weighting`` (tier 2, default the lowest-loss cluster),
+    which also decide how a client that never trained weights the clusters (:meth:`test_weights`)."""
 
     fixed_clusters = True
 
-    soft = False  # test clients: E-step on their labelled data (soft) or the lowest-loss cluster (hard)
+    gamma: np.ndarray = StateField()  # type: ignore[assignment]
+    sample_prior: np.ndarray | None = StateField()  # type: ignore[assignment]
+    counts: np.ndarray = StateField("stats.counts")  # type: ignore[assignment]
+    marginal: np.ndarray = StateField("stats.marginal")  # type: ignore[assignment]
+    client_stats: dict = StateField("stats.client_stats")  # type: ignore[assignment]
+    density: Any = StateField("stats.density")
+    book: ClusterBook = StateField()  # type: ignore[assignment]  # methods whose K changes
+    assigned: np.ndarray = StateField()  # type: ignore[assignment]
+    estimated: np.ndarray = StateField()  # type: ignore[assignment]
+    rounds_done: int = StateField()  # type: ignore[assignment]
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params)
         fed, k = ctx.fed, params.num_clusters
         self.split = params.split
+        self.formulation: FormulationPart = Conditional()
+        self.weighting: WeightRule = HardLoss()
         self.models = ctx.fresh_models(k)
         if self.split:  # one shared body: cluster 0's initial body
             for name, v in self.models.items():
@@ -74,6 +91,18 @@ class ClusteredAlgorithm(Algorithm):
         self.rounds_done = 0  # completed rounds (seeds evaluation-time training such as FedRC-FT)
         self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
         self._scoring: tuple[tuple[int, int], np.ndarray] | None = None
+        self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
+
+    def keep_statistics(self, sample_scope: bool) -> None:
+        """Keep the tier-1 server statistics (and, for HCFL+'s sample scope, the sample-wise prior ω_{i,j;k})."""
+        fed, k = self.ctx.fed, self.num_clusters
+        self.state.stats = ServerStatistics.start(fed.num_clients, k, fed.num_classes)
+        self.sample_prior = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32) if sample_scope else None
+
+    def reads_every_input(self) -> str | None:
+        if self.formulation.reads_inputs:
+            return f"formulation={self.formulation.name} (the server fits a Gaussian density to the cohort's inputs)"
+        return None
 
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         res = self.step(round_, np.asarray(clients, dtype=np.int64))
@@ -96,6 +125,32 @@ class ClusteredAlgorithm(Algorithm):
 
     def sizes(self, clients: np.ndarray) -> np.ndarray:
         return self.ctx.fed.train.sizes[clients].astype(np.float64)
+
+    def labels(self) -> np.ndarray:
+        """The training labels on the host (the clients' own labels: the E-step and the counts use them)."""
+        if self._labels is None:
+            self._labels = self.ctx.fed.train.y.cpu().numpy()
+        return self._labels
+
+    def cohort(self, clients: np.ndarray) -> Cohort:
+        """The tier parts' view of ``clients``: their rows, sizes, labels (and inputs, if tier 1 reads them)."""
+        rows, owner = self.rows(clients)
+        x = self.ctx.fed.train.take(rows) if self.formulation.reads_inputs else None
+        return Cohort(clients, rows, owner, self.sizes(clients), self.labels()[rows], x)
+
+    def cohort_loglik(self, cohort: Cohort) -> np.ndarray:
+        """[n, K] tier-1 log-likelihoods of the cohort's rows under the current models (one batched pass)."""
+        return self.formulation.loglik(self.losses(cohort.rows), cohort.x, cohort.labels, self.state.stats)
+
+    def loglik_of(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tier-1 log-likelihoods [n, K] of ``clients``' rows and each row's cohort index (for hard rules)."""
+        cohort = self.cohort(clients)
+        return self.cohort_loglik(cohort), cohort.owner
+
+    def model_distances(self, local: Params) -> np.ndarray:
+        """[m, K] ‖θ_i − θ_k‖ between the clients' models and the cluster models (the heads when φ is shared)."""
+        names = [n for n in self.models if n.startswith("head." if self.split else "")]
+        return distances({n: local[n] for n in names}, {n: self.models[n] for n in names}).cpu().numpy()
 
     # -- forward passes ----------------------------------------------------------------------
     @torch.no_grad()
@@ -138,6 +193,36 @@ class ClusteredAlgorithm(Algorithm):
                                           init_index=np.asarray(cluster, dtype=np.int64))
         return self.ctx.trainer.train(init, clients, solver or self.ctx.solver, round_, anchor=anchor)
 
+    # -- the soft EM round (FedEM, FedRC) ------------------------------------------------------
+    def em_round(self, round_: int, clients: np.ndarray, best_only: bool = False) -> RoundResult:
+        """One round of FedRC paper Alg. 1 with the method's parts: tier 1 log-likelihoods with the received models
+        (step 3), the tier-2 E-step (eq. 3; HCFL paper eq. 4–5 with the sample scope), local training of every
+        (client, k) pair with weights γ (eq. 5; ``best_only``: of each client's highest-weight model only), the
+        server update (step 4) and the tier-1 statistics the clients upload (C_{y,k}, ν_k)."""
+        assert isinstance(self.weighting, SoftRule) and self.state.stats is not None
+        cohort, k = self.cohort(clients), self.num_clusters
+        ll = self.cohort_loglik(cohort)
+        est = self.weighting.estimate(ll, cohort, self.state)
+        self.gamma[cohort.rows] = est.gamma
+        self.omega[clients] = est.omega
+        if best_only:
+            best = est.omega.argmax(1)
+            local, weights, uploaded = (self.train_single(clients, best, round_),
+                                        self.cluster_sizes_weights(clients, best), 1)
+        else:
+            local = self.train_pairs(clients, est.gamma, round_)
+            weights, uploaded = self.weighting.aggregation(est, cohort.sizes), k
+        self.aggregate(local, weights)
+        self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
+        m = len(clients)
+        table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0  # C / F_i
+        # The cohort's objective (FedRC paper eq. 1 / HCFL paper eq. 1) at the E-step: mean_j log Σ_k ω_{i;k}
+        # L_k(x_j, y_j).
+        objective = float(np.mean(_logsumexp(np.log(np.maximum(est.omega[cohort.owner], 1e-30)) + ll))) \
+            if len(ll) else 0.0
+        return RoundResult(bytes_up=m * (self.nbytes(uploaded) + table), bytes_down=m * (self.nbytes(k) + table),
+                           extra={"objective": objective})
+
     # -- aggregation -------------------------------------------------------------------------
     def aggregate(self, local: Params, weights: np.ndarray) -> None:
         """Server update of every cluster from ``local`` [m, K, ...] (or [m, ...]: one model per client,
@@ -162,16 +247,11 @@ class ClusteredAlgorithm(Algorithm):
         return (num_bytes(subset(one, "body.")) if body else 0) + models * num_bytes(subset(one, "head."))
 
     # -- evaluation --------------------------------------------------------------------------
-    def prediction_weights(self, omega: np.ndarray) -> np.ndarray:
-        """Hook: the weights a prediction mixes with (FedRC-TeHC/TrHC make them one-hot)."""
-        return omega
-
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
+        """The K models (φ once when shared) mixed by Ω (``scoring_omega``) or, for test clients, ``fit_weights``."""
         outputs = self.outputs(split.x)
         w = self.scoring_omega() if participating else self.fit_weights(outputs, split)
-        w = self.prediction_weights(np.asarray(w))
-        w = to_device(w, outputs.device, torch.float32)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
+        return outputs, np.asarray(w)
 
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard
@@ -197,41 +277,20 @@ class ClusteredAlgorithm(Algorithm):
     def assignment(self) -> np.ndarray:
         return self.scoring_omega().argmax(1)
 
-    def loglik(self, losses: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-        """Tier 1 of the method (conditional unless overridden)."""
-        return -losses
-
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
-        """Non-participating clients. Soft methods: E-steps (models fixed) on their labelled data, as
-        FedRC paper App. H.2 does for FedRC/FedEM; hard methods: the cluster with the lowest mean loss (FedRC paper
-        H.8)."""
+        """Non-participating clients: the method's tier-2 rule on their labelled data with the models fixed (soft
+        EM: E-steps, as FedRC paper App. H.2 does for FedRC/FedEM; hard rules: the cluster with the lowest mean loss,
+        FedRC paper H.8)."""
         losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double()
         both = torch.cat([losses, split.y.double().unsqueeze(1)], 1).cpu().numpy()  # losses and labels: one copy
         y = both[:, -1].astype(np.int64) if self.ctx.fed.task == "classification" else both[:, -1]
-        ll = self.loglik(both[:, :-1], split.x, y)
-        owner = split.owner()
-        if self.soft:
-            return em_weights(ll, owner, split.num_clients, getattr(self.params, "test_em_iters", 10))
-        return one_hot(best_cluster(ll, owner, split.num_clients), self.num_clusters)
+        ll = self.formulation.loglik(both[:, :-1], split.x, y, self.state.stats)
+        return self.weighting.test(ll, split.owner(), split.num_clients, self.num_clusters)
 
     def own_outputs(self, local: Params, split: Split, clients: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
-        """[K', N, out] outputs of each client's own models ``local`` [m, K', ...] on its rows of
-        ``split``, and those rows (for personalised / fine-tuned predictions). On an accelerator the clients'
-        models run vmapped, as many clients per call as the free memory allows."""
-        if inference.row_budget(split.x.device) is not None:
-            lo, hi = split.ptr[clients], split.ptr[clients + 1]
-            rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
-            group = np.repeat(np.arange(len(clients)), hi - lo)
-            return inference.StackForward(self.ctx.module).grouped(local, split.x, rows, group), rows
-        outs, rows = [], []
-        for i, c in enumerate(clients):
-            lo, hi = int(split.ptr[c]), int(split.ptr[c + 1])
-            if hi > lo:
-                outs.append(model_outputs(self.ctx.module, {n: v[i] for n, v in local.items()}, split.x[lo:hi]))
-                rows.append(np.arange(lo, hi))
-        if not outs:
-            return torch.zeros(0, device=split.x.device), np.zeros(0, np.int64)
-        return torch.cat(outs, 1), np.concatenate(rows)
+        """[K', N, out] outputs of each client's own models ``local`` [m, K', ...] on its rows of ``split``
+        (personalised / fine-tuned predictions), and those rows."""
+        return client_outputs(self.ctx.module, local, split, clients)
 
     # -- records and state -------------------------------------------------------------------
     def set_hard(self, clients: np.ndarray, assign: np.ndarray) -> None:
@@ -244,15 +303,27 @@ class ClusteredAlgorithm(Algorithm):
         return cluster_record(self.gamma, self._groups)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "gamma": self.gamma, "rounds_done": self.rounds_done,
-                "estimated": self.estimated}
+        state = {**super().state_dict(), "gamma": self.gamma, "rounds_done": self.rounds_done,
+                 "estimated": self.estimated}
+        if self.state.stats is not None:  # the tier-1 statistics (and the sample-wise prior) of the EM family
+            state.update(sample_prior=self.sample_prior, counts=self.counts, marginal=self.marginal,
+                         client_stats=self.client_stats, density=self.density)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.gamma, self.rounds_done = state["gamma"], state["rounds_done"]
         self.estimated = state.get("estimated", np.ones(len(self.omega), dtype=bool))  # older checkpoints
+        if self.state.stats is not None:
+            for key in ("sample_prior", "counts", "marginal", "client_stats", "density"):
+                setattr(self, key, state[key])
         self._scoring = None
 
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:
     return dataclasses.replace(solver, **changes)
+
+
+def _logsumexp(a: np.ndarray) -> np.ndarray:
+    mx = a.max(1)
+    return mx + np.log(np.exp(a - mx[:, None]).sum(1))

@@ -5,7 +5,9 @@ FedRC paper's Alg. 1 (= App. H.1 Alg. 2) lines 3–4: the E-step (eq. 3) runs *b
 received from the server; each (client, k) pair trains with weights γ (eq. 5); the client uploads Δθ_{i,k}
 and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the models by N_i and recomputes
 C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.
-The E-step, the label counts and the server state are the inherited FedEM ones.
+FedRC is FedEM's shape with other parts: the :class:`~fedcluster.tiers.formulation.LabelRatio` formulation (with its
+label counts and the ``count_noise`` option), the soft EM E-step (or :class:`~fedcluster.tiers.weight_rules.AdamEM`),
+and the shared EM round (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`).
 
 Variants (paper readings where the authors' code differs / E.4):
 
@@ -39,13 +41,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context
-from fedcluster.algorithms.fedem import FedEM, FedEMParams
+from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.clustered import ClusteredAlgorithm
+from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.evaluation import mix_predictions
-from fedcluster.tiers.formulation import Formulation, label_marginal
-from fedcluster.tiers.weights import EStep, adam_em, one_hot, segment_mean, soft_em
+from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
+from fedcluster.tiers.weight_rules import AdamEM, SoftEM
+from fedcluster.tiers.weights import one_hot
 
 
 @dataclass
@@ -76,55 +79,42 @@ class FedRCParams(FedEMParams):
 
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams)
-class FedRC(FedEM):
+class FedRC(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
         super().__init__(ctx, params)
-        shape = self.gamma.shape
-        self.adam_m1 = np.zeros(shape) if params.adam else None
-        self.adam_m2 = np.zeros(shape) if params.adam else None
+        p = params
+        classes = ctx.fed.num_classes
+        self.formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
+                            if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
+        self.weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps,
+                                 np.zeros(self.gamma.shape), np.zeros(self.gamma.shape))
+                          if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
+        self.keep_statistics(sample_scope=p.weights_scope == "sample")
         self._tuned: tuple[tuple[int, int], Any] | None = None
 
-    def e_step(self, ll: np.ndarray, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray) -> EStep:
-        if not self.params.adam:
-            return super().e_step(ll, clients, rows, owner)
-        p = self.params
-        hat = soft_em(ll, owner, self.omega[clients]).gamma
-        gamma, self.adam_m1[rows], self.adam_m2[rows] = adam_em(
-            self.gamma[rows].astype(np.float64), hat, self.adam_m1[rows], self.adam_m2[rows],
-            p.adam_lr, p.beta1, p.beta2, p.eps)
-        return EStep(gamma, segment_mean(gamma, owner, len(clients)))
+    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
+        return self.em_round(round_, clients, best_only=self.params.hard == "train")  # TrHC: the best model only
 
-    def update_statistics(self, clients: np.ndarray, rows: np.ndarray, owner: np.ndarray, gamma: np.ndarray) -> None:
-        """The clients' label counts (with ``count_noise``: each upload plus N(0, ξ_i²) noise, FedRC paper eq. 96)
-        and the server's C_{y,k} from their sum."""
-        super().update_statistics(clients, rows, owner, gamma)
-        p, fed = self.params, self.ctx.fed
-        if p.count_noise <= 0:
-            return
-        sizes = self.sizes(clients)
-        for c, n in zip(clients, sizes, strict=True):
-            std = p.count_noise * ((n / fed.num_classes) / p.count_noise_ref if p.count_noise_ref > 0 else 1.0)
-            rng = np.random.default_rng([self.ctx.cfg.seed, 81, self.rounds_done, int(c)])
-            self.counts[c] = self.counts[c] + rng.normal(0.0, std, self.counts[c].shape)
-        self.marginal = label_marginal(np.maximum(self.counts.sum(0), 1.0))
+    @property
+    def adam_m1(self) -> np.ndarray | None:
+        return self.weighting.m1 if isinstance(self.weighting, AdamEM) else None
 
-    def local_training(self, clients: np.ndarray, est: EStep, round_: int) -> tuple[Any, np.ndarray, int]:
-        if self.params.hard != "train":
-            return super().local_training(clients, est, round_)
-        best = est.omega.argmax(1)  # TrHC: only the highest-weight model
-        return (self.train_single(clients, best, round_), self.cluster_sizes_weights(clients, best), 1)
+    @property
+    def adam_m2(self) -> np.ndarray | None:
+        return self.weighting.m2 if isinstance(self.weighting, AdamEM) else None
 
-    def prediction_weights(self, omega: np.ndarray) -> np.ndarray:
-        if self.params.hard == "none":
-            return omega
-        return one_hot(omega.argmax(1), self.num_clusters)
-
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
+        """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;
+        test clients: their average, FedRC paper H.5); TeHC / TrHC mix with one-hot weights (argmax_k ω_{i;k})."""
         if not self.params.ft:
-            return super().predict(split, participating)
-        if not participating:
-            return self._fine_tuned_global_predictions(split)
-        return self._fine_tuned_predictions(split)
+            outputs, w = super().prediction(split, participating)
+        elif participating:  # each client's fine-tuned ensemble on its own rows (= all rows, in order)
+            outputs, _ = self.own_outputs(self.fine_tuned(), split, np.arange(self.ctx.fed.num_clients))
+            w = self.scoring_omega()
+        else:
+            outputs = self.outputs(split.x, self.fine_tuned_average())
+            w = np.asarray(self.fit_weights(outputs, split))  # E-step on the fine-tuned outputs
+        return outputs, w if self.params.hard == "none" else one_hot(w.argmax(1), self.num_clusters)
 
     def fine_tuned(self) -> Any:
         """[M, K, ...] every client's K models after one local epoch from the current models with its γ
@@ -143,24 +133,10 @@ class FedRC(FedEM):
         return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
                 for n, v in self.fine_tuned().items()}
 
-    def _fine_tuned_global_predictions(self, split: Split) -> torch.Tensor:
-        models = self.fine_tuned_average()
-        outputs = self.outputs(split.x, models)
-        w = self.prediction_weights(np.asarray(self.fit_weights(outputs, split)))  # E-step on the outputs
-        w = torch.as_tensor(w, dtype=torch.float32, device=outputs.device)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
-
-    def _fine_tuned_predictions(self, split: Split) -> torch.Tensor:
-        """FedRC-FT local accuracy: each client's fine-tuned ensemble on its own rows."""
-        clients = np.arange(self.ctx.fed.num_clients)
-        tuned = self.fine_tuned()
-        outputs, _ = self.own_outputs(tuned, split, clients)  # rows of every client in order = all rows
-        w = torch.as_tensor(self.prediction_weights(self.scoring_omega()), dtype=torch.float32, device=outputs.device)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
-
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "adam_m1": self.adam_m1, "adam_m2": self.adam_m2}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        self.adam_m1, self.adam_m2 = state["adam_m1"], state["adam_m2"]
+        if isinstance(self.weighting, AdamEM):
+            self.weighting.m1, self.weighting.m2 = state["adam_m1"], state["adam_m2"]

@@ -28,8 +28,8 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
 from fedcluster.engine.params import Params
+from fedcluster.tiers.weight_rules import FedSoftShares
 from fedcluster.tiers.weights import fedsoft
 
 
@@ -47,10 +47,9 @@ class FedSoftParams(ClusteredParams):
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
                      FedSoftParams)
 class FedSoft(ClusteredAlgorithm):
-    soft = True
-
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         super().__init__(ctx, params)
+        self.weighting = FedSoftShares(params.floor)  # tier 2 (test clients: their own u on their labelled data)
         m = ctx.fed.num_clients
         self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
                                  for n, v in self.models.items()}
@@ -80,21 +79,18 @@ class FedSoft(ClusteredAlgorithm):
         m, k = len(clients), self.num_clusters
         return RoundResult(bytes_up=m * (self.nbytes(1) + 4 * k), bytes_down=m * self.nbytes(k))
 
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray | torch.Tensor]:
+        """Participating clients: their personal models (c̄_i for a client that has none yet); test clients: the
+        centres mixed by their own u."""
         if not participating:
-            return super().predict(split, participating)
+            return super().prediction(split, participating)
         clients = np.arange(self.ctx.fed.num_clients)
         fresh = torch.as_tensor(~self.has_personal, device=self.ctx.device)
         models = {n: torch.where(fresh.view(-1, *[1] * (v.dim() - 1)), c, self.personal[n])
                   for (n, v), c in zip(self.personal.items(),
                                              self.centre_mix(self.scoring_omega()).values(), strict=True)}
         outputs, _ = self.own_outputs({n: v.unsqueeze(1) for n, v in models.items()}, split, clients)
-        ones = torch.ones(split.num_clients, 1, device=outputs.device)
-        return mix_predictions(outputs, ones, split.owner(), self.ctx.fed.task)
-
-    def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double().cpu().numpy()
-        return fedsoft(-losses, split.owner(), split.num_clients, self.params.floor)
+        return outputs, torch.ones(split.num_clients, 1, device=outputs.device)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal, "has_personal": self.has_personal}

@@ -22,8 +22,7 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.engine.params import distances
-from fedcluster.tiers.weights import best_cluster, hard_distance
+from fedcluster.tiers.weight_rules import HardDistance
 
 
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
@@ -31,22 +30,17 @@ from fedcluster.tiers.weights import best_cluster, hard_distance
 class FeSEM(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params)
+        self.weighting = HardDistance()  # tier 2 (tier 1: the default conditional formulation)
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        new = clients[self.assigned[clients] < 0]
-        if len(new):
-            rows, owner = self.rows(new)
-            self.assigned[new] = best_cluster(-self.losses(rows), owner, len(new))
-        local = self.train_single(clients, self.assigned[clients], round_)
-        prefix = "head." if self.split else ""
-        names = [n for n in self.models if n.startswith(prefix)]
-        dist = distances({n: local[n] for n in names}, {n: self.models[n] for n in names})
-        assign = hard_distance(dist.cpu().numpy()).argmax(1)
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))
-        self.assigned[clients] = assign
+        new = int((self.assigned[clients] < 0).sum())
+        start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
+        local = self.train_single(clients, start, round_)  # step 2
+        assign = self.weighting.assign(start, lambda: self.model_distances(local), clients, self.state)  # step 3
+        self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
         self.set_hard(clients, assign)
-        down = len(new) * self.nbytes(self.num_clusters) + (len(clients) - len(new)) * self.nbytes(1)
+        down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
         return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
 
     def state_dict(self) -> dict[str, Any]:

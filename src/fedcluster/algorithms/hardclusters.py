@@ -32,11 +32,17 @@ from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptive import ClusterBook, merge_clusters, remove_clusters, reposition, split_off
 from fedcluster.tiers.aggregation import cluster_update
+from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tracking.clusters import sample_groups
 
 
 class HardClusters(Algorithm):
-    """K^t hard clusters with stable ids; subclasses implement :meth:`step`."""
+    """K^t hard clusters with stable ids; subclasses implement :meth:`step`. ``cluster`` is the state's hard
+    position of every client."""
+
+    cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
+    book: ClusterBook = StateField()  # type: ignore[assignment]
+    rounds_done: int = StateField()  # type: ignore[assignment]
 
     def __init__(self, ctx: Context, params: Any, k0: int = 1) -> None:
         super().__init__(ctx, params)
@@ -120,25 +126,27 @@ class HardClusters(Algorithm):
 
     # -- evaluation --------------------------------------------------------------------------
     @torch.no_grad()
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
-        """Participating clients: their own cluster's model only (= the Ω-mix for one-hot Ω, without running
-        all K^t models on every row); test clients: the base rule (lowest-loss cluster)."""
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
+        """Participating clients: their own cluster's model only, as one [1, N, out] stack with weight 1 (= the
+        Ω-mix for one-hot Ω, without running all K^t models on every row); test clients: the base rule
+        (lowest-loss cluster)."""
         if not participating:
-            return super().predict(split, participating)
+            return super().prediction(split, participating)
         pos = self.cluster[split.owner()]
+        ones = torch.ones(split.num_clients, 1, device=split.x.device)
         if inference.row_budget(split.x.device) is not None:  # the clusters vmapped, not one call each
             models = {n: v.unsqueeze(1) for n, v in self.models.items()}
-            o = inference.StackForward(self.ctx.module).grouped(models, split.x, np.arange(len(pos)), pos)[0]
-            return o.softmax(-1) if self.ctx.fed.task == "classification" else o
+            return inference.StackForward(self.ctx.module).grouped(models, split.x, np.arange(len(pos)), pos), ones
         out: torch.Tensor | None = None
         for k in np.unique(pos):
             rows = torch.as_tensor(np.flatnonzero(pos == k))
             o = model_outputs(self.ctx.module, select(self.models, [int(k)]), split.x[rows])[0]
-            o = o.softmax(-1) if self.ctx.fed.task == "classification" else o
             if out is None:
                 out = o.new_zeros((len(split.x), o.shape[-1]))
             out[rows] = o
-        return out if out is not None else torch.zeros((0, self.ctx.fed.output_dim), device=split.x.device)
+        if out is None:
+            out = torch.zeros((0, self.ctx.fed.output_dim), device=split.x.device)
+        return out.unsqueeze(0), ones
 
     # -- records and state -------------------------------------------------------------------
     def clusters_record(self) -> dict[str, Any]:

@@ -32,7 +32,6 @@ import torch
 from fedcluster.algorithms.base import RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.tiers.weights import best_cluster
 
 
 @dataclass
@@ -44,9 +43,10 @@ class IFCAParams(ClusteredParams):
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",
                      IFCAParams)
 class IFCA(ClusteredAlgorithm):
+    """Tier 1: the default ``conditional`` formulation; tier 2: the default :class:`HardLoss` rule."""
+
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        rows, owner = self.rows(clients)
-        assign = best_cluster(-self.losses(rows), owner, len(clients))  # tier 1 conditional, tier 2 hard-loss
+        assign = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
         solver = self.ctx.solver
         if self.params.variant == "gradient":
             full = int(self.ctx.fed.train.sizes[clients].max(initial=1))

@@ -25,6 +25,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training import Trainer
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
+from fedcluster.tiers.cluster_state import ClusterState, StateField
 
 
 @dataclass
@@ -67,15 +68,17 @@ class RoundResult:
 
 
 class Algorithm(ABC):
-    """One clustered-FL method: K models, client weights Ω and a round procedure."""
+    """One clustered-FL method: K models, client weights Ω and a round procedure. The server state is one
+    :class:`~fedcluster.tiers.cluster_state.ClusterState` (``self.state``); ``models`` and ``omega`` are its fields."""
 
     fixed_clusters = False  # True: K never changes in a run (a checkpoint must hold the configured K models)
+    models: Params = StateField()  # type: ignore[assignment]
+    omega: np.ndarray = StateField()  # type: ignore[assignment]
 
     def __init__(self, ctx: Context, params: Any) -> None:
         self.ctx = ctx
         self.params = params
-        self.models: Params = {}
-        self.omega = np.zeros((ctx.fed.num_clients, 0))
+        self.state = ClusterState(models={}, omega=np.zeros((ctx.fed.num_clients, 0)))
         self._forward = StackForward(ctx.module)  # inference-optimised forward of the K models
 
     def reads_every_input(self) -> str | None:
@@ -111,10 +114,17 @@ class Algorithm(ABC):
             return self.test_weights(outputs, split)
         return self.test_weights(outputs[:, to_device(split.fit, outputs.device)], split.rows(split.fit))
 
-    def predict(self, split: Split, participating: bool) -> torch.Tensor:
-        """Mixed predictions for every sample of ``split`` (val: Ω rows; test: ``fit_weights``)."""
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
+        """What to predict with (the one evaluation hook): [K', N, out] outputs on every sample of ``split`` and the
+        [clients, K'] weights that mix them. Here the K models with Ω rows (val: the clients trained) or
+        ``fit_weights`` (test clients)."""
         outputs = self._forward(self.models, split.x)
-        w = to_device(self.omega if participating else self.fit_weights(outputs, split), outputs.device, torch.float32)
+        return outputs, self.omega if participating else self.fit_weights(outputs, split)
+
+    def predict(self, split: Split, participating: bool) -> torch.Tensor:
+        """Mixed predictions Σ_k w_{i;k} p_k(x) for every sample of ``split`` from :meth:`prediction`."""
+        outputs, weights = self.prediction(split, participating)
+        w = to_device(weights, outputs.device, torch.float32)
         return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:

@@ -112,3 +112,24 @@ def missing_validation_note(split: Split, knob: str = "scenario.val_fraction") -
         return (f"no client has validation data ({knob}=0?): val_acc and val_loss are reported as nan "
                 "and summary.json has no best-validation round; raise the fraction to validate")
     return f"{empty} of {split.num_clients} clients have no validation data: val_acc/val_loss average the others"
+
+
+def client_outputs(module: nn.Module, local: Params, split: Split, clients: np.ndarray
+                   ) -> tuple[torch.Tensor, np.ndarray]:
+    """[K', N, out] outputs of each client's own models ``local`` [m, K', ...] on its rows of ``split``, and
+    those rows (for personalised / fine-tuned predictions). On an accelerator the clients' models run vmapped,
+    as many clients per call as the free memory allows."""
+    if inference.row_budget(split.x.device) is not None:
+        lo, hi = split.ptr[clients], split.ptr[clients + 1]
+        rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
+        group = np.repeat(np.arange(len(clients)), hi - lo)
+        return inference.StackForward(module).grouped(local, split.x, rows, group), rows
+    outs, rows = [], []
+    for i, c in enumerate(clients):
+        lo, hi = int(split.ptr[c]), int(split.ptr[c + 1])
+        if hi > lo:
+            outs.append(model_outputs(module, {n: v[i] for n, v in local.items()}, split.x[lo:hi]))
+            rows.append(np.arange(lo, hi))
+    if not outs:
+        return torch.zeros(0, device=split.x.device), np.zeros(0, np.int64)
+    return torch.cat(outs, 1), np.concatenate(rows)

@@ -24,7 +24,10 @@ the inputs), distances ≥ 0 with a zero diagonal unless said otherwise.
 
 from __future__ import annotations
 
-from typing import Literal
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
@@ -187,3 +190,85 @@ def subspace_angles(signatures: list[np.ndarray], measure: Literal["entry-min", 
     block_max = np.maximum.reduceat(np.maximum.reduceat(gram, starts, axis=0), starts, axis=1)
     out = np.degrees(np.arccos(block_max))  # arccos is decreasing: min angle = arccos of the max entry
     return (out + out.T) / 2
+
+
+# -- the tier-4 parts a method holds ------------------------------------------------------------
+class CohortView(Protocol):
+    """What a distance part may ask of the round (the method computes it where the clients' data are)."""
+
+    def own_updates(self, names: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+        """{name: [m, ...]} each client's change θ_{k,i} − θ_k^t of its own cluster's model (``names``: all)."""
+
+    def updates(self) -> torch.Tensor:
+        """[m, P] the flattened :meth:`own_updates`."""
+
+    def prototypes(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """P_i [m, C+1, d] and their counts [m, C+1] (eq. 11–12), computed with φ^t."""
+
+
+class ClientDistance(ABC):
+    """Tier 4: the [m, m] distance d̃ between the cohort's clients."""
+
+    needs_labels: ClassVar[bool] = False  # computed from class labels (classification only)
+
+    @abstractmethod
+    def matrix(self, view: CohortView) -> np.ndarray: ...
+
+
+class UpdateCosine(ClientDistance):
+    """1 − cos(Δθ_i, Δθ_j) (CFL; HCFL paper Table 2 ablation ①)."""
+
+    def matrix(self, view: CohortView) -> np.ndarray:
+        return cosine_distance(view.updates())
+
+
+class ParameterL2(ClientDistance):
+    """‖Δθ_i − Δθ_j‖₂ (= ‖θ_i − θ_j‖₂ between clients of one cluster)."""
+
+    def matrix(self, view: CohortView) -> np.ndarray:
+        return parameter_distance(view.updates())
+
+
+@dataclass
+class PrototypeDistance(ClientDistance):
+    """HCFL paper eq. 9–12 on the clients' class prototypes (ASCP or CSCP, max or mean)."""
+
+    principle: Principle = "ascp"
+    reduce: Reduce = "max"
+    needs_labels: ClassVar[bool] = True
+
+    def matrix(self, view: CohortView) -> np.ndarray:
+        protos, counts = view.prototypes()
+        return prototype_distance(protos, counts, self.principle, self.reduce)
+
+
+@dataclass
+class HeadUpdateDistance(PrototypeDistance):
+    """Eq. 9-10 with the prototype rows replaced by the rows of each client's head update (the HCFL paper's public
+    code, github.com/LINs-lab/HCFL, computes the distance on client updates): row c is the change of class c's
+    output weights and bias, the last row their mean (ASCP's P_lf)."""
+
+    def matrix(self, view: CohortView) -> np.ndarray:
+        protos, counts = head_update_rows(view.own_updates(("head.weight", "head.bias")))
+        return prototype_distance(protos, counts, self.principle, self.reduce)
+
+
+def head_update_rows(delta: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[m, C+1, d+1] rows (class c's weight and bias change, then their mean) and their counts (all one)."""
+    parts = [v if v.dim() == 3 else v.unsqueeze(-1) for v in (delta["head.weight"], delta["head.bias"])]
+    per_class = torch.cat(parts, -1)  # [m, C, d + 1]
+    protos = torch.cat([per_class, per_class.mean(1, keepdim=True)], 1)
+    return protos, torch.ones(protos.shape[:2], dtype=torch.float64, device=protos.device)
+
+
+def _prototype(principle: Principle, p: Any) -> ClientDistance:
+    return (HeadUpdateDistance if p.prototypes == "head-update" else PrototypeDistance)(principle, p.reduce)
+
+
+# the ``distance`` names of algorithm=hcfl → the part, from the method's parameters (``reduce``, ``prototypes``)
+DISTANCE_PARTS: dict[str, Callable[[Any], ClientDistance]] = {
+    "prototype-ascp": lambda p: _prototype("ascp", p),
+    "prototype-cscp": lambda p: _prototype("cscp", p),
+    "update-cosine": lambda p: UpdateCosine(),
+    "parameter-l2": lambda p: ParameterL2(),
+}

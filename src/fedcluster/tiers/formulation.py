@@ -17,16 +17,19 @@ choices, all returned as an [N, K] matrix from the per-sample losses ℓ_k = f(x
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
 
 from fedcluster.storage.state_file import persistable
+from fedcluster.tiers.adaptive import remove_statistics, split_statistics
+from fedcluster.tiers.cohort import Cohort
 
 Formulation = Literal["conditional", "fedrc-ratio", "joint"]
-FORMULATIONS: tuple[str, ...] = ("conditional", "fedrc-ratio", "joint")
 
 
 def log_likelihood(losses: np.ndarray, formulation: str, y: np.ndarray | None = None,
@@ -97,3 +100,137 @@ def gaussian_log_density(x: torch.Tensor, stats: GaussianStats | None, var_floor
     quad = (flat.square() @ (1 / v).T) - 2 * (flat @ (mu / v).T) + (mu.square() / v).sum(1)
     logdet = torch.log(v).sum(1) + flat.shape[1] * math.log(2 * math.pi)
     return (-0.5 * (quad + logdet)).cpu().numpy()
+
+
+def _stats_split(s: GaussianStats, position: int) -> GaussianStats:
+    return GaussianStats(split_statistics(s.s0, position), split_statistics(s.s1, position),
+                         split_statistics(s.s2, position))
+
+
+def _stats_remove(s: GaussianStats, positions: np.ndarray) -> GaussianStats:
+    return GaussianStats(remove_statistics(s.s0, positions), remove_statistics(s.s1, positions),
+                         remove_statistics(s.s2, positions))
+
+
+@dataclass
+class ServerStatistics:
+    """The tier-1 statistics the server keeps: each client's latest soft label counts F_i [M, K, C] (HCFL paper
+    Alg. 2 step 3; the FedRC paper is silent on partial participation: the latest are kept) with the label
+    marginal C_{y,k} [K, C], and for ``joint`` each client's latest γ-weighted input statistics with their sum ν."""
+
+    counts: np.ndarray
+    marginal: np.ndarray
+    client_stats: dict[int, GaussianStats] = field(default_factory=dict)
+    density: GaussianStats | None = None
+
+    @staticmethod
+    def start(num_clients: int, k: int, num_classes: int) -> ServerStatistics:
+        c = max(num_classes, 1)
+        return ServerStatistics(np.zeros((num_clients, k, c)), np.full((k, c), 1.0 / c))
+
+    def split(self, position: int) -> None:
+        """F_{·,K^t+1} ← F_{·,k*} (HCFL paper Alg. 4 lines 3–4), likewise the input statistics."""
+        self.counts = split_statistics(self.counts, position, axis=1)
+        self.client_stats = {c: _stats_split(s, position) for c, s in self.client_stats.items()}
+        self.refresh()
+
+    def remove(self, positions: np.ndarray) -> None:
+        """F_{·,k_r} dropped (HCFL paper Alg. 5 lines 2–3)."""
+        self.counts = remove_statistics(self.counts, positions, axis=1)
+        self.client_stats = {c: _stats_remove(s, positions) for c, s in self.client_stats.items()}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """C_{y,k} and ν_k from the per-client statistics."""
+        self.marginal = label_marginal(self.counts.sum(0))
+        stats = list(self.client_stats.values())
+        self.density = sum(stats[1:], stats[0]) if stats else None
+
+
+# -- the tier-1 parts a method holds ------------------------------------------------------------
+class FormulationPart(ABC):
+    """Tier 1: log L_k of every sample from its losses, and the statistics the server keeps for it."""
+
+    name: ClassVar[str]
+    reads_inputs: ClassVar[bool] = False  # the server reads the cohort's inputs (``joint``)
+    label_table: ClassVar[bool] = False  # clients download and upload the K × C table (``fedrc-ratio``)
+
+    @abstractmethod
+    def loglik(self, losses: np.ndarray, x: torch.Tensor | None, labels: np.ndarray,
+               stats: ServerStatistics | None) -> np.ndarray:
+        """[N, K] log L_k from the per-sample losses [N, K] of rows with inputs ``x`` and ``labels``."""
+
+    def update(self, stats: ServerStatistics, cohort: Cohort, gamma: np.ndarray,  # noqa: B027 (none by default)
+               rounds_done: int) -> None:
+        """Upload of the round's statistics (γ-weighted over the cohort's rows) and the server's new ones."""
+
+
+class Conditional(FormulationPart):
+    """L_k = P(y | x; θ_k) = exp(−ℓ_k) (FedEM, IFCA, FeSEM)."""
+
+    name = "conditional"
+
+    def loglik(self, losses: np.ndarray, x: torch.Tensor | None, labels: np.ndarray,
+               stats: ServerStatistics | None) -> np.ndarray:
+        return log_likelihood(losses, self.name)
+
+
+@dataclass
+class LabelRatio(FormulationPart):
+    """FedRC's Ĩ = exp(−ℓ_k) / C_{y,k} (FedRC paper eq. 2) with the clients' soft label counts. ``noise`` ξ > 0:
+    each client adds N(0, ξ_i²) to every count it uploads (FedRC paper App. E, eq. 96), ξ_i = ξ · (N_i / C) /
+    ``noise_ref`` with a reference, drawn from (seed, round, client) so that a resumed run draws the same noise;
+    a noisy summed count below one sample counts as one sample."""
+
+    num_classes: int
+    noise: float = 0.0
+    noise_ref: float = 0.0
+    seed: int = 0
+    name: ClassVar[str] = "fedrc-ratio"
+    label_table: ClassVar[bool] = True
+
+    def loglik(self, losses: np.ndarray, x: torch.Tensor | None, labels: np.ndarray,
+               stats: ServerStatistics | None) -> np.ndarray:
+        assert stats is not None
+        return log_likelihood(losses, self.name, labels, stats.marginal)
+
+    def update(self, stats: ServerStatistics, cohort: Cohort, gamma: np.ndarray, rounds_done: int) -> None:
+        y = cohort.labels
+        for c, own in zip(cohort.clients, cohort.own_rows(), strict=True):
+            stats.counts[c] = label_counts(gamma[own], y[own], self.num_classes)
+        stats.marginal = label_marginal(stats.counts.sum(0))
+        if self.noise <= 0:
+            return
+        for c, n in zip(cohort.clients, cohort.sizes, strict=True):
+            std = self.noise * ((n / self.num_classes) / self.noise_ref if self.noise_ref > 0 else 1.0)
+            rng = np.random.default_rng([self.seed, 81, rounds_done, int(c)])
+            stats.counts[c] = stats.counts[c] + rng.normal(0.0, std, stats.counts[c].shape)
+        stats.marginal = label_marginal(np.maximum(stats.counts.sum(0), 1.0))
+
+
+class Joint(FormulationPart):
+    """FedGMM's L_k = P(y | x; θ_k) · P(x; ν_k) with one diagonal Gaussian ν_k per cluster."""
+
+    name = "joint"
+    reads_inputs = True
+
+    def loglik(self, losses: np.ndarray, x: torch.Tensor | None, labels: np.ndarray,
+               stats: ServerStatistics | None) -> np.ndarray:
+        assert stats is not None and x is not None
+        return log_likelihood(losses, self.name, log_px=gaussian_log_density(x, stats.density))
+
+    def update(self, stats: ServerStatistics, cohort: Cohort, gamma: np.ndarray, rounds_done: int) -> None:
+        assert cohort.x is not None
+        for c, own in zip(cohort.clients, cohort.own_rows(), strict=True):
+            stats.client_stats[int(c)] = GaussianStats.of(cohort.x[torch.as_tensor(own)], gamma[own])
+        parts = list(stats.client_stats.values())
+        stats.density = sum(parts[1:], parts[0])
+
+
+# name → the part of a formulation with its defaults (a method with options, e.g. FedRC's noise, builds its own)
+FORMULATION_PARTS: dict[str, Callable[[int], FormulationPart]] = {
+    "conditional": lambda num_classes: Conditional(),
+    "fedrc-ratio": lambda num_classes: LabelRatio(num_classes),
+    "joint": lambda num_classes: Joint(),
+}
+FORMULATIONS: tuple[str, ...] = tuple(FORMULATION_PARTS)

@@ -1,0 +1,32 @@
+"""The round's cohort as the tier parts see it: the sampled clients and their training rows, back to back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Cohort:
+    """Sampled clients ``clients`` [m]; their training ``rows`` [n] back to back and each row's cohort index
+    ``owner`` [n] (0..m−1); the clients' sizes N_i (float64), the rows' labels on the host and, for a formulation
+    that reads inputs, the rows' inputs ``x``."""
+
+    clients: np.ndarray
+    rows: np.ndarray
+    owner: np.ndarray
+    sizes: np.ndarray
+    labels: np.ndarray
+    x: torch.Tensor | None = None
+
+    @property
+    def m(self) -> int:
+        return len(self.clients)
+
+    def own_rows(self) -> list[np.ndarray]:
+        """Each client's positions in row order (what ``owner == i`` selects), all found in one sort rather
+        than one pass over the cohort's rows per client."""
+        order = np.argsort(self.owner, kind="stable")
+        return np.split(order, np.cumsum(np.bincount(self.owner, minlength=self.m))[:-1])
