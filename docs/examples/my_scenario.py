@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import check_data, check_split, full_test, partition, scenario_info
 from fedcluster.data.sources.base import ArrayDataset
-from fedcluster.catalog.registry import SCENARIOS
 
 
 @dataclass

@@ -28,11 +28,11 @@ import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
+from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.evaluation import client_outputs, per_sample_losses
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, distances, num_bytes, subset
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import cluster_update
@@ -87,7 +87,7 @@ class ClusteredAlgorithm(Algorithm):
         self.omega = np.full((fed.num_clients, k), 1.0 / k)
         self.gamma = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
         self._groups = sample_groups(fed)
-        self._multi: Trainer | None = None
+        self._multi: Backend | None = None
         self.rounds_done = 0  # completed rounds (seeds evaluation-time training such as FedRC-FT)
         self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
         self._scoring: tuple[tuple[int, int], np.ndarray] | None = None

@@ -18,11 +18,11 @@ import torch
 
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation, Split
+from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
 from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import Params, get_params, num_units, stack
 from fedcluster.engine.solver import Solver
-from fedcluster.engine.training import Trainer
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
 from fedcluster.tiers.cluster_state import ClusterState, StateField
@@ -35,7 +35,7 @@ class Context:
     cfg: RunConfig
     fed: Federation
     module: SplitModel
-    trainer: Trainer
+    trainer: Backend
     solver: Solver
 
     @property
@@ -83,7 +83,7 @@ class Algorithm(ABC):
 
     def reads_every_input(self) -> str | None:
         """What in the method's parameters makes the server read clients' inputs row by row, beyond the per-client
-        computations it asks of the trainer (``Trainer.per_client``, ``losses``); None when nothing does.
+        computations it asks of the trainer (``Backend.per_client``, ``losses``); None when nothing does.
         A run spread over processes, where each process holds only its clients' inputs, refuses it."""
         return None
 
