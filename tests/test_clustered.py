@@ -358,3 +358,16 @@ def test_hcfl_head_update_prototypes_follow_the_head_change(tmp_path: Path) -> N
     assert k >= 1 and d.shape == (3, 3)
     np.testing.assert_allclose(d[0, 1], 0.0, atol=1e-9)
     np.testing.assert_allclose(d[0, 2], 2.0, atol=1e-9)
+
+
+def test_hcfl_updates_pair_parameters_by_name(tmp_path: Path) -> None:
+    """A client whose models equal θ^t has a zero update, whatever order the trainer returns the parameters in
+    (the K-head trainer of a shared extractor returns head.bias before head.weight)."""
+    run = _run(["algorithm=hcfl-plus", "rounds=1", f"out={tmp_path / 'u'}"])
+    alg = run.alg
+    reordered = dict(reversed(list(alg.models.items())))
+    local = {n: v.unsqueeze(0).repeat(3, *[1] * v.dim()).clone() for n, v in reordered.items()}  # [m=3, K, ...]
+    view = RoundView(alg, alg.cohort(np.arange(3)), local, np.zeros(3, dtype=np.int64), np.full(3, -1))
+    update = view.updates()
+    assert update.shape[0] == 3
+    assert float(update.abs().max()) == 0.0

@@ -224,12 +224,9 @@ class RoundView:
         return {n: mine[n] - self.alg.models[n].index_select(0, own) for n in (list(mine) if names is None else names)}
 
     def updates(self) -> torch.Tensor:
-        # The columns of the clients' models follow ``local``'s order and those of θ^t the models' order; the
-        # K-head trainer (split) returns the heads in another order than the models (head.bias first), so with a
-        # shared extractor these differences pair unlike columns. Kept as it is (runs stay comparable); to be fixed
-        # on its own, with the runs it changes.
-        mine, own = self.own_models()
-        return flatten(mine) - flatten({n: v.index_select(0, own) for n, v in self.alg.models.items()})
+        """[m, P] flattened θ_{k,i} − θ_k^t, paired by parameter name (the K-head trainer returns the heads in
+        another order than the models hold them)."""
+        return flatten(self.own_updates())
 
     def prototypes(self) -> tuple[torch.Tensor, torch.Tensor]:
         """P_i [m, C+1, d] and their counts [m, C+1] (eq. 11–12) of the cohort's clients, each computed by the
