@@ -88,18 +88,26 @@ def wait_for_superlink(address: str, timeout: float, root_certificates: str | No
         time.sleep(min(attempt_every, left))
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that asks Linux to send SIGTERM to the child when this process dies, even by SIGKILL
-    (``prctl(PR_SET_PDEATHSIG)``); None elsewhere. The C function is looked up now: after the fork the
-    child only calls it."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
+def _child_setup() -> Callable[[], None]:
+    """The ``preexec_fn`` of the wrapped child: SIGINT back to its default action (a shell that starts the wrapper
+    in the background leaves SIGINT ignored, and an ignored signal stays ignored across exec, so the node would
+    ignore the SIGINT the wrapper passes on) and, on Linux, SIGTERM to the child when this process dies, even by
+    SIGKILL (``prctl(PR_SET_PDEATHSIG)``). The C function is looked up now: after the fork the child only calls
+    it."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
     pr_set_pdeathsig, sigterm = 1, int(signal.SIGTERM)
-    return lambda: prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+
+    def setup() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+
+    return setup
 
 
 def run_forwarding_signals(cmd: list[str], env: Mapping[str, str], on_start: Callable[[], None] | None = None
@@ -109,7 +117,7 @@ def run_forwarding_signals(cmd: list[str], env: Mapping[str, str], on_start: Cal
     outright (SIGKILL), Linux sends the child SIGTERM. A group that has not ended ``GRACE_SECONDS`` after a
     signal is killed. ``on_start`` runs once the child exists (start threads there, not before the fork).
     (The child's exit status, the first signal received or None.)"""
-    child = subprocess.Popen(cmd, env=dict(env), start_new_session=True, preexec_fn=_die_with_parent())
+    child = subprocess.Popen(cmd, env=dict(env), start_new_session=True, preexec_fn=_child_setup())
     if on_start is not None:
         try:
             on_start()
