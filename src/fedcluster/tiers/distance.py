@@ -66,12 +66,6 @@ def parameter_distance(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return torch.cdist(v, v).cpu().numpy()
 
 
-def profile_distance(profiles: torch.Tensor | np.ndarray) -> np.ndarray:
-    """[n, n] Euclidean distance between CFL-GP gradient profiles g_c ∈ R^{K d̂} (CFL-GP paper Sec. 3; the geometry
-    its spectral clustering works in), profiles given as [n, K, d̂] or [n, K d̂]."""
-    return parameter_distance(profiles)
-
-
 # -- HCFL+ prototypes (HCFL paper eq. 9–12) -----------------------------------------------------------------
 def client_prototypes(features: torch.Tensor, labels: torch.Tensor | np.ndarray, owner: np.ndarray, m: int,
                       num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
