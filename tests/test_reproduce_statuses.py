@@ -177,6 +177,25 @@ def test_a_madmo_that_never_splits_is_not_tested() -> None:
     assert exp.verdict(r)[0] == "partly"  # it split, and its ARI is above the CFL-GP paper's < 0.6
 
 
+def test_cflgp_comparisons_are_paired_by_seed() -> None:
+    """Every CFL-GP entry compares methods seed by seed: a deficit within the seed noise is a tie (s3-merge's
+    recorded −0.07 ± 0.22 points), a consistent deficit a miss, a consistent lead a pass."""
+    def merge(cflgp: list[float], ifca: list[float]) -> str:
+        r = {("", m): {"ari": [1.0] * 3, "acc": acc} for m, acc in (("cflgp", cflgp), ("ifca", ifca))}
+        r |= {("", m): {"ari": [0.0] * 3, "acc": [52.0] * 3} for m in ("cfl (MADMO)", "fedavg")}
+        return EXPERIMENTS["s3-merge"].verdict(r)[1].split("; ")[1]  # type: ignore[misc]
+    assert "ties (within 2 SE)" in merge([89.0, 88.5, 88.6], [88.86, 88.6, 88.84])
+    assert "misses" in merge([88.0, 88.1, 88.2], [89.0, 89.1, 89.2])
+    assert "meets" in merge([90.0, 90.1, 90.2], [89.0, 89.1, 89.2])
+
+    def mixture(ari5: list[float], ifca: list[float]) -> str:
+        r = {("κ=0.5", "cflgp"): {"ari5": ari5}, ("κ=0.5", "ifca"): {"ari": ifca}}
+        return status("s3-mixture-kappa", r | {("κ=0.5", m): {"ari": [0.0] * 3} for m in ("cfl (MADMO)", "fedavg")})
+    assert mixture([0.5, 0.2, 0.6], [0.6, 0.5, 0.5]) == "tie"
+    assert mixture([0.4, 0.41, 0.42], [0.6, 0.62, 0.61]) == "does not hold"
+    assert mixture([1.0, 1.0, 1.0], [0.6, 0.62, 0.61]) == "holds"
+
+
 def test_a_paper_budget_need_is_computed_from_the_run() -> None:
     lines = EXPERIMENTS["s3-lines-sweeps"]
     base, full = paper_cpu_hours(lines.budgets["small"], lines.budgets["paper"], 5.7 * 60, 3)
