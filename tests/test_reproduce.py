@@ -63,7 +63,8 @@ def test_paired_lower_bound_needs_a_difference_beyond_the_seed_noise() -> None:
     assert mean == pytest.approx(14 / 3) and 0 < lower < mean
     assert math.isnan(paired_lower({("", "a"): {"g": [1.0]}, ("", "b"): {"g": [0.0]}}, "", "a", "b", "g")[1])
     q = EXPERIMENTS["q-ifca-vs-fedrc"].verdict
-    for case, status in ((noisy, "does not hold"), (clear, "holds")):
+    behind = {("", "a"): {"g": [50.0, 51.0, 52.0]}, ("", "b"): {"g": [60.0, 60.5, 62.0]}}
+    for case, status in ((noisy, "tie"), (clear, "holds"), (behind, "does not hold")):
         assert q({("", "FedRC"): {"global": case[("", "a")]["g"]},
                   ("", "IFCA"): {"global": case[("", "b")]["g"]}})[0] == status
 
@@ -309,8 +310,8 @@ def test_checks_encode_the_claims_as_the_papers_state_them() -> None:
 
 
 def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
-    """q-s4-ifca-protocol: with the FedRC paper's code as run, FedRC − IFCA (zero-fill) must clear 0 by 2 standard
-    errors and reach half of that paper's 27.7-point gap on average."""
+    """q-s4-ifca-protocol: with the FedRC paper's code as run, FedRC − IFCA (zero-fill), paired by seed, must clear 0
+    and half of that paper's 27.7-point gap by 2 standard errors; within the noise of 0 it is a tie."""
     from fedcluster.reproduce.specs_fedrc import AS_RUN
 
     verdict = EXPERIMENTS["q-s4-ifca-protocol"].verdict
@@ -320,7 +321,8 @@ def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
 
     assert verdict(cells([60.0, 62.0, 58.0], [30.0, 33.0, 31.0]))[0] == "holds"
     assert verdict(cells([60.0, 62.0, 58.0], [52.0, 53.0, 51.0]))[0] == "partly"  # beyond noise, not its size
-    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "does not hold"
+    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "tie"  # +1.7 ± 9.3
+    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 66.0, 63.0]))[0] == "does not hold"
 
 
 def test_the_protocol_question_names_the_differences_that_move_ifca() -> None:

@@ -196,6 +196,31 @@ def test_cflgp_comparisons_are_paired_by_seed() -> None:
     assert mixture([1.0, 1.0, 1.0], [0.6, 0.62, 0.61]) == "holds"
 
 
+def test_fedrc_and_hcfl_method_comparisons_are_paired_by_seed() -> None:
+    """A FedRC/HCFL table's "best" or "grows" check is a paired difference: within the seed noise it is a tie
+    (s4-ablation-local-epochs recorded FedRC 0.13 points behind IFCA with seed spreads of 8-10 points)."""
+    epochs = ("1 local epoch", "5 local epochs")
+
+    def local_epochs(fedrc: list[float], ifca: list[float]) -> str:
+        r = {(s, "FedRC"): {"global": [x + 10 * i for x in fedrc]} for i, s in enumerate(reversed(epochs))}
+        r |= {(s, "IFCA"): {"global": [x + 10 * i for x in ifca]} for i, s in enumerate(reversed(epochs))}
+        return status("s4-ablation-local-epochs", r)
+    assert local_epochs([60.0, 75.0, 74.6], [62.0, 68.0, 80.0]) == "tie"
+    assert local_epochs([60.0, 61.0, 62.0], [65.0, 66.0, 67.5]) == "does not hold"
+    assert local_epochs([70.0, 71.0, 72.0], [65.0, 66.0, 67.5]) == "holds"
+
+    def concepts(lead1: list[float], lead5: list[float]) -> str:
+        r = {}
+        for s, leads in (("1 concept, K = 3", lead1), ("3 concepts, K = 3", [9.0, 10.0, 11.0]),
+                         ("5 concepts, K = 5", lead5)):
+            r[(s, "FedAvg")] = {"global": [50.0, 60.0, 70.0]}
+            r[(s, "FedRC")] = {"global": [x + d for x, d in zip((50.0, 60.0, 70.0), leads, strict=True)]}
+        return status("s4-ablation-concepts", r)
+    assert concepts([1.0, 2.0, 1.5], [10.0, 12.0, 11.0]) == "holds"
+    assert concepts([12.0, 10.0, 11.0], [1.0, 2.0, 1.5]) == "partly"  # the lead shrinks with more concepts
+    assert concepts([0.9, -2.0, 3.8], [10.0, 12.0, 11.0]) == "tie"
+
+
 def test_a_paper_budget_need_is_computed_from_the_run() -> None:
     lines = EXPERIMENTS["s3-lines-sweeps"]
     base, full = paper_cpu_hours(lines.budgets["small"], lines.budgets["paper"], 5.7 * 60, 3)

@@ -142,27 +142,39 @@ def mean_of(results: Results, setting: str, method: str, key: str) -> float:
     return mean_sd(results.get((setting, method), {}).get(key, []))[0]
 
 
-def paired(results: Results, setting: str, a: str, b: str, key: str, setting_b: str | None = None,
-           key_b: str | None = None) -> Paired:
-    """a − b over the seeds both have (the same seed's federation for both), as a :class:`Paired` difference;
-    ``setting_b``/``key_b``: b's setting/metric when they differ from a's (e.g. one method at two participation
-    rates, or a's ARI at round 5 against b's final ARI)."""
+def seed_diffs(results: Results, setting: str, a: str, b: str, key: str, setting_b: str | None = None,
+               key_b: str | None = None) -> list[float]:
+    """a − b seed by seed, in seed order (NaN where either is NaN); ``setting_b``/``key_b``: b's setting/metric when
+    they differ from a's (e.g. one method at two participation rates, or a's ARI at round 5 against b's final)."""
     xs = results.get((setting, a), {}).get(key, [])
     ys = results.get((setting if setting_b is None else setting_b, b), {}).get(key if key_b is None else key_b, [])
-    diffs = [x - y for x, y in zip(xs, ys, strict=False) if not (math.isnan(x) or math.isnan(y))]
-    mean, sd, n = mean_sd(diffs)
+    return [x - y for x, y in zip(xs, ys, strict=False)]
+
+
+def paired_of(diffs: Sequence[float]) -> Paired:
+    """The mean of per-seed differences and its standard error (NaN pairs dropped)."""
+    mean, sd, n = mean_sd([d for d in diffs if not math.isnan(d)])
     return Paired(mean, sd / math.sqrt(n) if n > 1 else math.nan)
+
+
+def paired(results: Results, setting: str, a: str, b: str, key: str, setting_b: str | None = None,
+           key_b: str | None = None) -> Paired:
+    """a − b over the seeds both have (the same seed's federation for both), as a :class:`Paired` difference
+    (arguments as :func:`seed_diffs`)."""
+    return paired_of(seed_diffs(results, setting, a, b, key, setting_b, key_b))
+
+
+def strongest_rival(results: Results, setting: str, a: str, others: Sequence[str], key: str) -> str | None:
+    """The best of ``others`` (a left out) by mean ``key`` in ``setting``; None when none was measured."""
+    rivals = [o for o in others if o != a and not math.isnan(mean_of(results, setting, o, key))]
+    return max(rivals, key=lambda o: mean_of(results, setting, o, key)) if rivals else None
 
 
 def lead(results: Results, setting: str, a: str, others: Sequence[str], key: str, key_b: str | None = None) -> Paired:
     """a minus the best of ``others`` by mean (paired by seed): a's lead over its strongest rival (``key_b``: the
     rivals' metric when it differs from a's)."""
-    rival_key = key if key_b is None else key_b
-    rivals = [o for o in others if o != a and not math.isnan(mean_of(results, setting, o, rival_key))]
-    if not rivals:
-        return Paired(math.nan)
-    best = max(rivals, key=lambda o: mean_of(results, setting, o, rival_key))
-    return paired(results, setting, a, best, key, key_b=key_b)
+    best = strongest_rival(results, setting, a, others, key if key_b is None else key_b)
+    return Paired(math.nan) if best is None else paired(results, setting, a, best, key, key_b=key_b)
 
 
 def paired_lower(results: Results, setting: str, a: str, b: str, key: str, z: float = 2.0) -> tuple[float, float]:
