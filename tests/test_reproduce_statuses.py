@@ -231,3 +231,6 @@ def test_a_paper_budget_need_is_computed_from_the_run() -> None:
     base, full = paper_cpu_hours(clusters.budgets["small"], clusters.budgets["paper"], 20 * 60, 3)
     assert full / base == pytest.approx(122.0 / 1.9)  # the CNN's step over the MLP's
     assert "it needs a GPU" in paper_need_line(clusters.budgets["small"], clusters.budgets["paper"], 20 * 60, 3, "C")
+    mixture = EXPERIMENTS["s3-mixture-kappa"]  # 1,000 test images per group at small, all of them at paper
+    text = paper_need_line(mixture.budgets["small"], mixture.budgets["paper"], 9.4 * 60, 3, "C")
+    assert "about 94 CPU minutes" in text and "not counted: the small run scored at most 1000 test images" in text

@@ -3,6 +3,8 @@
 The small run's wall time is scaled by the paper budget's rounds, clients × share of their data and seeds, then
 by the paper model's training cost over the small budget's model, measured per SGD step of 32 images on one CPU
 thread with ``benchmarks/model_step_cost.py`` (2026-11-27, the 2-core machine the pages were made on, shared).
+A rough figure: it does not count the extra test images a paper budget scores when the small one capped them,
+nor that fixed per-round costs weigh less at the paper's scale; the pages say so where it applies.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def paper_need_line(small: Budget, paper: Budget, wall_seconds: float, seeds: in
         a, b = model_kind(small), model_kind(paper)
         how += (f" × {full / base:.0f} for the {b} (a training step of the {b} costs {STEP_MS[b]:g} ms on one CPU "
                 f"thread, of the {a} {STEP_MS[a]:g} ms)")
+    if small.test_size and not paper.test_size:  # evaluation at the paper budget scores more images
+        how += (f"; not counted: the small run scored at most {small.test_size} test images per group where the "
+                "paper budget scores all of them, while fixed per-round costs weigh less at the paper's scale, "
+                "so the figure may be off either way")
     need = (f"about {_hours(full)} on 2 CPU cores: a CPU can run it" if full <= CPU_HOURS_LIMIT
             else f"about {_hours(full)} on 2 CPU cores, more than {CPU_HOURS_LIMIT:g}: it needs a GPU (its GPU "
                  "time was not measured)")
