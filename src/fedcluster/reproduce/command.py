@@ -40,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "refused when they hold a larger budget or more seeds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="run up to N seeds at once, each in its own process (default 1); without threads= in --set "
+                        "each gets its share of the CPU cores. Results are the same as with one worker")
     p.add_argument("--fresh", action="store_true",
                    help="move stored results aside and start afresh instead of continuing them")
     p.add_argument("--report-only", "--rejudge", action="store_true", dest="report_only",
@@ -107,6 +110,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise UserError(str(e.args[0])) from None
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed")
+    if args.workers < 1:
+        raise UserError(f"--workers {args.workers}: give at least 1 (the number of seeds run at once)")
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UserError(f"--set {bad[0]!r} is not of the form key=value")
@@ -159,8 +164,19 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{exp.name} seed {record['seed']} {record['setting']} {record['method']}: {values} "
               f"({record['seconds']:.0f} s)", file=sys.stderr, flush=True)
 
-    for seed in range(args.seeds):
-        runner(exp, budget, seed, [*args.set, *dev_over], stored.done(seed), emit)
+    extra = [*args.set, *dev_over]
+    todo = {seed: stored.done(seed) for seed in range(args.seeds)}
+    workers = min(args.workers, args.seeds)
+    if workers > 1:
+        from fedcluster.config.validation import usable_cpus
+        from fedcluster.reproduce.parallel import run_seeds
+
+        if not any(o.split("=", 1)[0].strip() == "threads" for o in args.set):  # share the cores, not each all
+            extra.append(f"threads={max(1, usable_cpus() // workers)}")
+        run_seeds(f"fedcluster.reproduce.{RUNNERS[exp.kind]}", exp.name, args.budget, todo, extra, emit, workers)
+    else:
+        for seed, done in todo.items():
+            runner(exp, budget, seed, extra, done, emit)
     stored.finished = True
     stored.wall_seconds = wall0 + time.perf_counter() - t_start
     stored.date = time.strftime("%Y-%m-%d")
