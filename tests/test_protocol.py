@@ -88,3 +88,23 @@ def test_a_failing_transport_raises_clients_failed() -> None:
     with pytest.raises(ClientsFailed) as e:
         tr.losses({n: p.detach().unsqueeze(0) for n, p in module.named_parameters()}, np.arange(6))
     assert e.value.clients == {0}
+
+
+def test_the_divergence_watch_sees_units_trained_on_nodes(tmp_path: Path) -> None:
+    """A node whose local training blew up (its reply holds NaN) is reported by the watch, as in process."""
+    cfg, typed = _config(tmp_path, "nan", ["algorithm=fedavg"])
+    run = LoopbackRun(cfg, typed)
+    tr = run.ctx.trainer
+    inner = tr.send
+
+    def send(requests: list[Request]) -> list[dict[str, np.ndarray]]:
+        replies = inner(requests)
+        for r, reply in zip(requests, replies, strict=True):
+            if r.client == 2:
+                for v in reply.values():
+                    v[...] = np.nan
+        return replies
+
+    tr.send = send
+    tr.train(run.alg.models, np.array([1, 2, 3]), run.ctx.solver, 0, init_index=np.zeros(3, dtype=np.int64))
+    assert tr.take_nonfinite() == [2]

@@ -121,6 +121,7 @@ class RemoteTrainer(Trainer):
             idx = torch.as_tensor(units)
             for n in out:
                 out[n][idx] = torch.from_numpy(reply[n]).to(out[n].device, out[n].dtype)
+        self._watch(out, np.asarray(clients, dtype=np.int64))  # the divergence watch sees every node's units
         return out
 
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
