@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, Setting, mean_of
-from fedcluster.reproduce.verdicts import judge
+from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, Setting, mean_of, paired
+from fedcluster.reproduce.verdicts import Check, judge
 
 # Phase-2 step sizes in the engine's scale (loss (ŷ − y)², lr = η_S2/2): γ = η‖X_i‖²/n_i ≈ 0.5 for the smallest
 # clients.
@@ -61,10 +61,17 @@ def _mixreg(config: str) -> Experiment:
         verdict=_mixreg_verdict(config), tiny_rounds=8)
 
 
+def _oracle_gaps(r: Results) -> list[Check]:
+    """Two-phase comparable to the oracle (within 2 points) and FedAvg not (2 points or more above), each error
+    minus the oracle's, paired by seed (the same federation)."""
+    return [("two-phase error − oracle error, paired by seed (points)", paired(r, "", "two-phase", "oracle", "err"),
+             2.0, "<="),
+            ("FedAvg error − oracle error, paired by seed (points)", paired(r, "", "fedavg", "oracle", "err"), 2.0,
+             ">=")]
+
+
 def _large_population_verdict(r: Results) -> tuple[str, str]:
-    oracle = mean_of(r, "", "oracle", "err")
-    return judge([("two-phase error − oracle error (points)", mean_of(r, "", "two-phase", "err") - oracle, 2.0, "<="),
-                  ("FedAvg error − oracle error (points)", mean_of(r, "", "fedavg", "err") - oracle, 2.0, ">=")])
+    return judge(_oracle_gaps(r))
 
 
 S2_LARGE = Experiment(
@@ -160,11 +167,9 @@ S2_LEFT = Experiment(
 
 
 def _large_k4_verdict(r: Results) -> tuple[str, str]:
-    oracle = mean_of(r, "", "oracle", "err")
-    return judge([("two-phase error − oracle error (points)", mean_of(r, "", "two-phase", "err") - oracle, 2.0, "<="),
-                  ("FedAvg error − oracle error (points)", mean_of(r, "", "fedavg", "err") - oracle, 2.0, ">="),
-                  ("IFCA (random start) error − two-phase error after 10 Phase-2 rounds (points; IFCA slower)",
-                   mean_of(r, "", "ifca-random", "err10") - mean_of(r, "", "two-phase", "err10"), 0.0, ">=")])
+    return judge([*_oracle_gaps(r),
+                  ("IFCA (random start) error − two-phase error after 10 Phase-2 rounds, paired by seed (points; IFCA "
+                   "slower)", paired(r, "", "ifca-random", "two-phase", "err10"), 0.0, ">=")])
 
 
 S2_LARGE_K4 = Experiment(
