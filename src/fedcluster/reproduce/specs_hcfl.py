@@ -3,8 +3,8 @@ questions (HCFL+(FedRC)'s K^T at ρ = 0.3; StoCFL collapsing to one cluster)."""
 
 from __future__ import annotations
 
-from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, lead, mean_of, paired
-from fedcluster.reproduce.verdicts import bottom, judge, not_tested, top, worst
+from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, lead, mean_of, paired, paired_of
+from fedcluster.reproduce.verdicts import Paired, bottom, judge, not_tested, top, worst
 
 MLP = "MLP with one hidden layer of 128 (φ = hidden layer, θ_k = output layer)"
 SMALL = Budget(40, 30, MLP, ("model=mlp", "model.hidden=[128]", "eval_every=2"), fraction=0.25, test_size=500,
@@ -196,9 +196,14 @@ def _table2_verdict(r: Results) -> tuple[str, str]:
     full, ablations = _TABLE2[0][0], [label for label, _ in _TABLE2[1:]]
     return judge([("full metric's best test minus the best ablation's, paired by seed (points)",
                    lead(r, "", full, ablations, "test"), 0.0, ">="),
-                  ("the closest ablation's |K^T − 3| minus the full metric's",
-                   bottom(abs(mean_of(r, "", a, "kt") - 3) for a in ablations)
-                   - abs(mean_of(r, "", full, "kt") - 3), 0.0, ">=")])
+                  ("each ablation's |K^T − 3| minus the full metric's, paired by seed (the worst ablation)",
+                   worst((_closer_to_three(r, full, a) for a in ablations), 0.0), 0.0, ">=")])
+
+
+def _closer_to_three(r: Results, full: str, ablation: str) -> Paired:
+    """|K^T − 3| of ``ablation`` minus that of ``full``, seed by seed (> 0: the full metric ends nearer 3)."""
+    xs, ys = (r.get(("", m), {}).get("kt", []) for m in (ablation, full))
+    return paired_of([abs(x - 3) - abs(y - 3) for x, y in zip(xs, ys, strict=False)])
 
 
 S1_TABLE2 = Experiment(
