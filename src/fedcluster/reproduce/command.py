@@ -141,14 +141,16 @@ def run_command(args: argparse.Namespace) -> int:
     budget = exp.budget(args.budget)
     out.mkdir(parents=True, exist_ok=True)
     stored = Stored.load(path)
-    if stored is not None and (args.fresh or not stored.matches(args.budget, device, list(args.set), repr(budget))):
+    protocol = exp.protocol(args.budget)
+    if stored is not None and (args.fresh or not stored.matches(args.budget, device, list(args.set), protocol,
+                                                                 repr(budget))):
         kept = stored.move_aside(path, time.strftime("%Y%m%d-%H%M%S"))  # never lose results
-        print(f"{path}: earlier results (another budget/device/--set, or --fresh) moved to {kept}; starting afresh",
-              file=sys.stderr)
+        print(f"{path}: earlier results (another budget, device, --set or protocol, or --fresh) moved to {kept}; "
+              "starting afresh", file=sys.stderr)
         stored = None
     if stored is None:
         stored = Stored(exp.name, args.budget, args.seeds, device, list(args.set))
-    stored.seeds, stored.finished, stored.spec = args.seeds, False, repr(budget)
+    stored.seeds, stored.finished, stored.spec = args.seeds, False, protocol
     module, fn = RUNNERS[exp.kind].split(":")
     runner = getattr(import_module(f"fedcluster.reproduce.{module}"), fn)
     t_start = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -27,11 +28,19 @@ class Stored:
     finished: bool = False
     wall_seconds: float = 0.0
     date: str = ""
-    spec: str = ""  # the budget's full definition (repr), so that a changed budget is never mixed with old records
+    # Experiment.protocol of the runs (older files: the budget's repr), so that records made under another protocol
+    # are never mixed with new ones
+    spec: str = ""
 
-    def matches(self, budget: str, device: str, extra: list[str], spec: str) -> bool:
-        """Whether these records can be continued by a run with this budget, device and extra overrides."""
-        return (self.budget, self.device, self.extra) == (budget, device, extra) and self.spec in ("", spec)
+    def matches(self, budget: str, device: str, extra: list[str], protocol: str, budget_repr: str) -> bool:
+        """Whether these records can be continued by a run with this budget, device, extra overrides and
+        protocol. Records of an older file, which stored only the budget's repr, match when the budget's numbers
+        and overrides are the same (its words may differ)."""
+        if (self.budget, self.device, self.extra) != (budget, device, extra):
+            return False
+        if self.spec in ("", protocol):
+            return True
+        return not self.spec.startswith("protocol ") and _budget_fields(self.spec) == _budget_fields(budget_repr)
 
     def done(self, seed: int) -> set[tuple[str, str]]:
         return {(r["setting"], r["method"]) for r in self.records if r["seed"] == seed}
@@ -79,6 +88,21 @@ class Stored:
             why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:160]
             raise UserError(f"the stored results {str(path)!r} are unusable ({why}): move the file aside (or delete "
                             "it) to run this reproduction afresh") from None
+
+
+def _budget_fields(text: str) -> dict[str, Any] | None:
+    """The numbers and overrides of a ``Budget(...)`` repr, read as literals only (no code runs); None if it is not
+    one."""
+    if len(text) > 10_000:  # no budget repr is this long; a crafted one never reaches the parser
+        return None
+    try:
+        call = ast.parse(text, mode="eval").body
+        if not isinstance(call, ast.Call):
+            return None
+        fields = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg not in ("model", "note")}
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return fields or None
 
 
 MAX_SEEDS = 1000  # more seeds than any reproduction runs

@@ -6,6 +6,7 @@ Plain data (no PyTorch): ``fedcluster reproduce --list`` reads it instantly. A r
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -123,6 +124,17 @@ class Experiment:
             return self
         methods = self.methods[:3] if self.kind == "suite" else self.methods
         return replace(self, settings=self.settings[:2], methods=methods)
+
+    def protocol(self, budget: str) -> str:
+        """What decides this experiment's runs at the named budget, and nothing else (no notes or descriptions):
+        the budget's numbers and overrides, and every override of the experiment, its settings and its methods.
+        Stored with the records, so that a run continues them only when none of it changed."""
+        b = self.budget(budget)
+        return "protocol " + json.dumps({
+            "budget": [b.clients, b.rounds, list(b.overrides), b.fraction, b.test_size],
+            "overrides": list(self.overrides),
+            "settings": [[s.name, list(s.overrides), sorted(s.params.items()), list(s.methods)] for s in self.settings],
+            "methods": [[m.label, list(m.overrides), m.read_at] for m in self.methods]}, ensure_ascii=False)
 
     def judge(self, results: Results, budget: str) -> tuple[str, str]:
         """The verdict of recorded ``results`` measured at the named budget (the check fixed in the spec, so
