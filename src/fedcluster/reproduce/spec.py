@@ -192,8 +192,5 @@ def lead(results: Results, setting: str, a: str, others: Sequence[str], key: str
 def paired_lower(results: Results, setting: str, a: str, b: str, key: str, z: float = 2.0) -> tuple[float, float]:
     """Mean over seeds of a − b (the same seed's federation for both) and that mean minus ``z`` standard errors:
     a lower bound > 0 says a beats b beyond the seed-to-seed noise (NaN with fewer than 2 paired seeds)."""
-    xs = results.get((setting, a), {}).get(key, [])
-    ys = results.get((setting, b), {}).get(key, [])
-    diffs = [x - y for x, y in zip(xs, ys, strict=False) if not (math.isnan(x) or math.isnan(y))]
-    mean, sd, n = mean_sd(diffs)
-    return mean, (mean - z * sd / math.sqrt(n) if n > 1 else math.nan)
+    d = paired(results, setting, a, b, key)
+    return d.mean, d.mean - z * d.se

@@ -292,11 +292,8 @@ MOVE = 5.0  # points of IFCA's global accuracy a difference must take off (towar
 def _ifca_drop(r: Results, name: str) -> tuple[float, float]:
     """IFCA's global accuracy under the paper as written minus under setting ``name`` (IFCA zero-fill for the code
     as run), paired by seed: (mean, mean − 2 standard errors); NaN with fewer than 2 pairs."""
-    other = "IFCA zero-fill" if name == AS_RUN else "IFCA"
-    xs = r.get((AS_WRITTEN, "IFCA"), {}).get("global", [])
-    ys = r.get((name, other), {}).get("global", [])
-    merged = {(AS_WRITTEN, "a"): {"global": xs}, (AS_WRITTEN, "b"): {"global": ys}}
-    return paired_lower(merged, AS_WRITTEN, "a", "b", "global")
+    d = paired(r, AS_WRITTEN, "IFCA", "IFCA zero-fill" if name == AS_RUN else "IFCA", "global", setting_b=name)
+    return d.mean, d.low
 
 
 def _fedrc_beyond_ifca(r: Results, setting: str, prefix: str = "") -> list[Check]:
