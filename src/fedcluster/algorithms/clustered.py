@@ -153,10 +153,10 @@ class ClusteredAlgorithm(Algorithm):
         return distances({n: local[n] for n in names}, {n: self.models[n] for n in names}).cpu().numpy()
 
     # -- forward passes ----------------------------------------------------------------------
-    @torch.no_grad()
-    def outputs(self, x: torch.Tensor, models: Params | None = None) -> torch.Tensor:
-        """[K, N, out] outputs of the K models (inference-optimised; with a shared body it runs once)."""
-        return self._forward(self.models if models is None else models, x, self.split)
+    @property
+    def body_shared(self) -> bool:  # type: ignore[override]
+        """Whether the K models share φ (``split``): the body then runs once per row."""
+        return self.split
 
     def losses(self, rows: np.ndarray) -> np.ndarray:
         """[N, K] per-sample losses of the K models on training ``rows`` (the clients' E-step work, done by
@@ -247,11 +247,9 @@ class ClusteredAlgorithm(Algorithm):
         return (num_bytes(subset(one, "body.")) if body else 0) + models * num_bytes(subset(one, "head."))
 
     # -- evaluation --------------------------------------------------------------------------
-    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
+    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
         """The K models (φ once when shared) mixed by Ω (``scoring_omega``) or, for test clients, ``fit_weights``."""
-        outputs = self.outputs(split.x)
-        w = self.scoring_omega() if participating else self.fit_weights(outputs, split)
-        return outputs, np.asarray(w)
+        return self.omega_prediction(split, self.scoring_omega()) if participating else self.test_prediction(split)
 
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard

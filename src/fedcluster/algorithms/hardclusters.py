@@ -27,7 +27,6 @@ import torch
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
 from fedcluster.engine import inference
-from fedcluster.engine.evaluation import model_outputs
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptive import ClusterBook, merge_clusters, remove_clusters, reposition, split_off
@@ -137,16 +136,7 @@ class HardClusters(Algorithm):
         if inference.row_budget(split.x.device) is not None:  # the clusters vmapped, not one call each
             models = {n: v.unsqueeze(1) for n, v in self.models.items()}
             return inference.StackForward(self.ctx.module).grouped(models, split.x, np.arange(len(pos)), pos), ones
-        out: torch.Tensor | None = None
-        for k in np.unique(pos):
-            rows = torch.as_tensor(np.flatnonzero(pos == k))
-            o = model_outputs(self.ctx.module, select(self.models, [int(k)]), split.x[rows])[0]
-            if out is None:
-                out = o.new_zeros((len(split.x), o.shape[-1]))
-            out[rows] = o
-        if out is None:
-            out = torch.zeros((0, self.ctx.fed.output_dim), device=split.x.device)
-        return out.unsqueeze(0), ones
+        return self.chosen_outputs(split, self.cluster)
 
     # -- records and state -------------------------------------------------------------------
     def clusters_record(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import torch
 
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation, Split
+from fedcluster.engine import inference
 from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
 from fedcluster.engine.inference import StackForward
@@ -118,8 +119,44 @@ class Algorithm(ABC):
         """What to predict with (the one evaluation hook): [K', N, out] outputs on every sample of ``split`` and the
         [clients, K'] weights that mix them. Here the K models with Ω rows (val: the clients trained) or
         ``fit_weights`` (test clients)."""
-        outputs = self._forward(self.models, split.x)
-        return outputs, self.omega if participating else self.fit_weights(outputs, split)
+        return self.omega_prediction(split, self.omega) if participating else self.test_prediction(split)
+
+    body_shared = False  # True: the K models share one feature extractor (``body.*`` stored once)
+
+    def outputs(self, x: torch.Tensor, models: Params | None = None) -> torch.Tensor:
+        """[K, N, out] outputs of the K models (inference-optimised)."""
+        return self._forward(self.models if models is None else models, x, self.body_shared)
+
+    def chosen_outputs(self, split: Split, cluster: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each client's rows through its ``cluster``'s model alone (CPU): [1, N, out] with weight 1, the Ω-mix of a
+        one-hot Ω without running the other K − 1 models on every row."""
+        outputs = self._forward.chosen(self.models, split.x, np.asarray(cluster)[split.owner()], self.body_shared)
+        return outputs, torch.ones(split.num_clients, 1, device=split.x.device)
+
+    def omega_prediction(self, split: Split, omega: np.ndarray) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
+        """Clients mixing the K models with Ω rows ``omega``; on the CPU, when every row is one-hot (a hard method),
+        each client's own model only (:meth:`chosen_outputs`: the same predictions, 1/K of the work)."""
+        if inference.row_budget(split.x.device) is None and one_hot_rows(omega):
+            return self.chosen_outputs(split, np.asarray(omega).argmax(1))
+        return self.outputs(split.x), omega
+
+    def test_prediction(self, split: Split) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
+        """Test clients, weighted by ``fit_weights``. On the CPU with a ``fit`` mask (engine.holdout) the K models
+        run on the rows that choose the weights only (with K > 1); when the choice is hard, each client's other rows
+        run its chosen model alone (:meth:`chosen_outputs`), otherwise the K models run on them too."""
+        if inference.row_budget(split.x.device) is not None or split.fit is None or self.num_clusters == 1:
+            outputs = self.outputs(split.x)
+            return outputs, self.fit_weights(outputs, split)
+        fit = np.asarray(split.fit, dtype=bool)
+        fit_rows, other_rows = torch.as_tensor(np.flatnonzero(fit)), torch.as_tensor(np.flatnonzero(~fit))
+        fitted = self.outputs(split.x[fit_rows])
+        weights = self.test_weights(fitted, split.rows(fit))
+        if one_hot_rows(weights):
+            return self.chosen_outputs(split, np.asarray(weights).argmax(1))
+        outputs = fitted.new_empty((len(fitted), len(split.x), *fitted.shape[2:]))
+        outputs[:, fit_rows] = fitted
+        outputs[:, other_rows] = self.outputs(split.x[other_rows])
+        return outputs, weights
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         """Mixed predictions Σ_k w_{i;k} p_k(x) for every sample of ``split`` from :meth:`prediction`."""
@@ -135,3 +172,9 @@ class Algorithm(ABC):
 
     def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
         return to_device(self.ctx.fed.train.sizes[clients], self.ctx.device, torch.float64)
+
+
+def one_hot_rows(weights: np.ndarray | torch.Tensor) -> bool:
+    """Whether every row of ``weights`` (on the host or the CPU) is one-hot: a hard assignment."""
+    w = np.asarray(weights)
+    return w.ndim == 2 and bool(((w == 0) | (w == 1)).all() and (w.sum(1) == 1).all())

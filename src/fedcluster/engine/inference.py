@@ -130,6 +130,38 @@ class StackForward:
                 outs.append(torch.stack([f(xb) for f in fns]))
         return torch.cat(outs, 1)
 
+    @torch.no_grad()
+    def chosen(self, models: Params, x: torch.Tensor, choice: np.ndarray, shared_body: bool = False) -> torch.Tensor:
+        """[1, N, out]: row ``r`` of ``x`` through model ``choice[r]`` only, on the CPU (a hard assignment's
+        predictions: each row costs one model's forward, not K). The same per-model forwards as ``__call__``
+        (the cached inference-optimised copies for convolutional models, ``CHUNK`` rows a call)."""
+        if row_budget(x.device) is not None:
+            raise ValueError("chosen-model inference is the CPU path: on an accelerator run the K models vmapped")
+        k = len(next(iter(models.values())))
+        heads = [{n[5:]: v[j] for n, v in models.items() if n.startswith("head.")} for j in range(k)]
+        if self.fast and len(x):
+            fns = self._build(models, x[:2], shared_body)
+        elif shared_body:
+            body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
+            fns = [lambda xb: functional_call(self.module.body, body, (xb,))]
+        else:
+            fns = [lambda xb, j=j: functional_call(self.module, {n: v[j] for n, v in models.items()}, (xb,))
+                   for j in range(k)]
+        feats = torch.cat([fns[0](x[i:i + CHUNK]) for i in range(0, len(x), CHUNK)]) if shared_body and len(x) \
+            else None
+        out: torch.Tensor | None = None
+        for j in np.unique(choice):
+            idx = torch.as_tensor(np.flatnonzero(choice == j))
+            for i in range(0, len(idx), CHUNK):
+                at = idx[i:i + CHUNK]
+                o = functional_call(self.module.head, heads[j], (feats[at],)) if feats is not None else fns[j](x[at])
+                if out is None:
+                    out = o.new_empty((len(x), *o.shape[1:]))
+                out[at] = o
+        if out is None:  # no rows
+            return self(models, x[:0], shared_body)[:1]
+        return out.unsqueeze(0)
+
     def _vectorised(self, models: Params, x: torch.Tensor, shared_body: bool, rows: int) -> torch.Tensor:
         """[K, N, out]: one vmapped call over the K models per ``rows`` rows (a shared body runs once)."""
         if shared_body:
