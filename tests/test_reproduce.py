@@ -129,6 +129,7 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
     (["reproduce", "s2-mixreg-a", "--set", "rounds"], "key=value"),
     (["reproduce", "s2-mixreg-a", "--report-only"], "holds no results"),
     (["reproduce", "s4-table3-airline"], "cannot run here: needs the Airline"),
+    (["reproduce", "s2-mixreg-a", "--estimate"], "--estimate times the experiments run by the generic suite runner"),
     pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(
         torch.cuda.is_available(), reason="a CUDA device is present")),
 ])

@@ -11,7 +11,7 @@ from pathlib import Path
 from fedcluster.errors import UserError
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE, get
 from fedcluster.reproduce.results import Stored
-from fedcluster.reproduce.spec import BUDGETS
+from fedcluster.reproduce.spec import BUDGETS, Experiment
 from fedcluster.storage.paths import output_path
 
 RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "lines": "run_synthetic:run_lines",
@@ -45,6 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "each gets its share of the CPU cores. Results are the same as with one worker")
     p.add_argument("--fresh", action="store_true",
                    help="move stored results aside and start afresh instead of continuing them")
+    p.add_argument("--estimate", action="store_true",
+                   help="measure what the budget needs on this machine instead of running it: every method and "
+                        "setting runs a few rounds (seed 0), scaled to the budget's rounds and evaluations; kept in "
+                        "NAME.estimate.json and quoted on the page while that budget has no results")
     p.add_argument("--report-only", "--rejudge", action="store_true", dest="report_only",
                    help="re-judge the stored results with the experiment's current check and rewrite NAME.md and "
                         "the summary (even unfinished results), without running")
@@ -119,6 +123,8 @@ def run_command(args: argparse.Namespace) -> int:
     from fedcluster.reproduce.run_common import device_overrides
 
     path = out / f"{exp.name}.json"
+    if args.estimate:
+        return estimate_command(exp, args, out, path)
     if args.report_only:
         stored = Stored.load(path)
         if stored is None:
@@ -186,4 +192,22 @@ def run_command(args: argparse.Namespace) -> int:
     page = write_experiment(exp, stored, out)
     summary = write_summary(out)
     print(f"{exp.name}: {stored.wall_seconds / 60:.1f} min; wrote {page} and {summary}")
+    return 0
+
+
+def estimate_command(exp: Experiment, args: argparse.Namespace, out: Path, path: Path) -> int:
+    """``--estimate``: time the budget's runs, store the estimate, and rewrite the page if results are stored."""
+    from fedcluster.reproduce.estimate import estimate
+    from fedcluster.reproduce.report import write_experiment
+    from fedcluster.reproduce.run_common import device_overrides
+
+    _, dev_over = device_overrides(args.device)
+    out.mkdir(parents=True, exist_ok=True)
+    found = estimate(exp, args.budget, [*args.set, *dev_over], out, lambda line: print(line, file=sys.stderr))
+    seeds = 3 if args.seeds is None else args.seeds
+    print(f"{exp.name} at the {args.budget} budget: about {found.cpu_hours(seeds):.2f} CPU hours for {seeds} seed(s), "
+          f"one run at a time; wrote {out / (exp.name + '.estimate.json')}")
+    stored = Stored.load(path)
+    if stored is not None:
+        print(f"wrote {write_experiment(get(exp.name).trimmed(stored.budget), stored, out)}")
     return 0

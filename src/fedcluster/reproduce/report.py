@@ -10,6 +10,7 @@ from fedcluster.errors import UserError
 from fedcluster.metrics.statistics import format_mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, paper_cpu_hours, paper_need_line
+from fedcluster.reproduce.estimate import matching, need_line
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import Experiment
@@ -115,14 +116,18 @@ def reading(out: Path, name: str) -> list[str]:
     return path.read_text().strip().splitlines() if path.is_file() else []
 
 
-def paper_budget_line(exp: Experiment, stored: Stored) -> list[str]:
-    """Where the paper budget was not run: what it needs (computed from this run) and the command that runs it."""
+def paper_budget_line(exp: Experiment, stored: Stored, out: Path) -> list[str]:
+    """Where the paper budget was not run: what it needs (measured with ``--estimate`` when ``out`` holds a
+    current estimate, else computed from this run) and the command that runs it."""
     if stored.budget == "paper":
         return []
     small, paper = exp.budget(stored.budget), exp.budgets["paper"]
-    hours = paper_cpu_hours(small, paper, stored.wall_seconds, stored.seeds)[1]
+    measured = matching(out / f"{exp.name}.estimate.json", exp, "paper")
+    hours = measured.cpu_hours() if measured else paper_cpu_hours(small, paper, stored.wall_seconds, stored.seeds)[1]
     extra = [e for e in stored.extra if not e.startswith("threads=")]
     cmd = command(exp, "paper", max(stored.seeds, 3), "" if hours <= CPU_HOURS_LIMIT else "cuda", extra)
+    if measured:
+        return [need_line(measured, cmd + " --publish", CPU_HOURS_LIMIT), ""]
     return [paper_need_line(small, paper, stored.wall_seconds, stored.seeds, cmd + " --publish"), ""]
 
 
@@ -146,7 +151,7 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
              f"| device | {stored.device} | — |", f"| seeds | {stored.seeds} | — |",
              f"| wall time, all runs recorded | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
-             *paper_budget_line(exp, stored), "## Results", "", *table(exp, stored), *diverged_runs(stored), ""]
+             *paper_budget_line(exp, stored, out), "## Results", "", *table(exp, stored), *diverged_runs(stored), ""]
     if notes:
         lines += ["## Reading", "", f"Written by hand after the run (`{exp.name}.reading.md`).", "", *notes, ""]
     lines += ["## Differences from the paper", ""]

@@ -45,25 +45,20 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
         todo = [m for m in exp.methods if setting.runs(m) and (setting.name, m.label) not in done]
         if not todo:
             continue
-        base = [*exp.overrides, f"num_clients={budget.clients}", f"rounds={budget.rounds}", *budget.overrides,
-                *setting.overrides, f"seed={seed}", *(["eval_train=true"] if exp.read == "best-train" else []),
-                *extra]
+        base = base_overrides(exp, budget, setting, seed, extra)
         fed = build(exp, budget, setting, base, seed)
-        full = int(fed.train.sizes.max())
-        k = setting.params.get("num_clusters")  # a sweep over K: the methods' K = 3 becomes the setting's
         best_round: dict[str, int] = {}  # method label -> its best-train round (best-train reading)
         for method in sorted(todo, key=lambda m: bool(m.read_at)):  # a read_at partner runs first
-            over = [*base, *(o.replace("=FULL", f"={full}") for o in method.overrides)]
-            over = [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
+            over = method_overrides(setting, method, base, fed)
             t0 = time.perf_counter()
             try:
-                summary, rows = _execute(over, fed)
+                summary, rows = execute(over, fed)
             except DivergedError as e:  # a result, not a crash: recorded, the page lists it
                 emit(diverged(seed, setting.name, method.label, exp, e, time.perf_counter() - t0))
                 continue
             if exp.read == "best-train":
                 best_round[method.label] = best_train_round(rows)
-                at = _partner_round(exp, method, best_round, base, full, k, fed) if method.read_at else None
+                at = _partner_round(exp, setting, method, best_round, base, fed) if method.read_at else None
                 metrics = at_best_train(rows, at)
             else:
                 metrics = read_metrics(exp.read, summary, rows)
@@ -71,7 +66,21 @@ def run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: 
                   "curve": curve(rows, exp.curve), "seconds": time.perf_counter() - t0})
 
 
-def _execute(overrides: Sequence[str], fed: Federation) -> tuple[dict, list[dict[str, float]]]:
+def base_overrides(exp: Experiment, budget: Budget, setting: Setting, seed: int, extra: Sequence[str]) -> list[str]:
+    """The run-config overrides every method of ``setting`` shares at ``budget`` for ``seed``."""
+    return [*exp.overrides, f"num_clients={budget.clients}", f"rounds={budget.rounds}", *budget.overrides,
+            *setting.overrides, f"seed={seed}", *(["eval_train=true"] if exp.read == "best-train" else []), *extra]
+
+
+def method_overrides(setting: Setting, method: Method, base: Sequence[str], fed: Federation) -> list[str]:
+    """``base`` with ``method``'s overrides (FULL: the largest client's samples; a sweep over K: the setting's K)."""
+    full = int(fed.train.sizes.max())
+    k = setting.params.get("num_clusters")  # a sweep over K: the methods' K = 3 becomes the setting's
+    over = [*base, *(o.replace("=FULL", f"={full}") for o in method.overrides)]
+    return [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
+
+
+def execute(overrides: Sequence[str], fed: Federation) -> tuple[dict, list[dict[str, float]]]:
     """One run's summary and rounds (raises DivergedError)."""
     with tempfile.TemporaryDirectory() as tmp:
         r = make_run(overrides, Path(tmp) / "run", fed)
@@ -79,16 +88,15 @@ def _execute(overrides: Sequence[str], fed: Federation) -> tuple[dict, list[dict
         return summary, r.dir.read_rounds()
 
 
-def _partner_round(exp: Experiment, method: Method, best_round: dict[str, int], base: Sequence[str], full: int,
-                   k: float | None, fed: Federation) -> int | None:
+def _partner_round(exp: Experiment, setting: Setting, method: Method, best_round: dict[str, int],
+                   base: Sequence[str], fed: Federation) -> int | None:
     """The best-train round of ``method.read_at`` on this seed's federation: from this call's runs, else by running
     it again (its record was written by an earlier call); None if it diverges (then the run's own is used)."""
     if method.read_at not in best_round:
         partner = next(m for m in exp.methods if m.label == method.read_at)
-        over = [*base, *(o.replace("=FULL", f"={full}") for o in partner.overrides)]
-        over = [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
         try:
-            best_round[partner.label] = best_train_round(_execute(over, fed)[1])
+            best_round[partner.label] = best_train_round(execute(method_overrides(setting, partner, base, fed),
+                                                                 fed)[1])
         except DivergedError:
             return None
     return best_round[method.read_at]

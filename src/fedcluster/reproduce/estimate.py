@@ -1,0 +1,141 @@
+"""``fedcluster reproduce NAME --estimate``: what a budget needs on this machine, measured. Every (setting, method)
+of a suite experiment runs a few rounds at the budget on seed 0's federation; a run's time is then its fixed cost
+plus the budget's rounds × the training round's time plus its evaluations × one evaluation's time. Kept in
+``NAME.estimate.json`` (plain JSON) beside the page, which quotes it while the budget has no records."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedcluster.errors import UserError
+from fedcluster.reproduce.spec import Experiment
+
+TIMED_ROUNDS = 4  # round 1 warms up, rounds 2 … 3 train only, the last one also evaluates
+
+
+@dataclass
+class RunCost:
+    """One (setting, method) at the budget, for one seed (seconds)."""
+
+    setting: str
+    method: str
+    fixed: float  # set-up: the run's time outside its rounds
+    train_round: float  # one round without evaluation
+    evaluation: float  # one evaluation
+    evaluations: int  # evaluations at the budget's rounds and eval_every
+    rounds: int
+
+    @property
+    def seconds(self) -> float:
+        return self.fixed + self.rounds * self.train_round + self.evaluations * self.evaluation
+
+
+@dataclass
+class Estimate:
+    """The measured need of one budget (``runs``: one seed; ``build``: the federations of one seed)."""
+
+    name: str
+    budget: str
+    protocol: str
+    extra: list[str]
+    date: str
+    build: float = 0.0
+    runs: list[RunCost] = field(default_factory=list)
+
+    def cpu_hours(self, seeds: int = 3) -> float:
+        """One run at a time, in the threads ``extra`` gives each run (default: the machine's)."""
+        return seeds * (self.build + sum(r.seconds for r in self.runs)) / 3600
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @staticmethod
+    def load(path: Path) -> Estimate | None:
+        """The stored estimate, or None (no file, or one that is not an estimate: it is then ignored)."""
+        try:
+            raw: dict[str, Any] = json.loads(path.read_text())
+            runs = [RunCost(**r) for r in raw.pop("runs")]
+            return Estimate(**raw, runs=runs)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+def evaluations(rounds: int, eval_every: int) -> int:
+    """Evaluated rounds of a run: every ``eval_every``-th and the last (engine.runner)."""
+    return len({t for t in range(1, rounds + 1) if t % eval_every == 0} | {rounds})
+
+
+def eval_every_of(overrides: Sequence[str]) -> int:
+    """The run's eval_every (its last override wins; 1 by default)."""
+    values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].strip() == "eval_every"]
+    return int(values[-1]) if values else 1
+
+
+def cost_of(setting: str, method: str, overrides: Sequence[str], rounds: int, wall: float,
+            seconds: Sequence[float]) -> RunCost:
+    """A RunCost from a timed run of ``len(seconds)`` rounds (only the last evaluated) that took ``wall`` in all."""
+    train = statistics.median(seconds[1:-1])  # the training-only rounds after the first
+    return RunCost(setting, method, fixed=max(wall - sum(seconds), 0.0), train_round=train,
+                   evaluation=max(seconds[-1] - train, 0.0),
+                   evaluations=evaluations(rounds, eval_every_of(overrides)), rounds=rounds)
+
+
+def estimate(exp: Experiment, budget_name: str, extra: Sequence[str], out: Path,
+             say: Callable[[str], None]) -> Estimate:
+    """Time every (setting, method) of a suite experiment at ``budget_name`` and store the estimate in ``out``."""
+    if exp.kind != "suite":
+        raise UserError(f"--estimate times the experiments run by the generic suite runner; {exp.name} is not one "
+                        "(its small budget's page gives its wall time)")
+    from fedcluster.reproduce import run_suite
+
+    budget = exp.budget(budget_name)
+    found = Estimate(exp.name, budget_name, exp.protocol(budget_name), list(extra), time.strftime("%Y-%m-%d"))
+    for setting in exp.settings:
+        t0 = time.perf_counter()
+        base = run_suite.base_overrides(exp, budget, setting, 0, extra)
+        fed = run_suite.build(exp, budget, setting, base, 0)
+        found.build += time.perf_counter() - t0
+        for method in (m for m in exp.methods if setting.runs(m)):
+            over = run_suite.method_overrides(setting, method, base, fed)
+            timed = [*over, f"rounds={TIMED_ROUNDS}", f"eval_every={TIMED_ROUNDS}"]
+            t0 = time.perf_counter()
+            _, rows = run_suite.execute(timed, fed)
+            wall = time.perf_counter() - t0
+            cost = cost_of(setting.name, method.label, over, budget.rounds, wall, [r["seconds"] for r in rows])
+            found.runs.append(cost)
+            where = f"{exp.name} {setting.name}".strip()
+            say(f"{where} {method.label}: {cost.train_round:.2f} s a round, {cost.evaluation:.2f} s an evaluation "
+                f"× {cost.evaluations}, {cost.seconds / 60:.1f} min a run")
+    found.save(out / f"{exp.name}.estimate.json")
+    return found
+
+
+def need_line(found: Estimate, command: str, limit_hours: float) -> str:
+    """The page's sentence for a budget not yet run, from a measured estimate."""
+    hours = found.cpu_hours()
+    amount = f"{hours * 60:.0f} CPU minutes" if hours < 2 else f"{hours:.1f} CPU hours"
+    threads = next((e.split("=", 1)[1] for e in found.extra if e.startswith("threads=")), "")
+    how = f"one run at a time{f', {threads} thread(s) a run' if threads else ''}"
+    verdict = "a CPU can run it" if hours <= limit_hours else f"more than {limit_hours:g}: it needs a GPU"
+    slowest = max(found.runs, key=lambda r: r.seconds, default=None)
+    worst = (f"; the longest run: {slowest.method}{' at ' + slowest.setting if slowest.setting else ''}, "
+             f"{slowest.seconds / 60:.0f} min") if slowest else ""
+    return (f"Paper budget: not run. Measured need: about {amount} for 3 seeds, {how} ({verdict}; every method and "
+            f"setting timed over {TIMED_ROUNDS} rounds at the paper budget on {found.date}, then scaled to its rounds "
+            f"and evaluations: `fedcluster reproduce {found.name} --budget paper --estimate`{worst}). "
+            f"Command: `{command}`")
+
+
+def matching(path: Path, exp: Experiment, budget_name: str) -> Estimate | None:
+    """The stored estimate of ``budget_name`` if it was measured under the experiment's current protocol."""
+    found = Estimate.load(path)
+    if found is None or found.budget != budget_name or found.protocol != exp.protocol(budget_name):
+        return None
+    return found if all(math.isfinite(r.seconds) for r in found.runs) else None
