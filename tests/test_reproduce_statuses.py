@@ -247,3 +247,18 @@ def test_a_paper_budget_need_is_computed_from_the_run() -> None:
     mixture = EXPERIMENTS["s3-mixture-kappa"]  # 1,000 test images per group at small, all of them at paper
     text = paper_need_line(mixture.budgets["small"], mixture.budgets["paper"], 9.4 * 60, 3, "C")
     assert "about 94 CPU minutes" in text and "not counted: the small run scored at most 1000 test images" in text
+
+
+def test_fedmd_local_steps_comparisons_are_paired_by_seed() -> None:
+    """s2-local-steps compares one method at two s (and two configurations) seed by seed: B's s = 10 converging 30
+    rounds sooner than s = 5 on average is a tie (the entry: partly) when the seeds disagree, a pass when they agree."""
+    def judged(b5: list[float], b10: list[float]) -> str:
+        def cell(hit: list[float], final: float) -> dict[str, list[float]]:
+            return {"hit2": hit, "final": [final, final * 1.01, final * 0.99]}
+        r = {("A", "FedAvg s=1"): cell([130.0, 135, 131], 0.041), ("A", "FedAvg s=5"): cell([43.0, 44, 42], 0.042),
+             ("A", "FedAvg s=10"): cell([33.0, 34, 32], 0.043),
+             ("B", "FedAvg s=5"): cell(b5, 0.0385), ("B", "FedAvg s=10"): cell(b10, 0.0404),
+             ("C", "FedAvg s=5"): cell([250.0, 260, 255], 0.05)}
+        return EXPERIMENTS["s2-local-steps"].judge(r, "paper")[0]
+    assert judged([136.0, 137, 135], [106.0, 107, 105]) == "holds"
+    assert judged([100.0, 170, 138], [130.0, 90, 98]) == "partly"  # B ties; unpaired means: 136 vs 106, a pass
