@@ -71,3 +71,27 @@ def test_model_averaging_variant_with_compressed_profiles(tmp_path) -> None:
     rows = _run(tmp_path, fed, 30, "algorithm.variant=model", "algorithm.compression=random",
                 "algorithm.compression_ratio=2")
     assert float(rows[-1]["ari"]) == 1.0
+
+
+def test_the_kept_gram_matrix_is_the_profiles_gram_matrix(tmp_path) -> None:
+    """CFL-GP clusters on the profiles' Gram matrix, kept block by block as profiles change (partial participation
+    included): it must equal the Gram matrix of the profiles themselves, and be rebuilt from a checkpoint."""
+    fed = cflgp_lines(12, 20.0, 10, seed=0)
+    cfg, typed = resolve(load_raw(None, [
+        "algorithm=cflgp", "algorithm.num_clusters=3", "scenario=cflgp-lines", "dataset=cflgp-lines", "model=linear",
+        "rounds=30", "batch_size=10", "lr=0.1", "progress=false", f"out={tmp_path / 'run'}", "num_clients=12",
+        "clients_per_round=5", "threads=1", "checkpoint_every=1000"]))
+    run = Run(cfg, typed, fed=fed)
+    run.execute()
+    alg = run.alg
+    g = alg.profiles.reshape(len(alg.profiles), -1)
+    assert np.abs(g).sum() > 0
+    np.testing.assert_allclose(alg.grams.sum(0), g @ g.T, rtol=1e-10, atol=1e-12)
+    state = alg.state_dict()
+    alg.grams = np.zeros_like(alg.grams)
+    alg.load_state_dict(state)
+    np.testing.assert_allclose(alg.grams.sum(0), g @ g.T, rtol=1e-10, atol=1e-12)
+    rng = np.random.default_rng(0)
+    current = rng.integers(0, 3, 12)
+    np.testing.assert_array_equal(spectral_clustering(g @ g.T, current, 3, gram=True),
+                                  spectral_clustering(g, current, 3))

@@ -97,6 +97,7 @@ class CFLGP(Algorithm):
             self.index = torch.arange(flat.shape[1])
         self.d_hat = len(self.index)
         self.profiles = np.zeros((M, K, self.d_hat))  # g_c, K blocks of d̂
+        self.grams = np.zeros((K, M, M))  # block k's Gram matrix: Σ_k grams[k] = the profiles' Gram matrix
         self.block_count = np.zeros(K, dtype=np.int64)  # updates of block k so far (any client)
         self.profile_count = np.zeros((M, K), dtype=np.int64)  # n_{c,k}: updates of client c's block k
         self.pointer = K - 1  # k̄^{(-1)}: model 0 is broadcast first
@@ -126,6 +127,14 @@ class CFLGP(Algorithm):
             scale = 10.0 ** self.params.quantize_digits
             out = np.trunc(out * scale) / scale
         return out
+
+    def update_gram(self, k: int, clients: np.ndarray) -> None:
+        """Block ``k``'s Gram matrix after the ``clients``' rows of that block changed: their rows and columns only
+        (Alg. 3 needs only the profiles' Gram matrix; one block of d̂ per round instead of all K·d̂, no copies)."""
+        block = self.profiles[:, k]
+        rows = block[clients] @ block.T  # [n, M]
+        self.grams[k][clients, :] = rows
+        self.grams[k][:, clients] = rows.T
 
     # -- one round ---------------------------------------------------------------------------
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
@@ -165,11 +174,13 @@ class CFLGP(Algorithm):
             counts = self.profile_count[clients, kb]
             beta = np.ones(n) if p.beta == "last" else np.array([cumulative_beta(int(c)) for c in counts])
             self.profiles[clients, kb] = (1 - beta)[:, None] * self.profiles[clients, kb] + beta[:, None] * by_client
+            self.update_gram(kb, clients)
             self.profile_count[clients, kb] += 1
             self.block_count[kb] += 1
             seed = int(np.random.default_rng([self.ctx.cfg.seed, 62, round_]).integers(2**31))
             new_cluster = self.cluster.copy()
-            new_cluster[clients] = spectral_clustering(self.profiles[clients].reshape(n, -1), own, K, seed)
+            gram = self.grams.sum(0)[np.ix_(clients, clients)]
+            new_cluster[clients] = spectral_clustering(gram, own, K, seed, gram=True)
             changed = bool((new_cluster != self.cluster).any())
             self.cluster = new_cluster
             self.omega = np.eye(K)[self.cluster]
@@ -209,3 +220,4 @@ class CFLGP(Algorithm):
         for key in ("cluster", "profiles", "block_count", "profile_count", "pointer", "stable_rounds", "stopped",
                     "transmissions", "first_ari1"):
             setattr(self, key, state[key])
+        self.grams = np.stack([self.profiles[:, k] @ self.profiles[:, k].T for k in range(self.profiles.shape[1])])

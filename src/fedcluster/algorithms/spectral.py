@@ -1,6 +1,7 @@
 """Linear-algebra building blocks of CFL-GP (CFL-GP paper) and FedMD (FedMD paper), kept free of any run state.
 
-* :func:`spectral_features`, :func:`match_clusters`, :func:`spectral_clustering` — CFL-GP paper Algorithm 3.
+* :func:`spectral_features` (:func:`gram_features`), :func:`match_clusters`, :func:`spectral_clustering` — CFL-GP
+  paper Algorithm 3.
 * :func:`cumulative_beta` — the CFL-GP paper's β_t as a per-block counter.
 * :func:`choose_k` — CFL-GP paper Appendix G: largest singular-value gap, then the largest relative drop of k-means
 inertia.
@@ -29,7 +30,11 @@ def spectral_features(profiles: np.ndarray, k: int) -> np.ndarray:
     (Kd ≫ C): Û^T G = S V^T, so the features are the rows of V_k S_k.
     """
     g = np.asarray(profiles, dtype=np.float64)
-    gram = g @ g.T
+    return gram_features(g @ g.T, k)
+
+
+def gram_features(gram: np.ndarray, k: int) -> np.ndarray:
+    """:func:`spectral_features` from the C×C Gram matrix G^T G of the profiles (the rows of V_k S_k)."""
     vals, vecs = np.linalg.eigh(gram)
     order = np.argsort(vals)[::-1][:k]
     return vecs[:, order] * np.sqrt(np.clip(vals[order], 0.0, None))
@@ -46,9 +51,11 @@ def match_clusters(labels: np.ndarray, current: np.ndarray, k: int) -> np.ndarra
     return psi[labels]
 
 
-def spectral_clustering(profiles: np.ndarray, current: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """CFL-GP paper Algorithm 3: spectral features, k-means (k-means++ init), cluster-to-model matching."""
-    feats = spectral_features(profiles, k)
+def spectral_clustering(profiles: np.ndarray, current: np.ndarray, k: int, seed: int = 0, gram: bool = False
+                        ) -> np.ndarray:
+    """CFL-GP paper Algorithm 3: spectral features, k-means (k-means++ init), cluster-to-model matching.
+    ``profiles``: [C, Kd], or with ``gram`` their C×C Gram matrix (what the features need)."""
+    feats = gram_features(profiles, k) if gram else spectral_features(profiles, k)
     n_clusters = min(k, len(np.unique(feats.round(12), axis=0)))
     if n_clusters < 2:
         return np.asarray(current).copy()
