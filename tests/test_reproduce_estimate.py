@@ -24,11 +24,11 @@ def test_evaluations_count_every_eval_every_th_round_and_the_last() -> None:
 
 
 def test_a_run_cost_is_its_fixed_part_plus_rounds_and_evaluations() -> None:
-    # 4 timed rounds: the first warms up, the middle two train only, the last also evaluates
+    # 4 timed rounds: the first warms up, the last also evaluates (1.9 s when timed again)
     cost = cost_of("", "ifca", ["rounds=200", "eval_every=1", "eval_every=10"], 200, wall=12.0,
-                   seconds=[5.0, 1.0, 1.2, 3.0])
+                   seconds=[5.0, 1.0, 1.2, 3.0], evaluation=1.9)
     assert cost.fixed == pytest.approx(12.0 - 10.2)
-    assert cost.train_round == pytest.approx(1.1)
+    assert cost.train_round == pytest.approx((1.0 + 1.2 + 1.1) / 3)
     assert cost.evaluation == pytest.approx(1.9)
     assert cost.evaluations == 20  # the last eval_every wins
     assert cost.seconds == pytest.approx(1.8 + 200 * 1.1 + 20 * 1.9)
@@ -64,6 +64,7 @@ def test_estimate_times_every_setting_and_method(tmp_path: Path, capsys: pytest.
     exp = EXPERIMENTS[name].trimmed("tiny")
     assert {(r["setting"], r["method"]) for r in raw["runs"]} == {
         (s.name, m.label) for s in exp.settings for m in exp.methods if s.runs(m)}
-    assert all(r["rounds"] == 2 and r["train_round"] > 0 and r["fixed"] >= 0 for r in raw["runs"])
+    assert all(r["rounds"] == 2 and r["train_round"] > 0 and r["evaluation"] > 0 and r["fixed"] >= 0
+               for r in raw["runs"])
     assert raw["protocol"] == exp.protocol("tiny") and TIMED_ROUNDS > 2
     assert "CPU hours for 3 seed(s)" in capsys.readouterr().out
