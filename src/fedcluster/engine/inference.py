@@ -111,15 +111,7 @@ class StackForward:
         if budget is not None:
             return self._vectorised(models, x, shared_body, chunk or self._rows(models, x, budget))
         chunk = CHUNK if chunk is None else chunk
-        heads = [{n[5:]: v[j] for n, v in models.items() if n.startswith("head.")} for j in range(k)]
-        if self.fast:  # oneDNN freezing is a CPU optimisation
-            fns = self._build(models, x[:2], shared_body)
-        elif shared_body:
-            body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
-            fns = [lambda xb: functional_call(self.module.body, body, (xb,))]
-        else:
-            fns = [lambda xb, j=j: functional_call(self.module, {n: v[j] for n, v in models.items()}, (xb,))
-                   for j in range(k)]
+        fns, heads = self._cpu_forwards(models, x, shared_body)
         outs = []
         for i in range(0, len(x), chunk):
             xb = x[i:i + chunk]
@@ -137,18 +129,10 @@ class StackForward:
         (the cached inference-optimised copies for convolutional models, ``CHUNK`` rows a call)."""
         if row_budget(x.device) is not None:
             raise ValueError("chosen-model inference is the CPU path: on an accelerator run the K models vmapped")
-        k = len(next(iter(models.values())))
-        heads = [{n[5:]: v[j] for n, v in models.items() if n.startswith("head.")} for j in range(k)]
-        if self.fast and len(x):
-            fns = self._build(models, x[:2], shared_body)
-        elif shared_body:
-            body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
-            fns = [lambda xb: functional_call(self.module.body, body, (xb,))]
-        else:
-            fns = [lambda xb, j=j: functional_call(self.module, {n: v[j] for n, v in models.items()}, (xb,))
-                   for j in range(k)]
-        feats = torch.cat([fns[0](x[i:i + CHUNK]) for i in range(0, len(x), CHUNK)]) if shared_body and len(x) \
-            else None
+        if not len(x):
+            return self(models, x, shared_body)[:1]
+        fns, heads = self._cpu_forwards(models, x, shared_body)
+        feats = torch.cat([fns[0](x[i:i + CHUNK]) for i in range(0, len(x), CHUNK)]) if shared_body else None
         out: torch.Tensor | None = None
         for j in np.unique(choice):
             idx = torch.as_tensor(np.flatnonzero(choice == j))
@@ -158,9 +142,22 @@ class StackForward:
                 if out is None:
                     out = o.new_empty((len(x), *o.shape[1:]))
                 out[at] = o
-        if out is None:  # no rows
-            return self(models, x[:0], shared_body)[:1]
+        assert out is not None
         return out.unsqueeze(0)
+
+    def _cpu_forwards(self, models: Params, x: torch.Tensor, shared_body: bool
+                      ) -> tuple[list[Forward], list[dict[str, torch.Tensor]]]:
+        """The CPU's per-model forwards (the body's alone when shared; inference-optimised copies for convolutional
+        models) and the K heads' parameters."""
+        k = len(next(iter(models.values())))
+        heads = [{n[5:]: v[j] for n, v in models.items() if n.startswith("head.")} for j in range(k)]
+        if self.fast:  # oneDNN freezing is a CPU optimisation
+            return self._build(models, x[:2], shared_body), heads
+        if shared_body:
+            body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
+            return [lambda xb: functional_call(self.module.body, body, (xb,))], heads
+        return [lambda xb, j=j: functional_call(self.module, {n: v[j] for n, v in models.items()}, (xb,))
+                for j in range(k)], heads
 
     def _vectorised(self, models: Params, x: torch.Tensor, shared_body: bool, rows: int) -> torch.Tensor:
         """[K, N, out]: one vmapped call over the K models per ``rows`` rows (a shared body runs once)."""
