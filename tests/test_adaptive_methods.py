@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.algorithms.base import Algorithm
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.evaluation import mix_predictions
@@ -106,7 +105,7 @@ def test_own_cluster_prediction_equals_the_omega_mix(tmp_path: Path) -> None:
     alg, val = run.alg, run.fed.val
     assert alg.num_clusters > 1
     fast = alg.predict(val, True)
-    outputs, omega = Algorithm.prediction(alg, val, True)  # all K^t models mixed by the one-hot Ω
+    outputs, omega = alg.outputs(val.x), alg.omega  # all K^t models mixed by the one-hot Ω
     assert outputs.shape[0] == alg.num_clusters > 1
     mixed = mix_predictions(outputs, torch.as_tensor(omega, dtype=torch.float32), val.owner(), alg.ctx.fed.task)
     torch.testing.assert_close(fast, mixed, rtol=1e-5, atol=1e-6)

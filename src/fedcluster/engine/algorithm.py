@@ -137,7 +137,7 @@ class Algorithm(ABC):
         """Clients mixing the K models with Ω rows ``omega``; on the CPU, when every row is one-hot (a hard method),
         each client's own model only (:meth:`chosen_outputs`: the same predictions, 1/K of the work)."""
         if inference.row_budget(split.x.device) is None and one_hot_rows(omega):
-            return self.chosen_outputs(split, np.asarray(omega).argmax(1))
+            return self.chosen_outputs(split, on_host(omega).argmax(1))
         return self.outputs(split.x), omega
 
     def test_prediction(self, split: Split) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
@@ -152,7 +152,7 @@ class Algorithm(ABC):
         fitted = self.outputs(split.x[fit_rows])
         weights = self.test_weights(fitted, split.rows(fit))
         if one_hot_rows(weights):
-            return self.chosen_outputs(split, np.asarray(weights).argmax(1))
+            return self.chosen_outputs(split, on_host(weights).argmax(1))
         outputs = fitted.new_empty((len(fitted), len(split.x), *fitted.shape[2:]))
         outputs[:, fit_rows] = fitted
         outputs[:, other_rows] = self.outputs(split.x[other_rows])
@@ -176,5 +176,10 @@ class Algorithm(ABC):
 
 def one_hot_rows(weights: np.ndarray | torch.Tensor) -> bool:
     """Whether every row of ``weights`` (on the host or the CPU) is one-hot: a hard assignment."""
-    w = np.asarray(weights)
+    w = on_host(weights)
     return w.ndim == 2 and bool(((w == 0) | (w == 1)).all() and (w.sum(1) == 1).all())
+
+
+def on_host(weights: np.ndarray | torch.Tensor) -> np.ndarray:
+    """``weights`` as a NumPy array (a tensor copied to the host first)."""
+    return weights.cpu().numpy() if isinstance(weights, torch.Tensor) else np.asarray(weights)
