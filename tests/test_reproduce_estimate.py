@@ -48,6 +48,10 @@ def test_the_page_quotes_a_measured_need_only_under_the_current_protocol(tmp_pat
     line = " ".join(paper_budget_line(exp, _stored_small(exp.name), tmp_path))
     assert "Measured need: about 14 CPU minutes for 3 seeds" in line and "a CPU can run it" in line
     assert "ifca K=4 at C=8" in line and "--budget paper --estimate" in line
+    assert "load average" not in line  # not recorded: nothing said
+    found.load_average = 3.0
+    found.save(tmp_path / f"{exp.name}.estimate.json")
+    assert "with a load average of 3.0 a core" in " ".join(paper_budget_line(exp, _stored_small(exp.name), tmp_path))
     found.protocol = "protocol {}"  # measured under another protocol: not quoted
     found.save(tmp_path / f"{exp.name}.estimate.json")
     assert matching(tmp_path / f"{exp.name}.estimate.json", exp, "paper") is None

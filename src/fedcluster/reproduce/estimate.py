@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import tempfile
 import time
@@ -50,6 +51,7 @@ class Estimate:
     date: str
     build: float = 0.0
     runs: list[RunCost] = field(default_factory=list)
+    load_average: float = math.nan  # the machine's load average per core while it was measured (other work slows it)
 
     def cpu_hours(self, seeds: int = 3) -> float:
         """One run at a time, in the threads ``extra`` gives each run (default: the machine's)."""
@@ -133,6 +135,7 @@ def estimate(exp: Experiment, budget_name: str, extra: Sequence[str], out: Path,
             where = f"{exp.name} {setting.name}".strip()
             say(f"{where} {method.label}: {cost.train_round:.2f} s a round, {cost.evaluation:.2f} s an evaluation "
                 f"× {cost.evaluations}, {cost.seconds / 60:.1f} min a run")
+    found.load_average = os.getloadavg()[0] / max(os.cpu_count() or 1, 1)
     found.save(out / f"{exp.name}.estimate.json")
     return found
 
@@ -147,9 +150,11 @@ def need_line(found: Estimate, command: str, limit_hours: float) -> str:
     slowest = max(found.runs, key=lambda r: r.seconds, default=None)
     worst = (f"; the longest run: {slowest.method}{' at ' + slowest.setting if slowest.setting else ''}, "
              f"{slowest.seconds / 60:.0f} min") if slowest else ""
+    busy = (f", with a load average of {found.load_average:.1f} a core from other work, so on a quiet machine it "
+            "takes less" if found.load_average > 1.2 else "")
     return (f"Paper budget: not run. Measured need: about {amount} for 3 seeds, {how} ({verdict}; every method and "
-            f"setting timed over {TIMED_ROUNDS} rounds at the paper budget on {found.date}, then scaled to its rounds "
-            f"and evaluations: `fedcluster reproduce {found.name} --budget paper --estimate`{worst}). "
+            f"setting timed over {TIMED_ROUNDS} rounds at the paper budget on {found.date}{busy}, then scaled to its "
+            f"rounds and evaluations: `fedcluster reproduce {found.name} --budget paper --estimate`{worst}). "
             f"Command: `{command}`")
 
 
