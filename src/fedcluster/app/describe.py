@@ -53,7 +53,7 @@ RUN_KEY_DOCS: dict[str, str] = {
               "or unit-loop (units one by one, dense convolutions, CUDA graphs) for large models such as "
               "ResNet-18 and MobileNet-V2 (all give the same models)",
     "workers": "worker processes of the pool engines",
-    "threads": "torch intra-op threads (null = torch's default)",
+    "threads": "CPU threads of torch and of NumPy's BLAS during the run (null = their defaults: one per core)",
     "ranks": "processes sharing each round's clients (torch.distributed; >1 starts them with torchrun)",
     "device": "where the engine runs: auto = CUDA when PyTorch sees a GPU, else cpu",
     "precision": "fp32, or bf16 autocast of forward/backward (fp32 weights and aggregation)",

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import sklearn
 import torch
+from threadpoolctl import threadpool_limits
 
 from fedcluster._version import __version__
 from fedcluster.catalog.registry import ALGORITHMS
@@ -151,7 +152,7 @@ class Run:
 
     def execute(self) -> dict[str, Any]:
         try:
-            with open_tracking(self.cfg, self.dir.path) as self.tracking:
+            with open_tracking(self.cfg, self.dir.path) as self.tracking, blas_threads(self.cfg.threads):
                 return self._execute()
         finally:
             self.dir.release()
@@ -285,3 +286,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         at_best_val = {k: r[k] for k in keys}
     return {"rounds": len(rows), "final": final, "best": best, "at_best_val": at_best_val,
             "max_clusters": max((int(r["num_clusters"]) for r in rows), default=0)}
+
+
+def blas_threads(threads: int | None) -> contextlib.AbstractContextManager:
+    """NumPy's BLAS/LAPACK (the methods' Gram matrices, SVDs and eigensolvers) limited to the run's ``threads``, as
+    torch is: OpenBLAS otherwise starts one thread per core, and its spinning threads on cores other work shares
+    make a CFL-GP clustering step of 64 clients take ~5 s instead of ~0.2 s."""
+    if not threads:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=threads, user_api="blas")
