@@ -41,8 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
     p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="run up to N seeds at once, each in its own process (default 1); without threads= in --set "
-                        "each gets its share of the CPU cores. Results are the same as with one worker")
+                   help="run up to N parts at once (a part: one seed's runs of one setting), each in its own process "
+                        "(default 1); without threads= in --set each gets its share of the CPU cores. Results are "
+                        "the same as with one worker")
     p.add_argument("--fresh", action="store_true",
                    help="move stored results aside and start afresh instead of continuing them")
     p.add_argument("--estimate", action="store_true",
@@ -115,7 +116,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed")
     if args.workers < 1:
-        raise UserError(f"--workers {args.workers}: give at least 1 (the number of seeds run at once)")
+        raise UserError(f"--workers {args.workers}: give at least 1 (the number of parts run at once)")
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UserError(f"--set {bad[0]!r} is not of the form key=value")
@@ -174,14 +175,17 @@ def run_command(args: argparse.Namespace) -> int:
 
     extra = [*args.set, *dev_over]
     todo = {seed: stored.done(seed) for seed in range(args.seeds)}
-    workers = min(args.workers, args.seeds)
+    from fedcluster.reproduce.parallel import parts, run_parts
+
+    pending = parts(exp, todo)
+    workers = min(args.workers, len(pending))
     if workers > 1:
         from fedcluster.config.validation import usable_cpus
-        from fedcluster.reproduce.parallel import run_seeds
 
         if not any(o.split("=", 1)[0].strip() == "threads" for o in args.set):  # share the cores, not each all
             extra.append(f"threads={max(1, usable_cpus() // workers)}")
-        run_seeds(f"fedcluster.reproduce.{RUNNERS[exp.kind]}", exp.name, args.budget, todo, extra, emit, workers)
+        run_parts(f"fedcluster.reproduce.{RUNNERS[exp.kind]}", exp.name, args.budget, pending, extra, emit, workers,
+                  list(stored.records))
     else:
         for seed, done in todo.items():
             runner(exp, budget, seed, extra, done, emit)

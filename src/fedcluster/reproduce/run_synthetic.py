@@ -94,6 +94,8 @@ def run_lines(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], 
               emit: Emit) -> None:
     """CFL-GP paper Fig. 1: every method with the same K starting lines θ_1 ~ U(−a, a), θ_2 = 0 (CFL: the first one)."""
     for setting in exp.settings:
+        if all((setting.name, m.label) in done for m in exp.methods):
+            continue
         p = setting.params
         C, b, init = int(p["C"]), int(p["b"]), float(p["init"])
         assign = np.random.default_rng(seed).permutation(np.arange(C) % 3).tolist()
