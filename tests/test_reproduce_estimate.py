@@ -34,6 +34,16 @@ def test_a_run_cost_is_its_fixed_part_plus_rounds_and_evaluations() -> None:
     assert cost.seconds == pytest.approx(1.8 + 200 * 1.1 + 20 * 1.9)
 
 
+def test_wall_time_with_workers_list_schedules_the_parts_dearest_first() -> None:
+    runs = [RunCost("C=8", "a", 0.0, 1.0, 0.0, 0, 360), RunCost("C=8", "b", 0.0, 1.0, 0.0, 0, 360),
+            RunCost("C=16", "a", 0.0, 1.0, 0.0, 0, 1800)]  # parts of 720 s (C=8) and 1800 s (C=16)
+    found = Estimate("x", "paper", "", [], "", build=0.0, runs=runs)
+    assert found.wall_hours(3, 1) == pytest.approx(found.cpu_hours(3))
+    # 2 workers: 1800 | 1800, the third 1800 onto one, then the three 720 s parts onto the other (3960 > 3600)
+    assert found.wall_hours(3, 2) == pytest.approx((1800 + 3 * 720) / 3600)
+    assert found.wall_hours(3, 6) == pytest.approx(1800 / 3600)  # no more than the dearest part
+
+
 def _stored_small(name: str) -> Stored:
     stored = Stored(name, "small", 3, "cpu", ["threads=1"], finished=True, wall_seconds=600.0)
     return stored
@@ -71,4 +81,8 @@ def test_estimate_times_every_setting_and_method(tmp_path: Path, capsys: pytest.
     assert all(r["rounds"] == 2 and r["train_round"] > 0 and r["evaluation"] > 0 and r["fixed"] >= 0
                for r in raw["runs"])
     assert raw["protocol"] == exp.protocol("tiny") and TIMED_ROUNDS > 2
-    assert "CPU hours for 3 seed(s)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "CPU hours for 3 seed(s)" in printed
+    assert main(["reproduce", name, "--budget", "tiny", "--estimate", "--out", str(tmp_path), "--set", "threads=1",
+                 "--workers", "2"]) == 0
+    assert "with --workers 2: about" in capsys.readouterr().out

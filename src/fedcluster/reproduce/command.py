@@ -209,8 +209,13 @@ def estimate_command(exp: Experiment, args: argparse.Namespace, out: Path, path:
     out.mkdir(parents=True, exist_ok=True)
     found = estimate(exp, args.budget, [*args.set, *dev_over], out, lambda line: print(line, file=sys.stderr))
     seeds = 3 if args.seeds is None else args.seeds
+    from fedcluster.config.validation import usable_cpus
+
+    workers = args.workers if args.workers > 1 else usable_cpus()
+    parallel = (f" (with --workers {workers}: about {found.wall_hours(seeds, workers):.2f} hours of wall time)"
+                if workers > 1 else "")
     print(f"{exp.name} at the {args.budget} budget: about {found.cpu_hours(seeds):.2f} CPU hours for {seeds} seed(s), "
-          f"one run at a time; wrote {out / (exp.name + '.estimate.json')}")
+          f"one run at a time{parallel}; wrote {out / (exp.name + '.estimate.json')}")
     stored = Stored.load(path)
     if stored is not None:
         print(f"wrote {write_experiment(get(exp.name).trimmed(stored.budget), stored, out)}")

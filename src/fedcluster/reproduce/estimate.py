@@ -57,6 +57,19 @@ class Estimate:
         """One run at a time, in the threads ``extra`` gives each run (default: the machine's)."""
         return seeds * (self.build + sum(r.seconds for r in self.runs)) / 3600
 
+    def wall_hours(self, seeds: int, workers: int) -> float:
+        """Wall time with ``workers`` parts at once (``--workers``: a part is one seed's runs of one setting, the
+        dearest handed out first once every setting is timed): the seeds × settings parts list-scheduled, dearest
+        first, each onto the worker that frees up first (the federations' build shared out by setting)."""
+        cost: dict[str, float] = {}
+        for r in self.runs:
+            cost[r.setting] = cost.get(r.setting, 0.0) + r.seconds
+        share = self.build / max(len(cost), 1)
+        busy = [0.0] * max(workers, 1)
+        for part in sorted((c + share for c in cost.values() for _ in range(seeds)), reverse=True):
+            busy[busy.index(min(busy))] += part
+        return max(busy) / 3600
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
 
