@@ -58,11 +58,14 @@ def _records(out: Path) -> dict[tuple[int, str, str], dict]:
 def test_two_workers_give_the_records_of_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["reproduce", "s3-lines-sweeps", "--budget", "tiny", "--seeds", "2", "--set", "threads=1"]
     assert main([*base, "--out", str(tmp_path / "one" / "p")]) == 0
+    progress = capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "two" / "p"), "--workers", "2"]) == 0
     one, two = _records(tmp_path / "one" / "p"), _records(tmp_path / "two" / "p")
     assert len(one) > 2 and {s for s, _, _ in one} == {0, 1}
     assert one == two
-    capsys.readouterr()
+    n = len(one)  # every record's line counts the runs done of all the command asked for
+    assert f"; 1 of {n} runs)" in progress and f"; {n} of {n} runs)" in progress
+    assert f"; {n} of {n} runs)" in capsys.readouterr().err
 
 
 def test_workers_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:

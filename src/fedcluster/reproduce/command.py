@@ -162,6 +162,9 @@ def run_command(args: argparse.Namespace) -> int:
     runner = getattr(import_module(f"fedcluster.reproduce.{module}"), fn)
     t_start = time.perf_counter()
     wall0 = stored.wall_seconds
+    wanted = {(seed, s.name, m.label) for seed in range(args.seeds) for s in exp.settings for m in exp.methods
+              if s.runs(m)}
+    have = wanted & {(r["seed"], r["setting"], r["method"]) for r in stored.records}
 
     def emit(record: dict) -> None:
         record["curve"] = [[t, float(f"{v:.5g}")] for t, v in record["curve"]]  # compact file, plenty for a plot
@@ -170,8 +173,10 @@ def run_command(args: argparse.Namespace) -> int:
         stored.date = time.strftime("%Y-%m-%d")
         stored.save(path)
         values = ", ".join(f"{k} {v:.4g}" for k, v in record["metrics"].items())
+        key = (record["seed"], record["setting"], record["method"])
+        have.update({key} & wanted)
         print(f"{exp.name} seed {record['seed']} {record['setting']} {record['method']}: {values} "
-              f"({record['seconds']:.0f} s)", file=sys.stderr, flush=True)
+              f"({record['seconds']:.0f} s; {len(have)} of {len(wanted)} runs)", file=sys.stderr, flush=True)
 
     extra = [*args.set, *dev_over]
     todo = {seed: stored.done(seed) for seed in range(args.seeds)}
