@@ -135,9 +135,7 @@ def run_command(args: argparse.Namespace) -> int:
             guard_published(path, stored.budget, args.seeds, "re-judging")
         if args.seeds is not None:
             stored.seeds = min(args.seeds, stored.seeds)  # e.g. --seeds 2: the seeds already complete
-        want = {(seed, s.name, m.label) for seed in range(stored.seeds) for s in exp.settings for m in exp.methods
-                if s.runs(m)}
-        stored.finished = want <= {(r["seed"], r["setting"], r["method"]) for r in stored.records}
+        stored.finished = exp.runs_of(stored.seeds) <= stored.keys()
         page = write_experiment(exp, stored, out)  # the stored file itself is left as it is
         print(f"wrote {page} and {write_summary(out, {exp.name: stored})}")
         return 0
@@ -162,9 +160,8 @@ def run_command(args: argparse.Namespace) -> int:
     runner = getattr(import_module(f"fedcluster.reproduce.{module}"), fn)
     t_start = time.perf_counter()
     wall0 = stored.wall_seconds
-    wanted = {(seed, s.name, m.label) for seed in range(args.seeds) for s in exp.settings for m in exp.methods
-              if s.runs(m)}
-    have = wanted & {(r["seed"], r["setting"], r["method"]) for r in stored.records}
+    wanted = exp.runs_of(args.seeds)
+    have = wanted & stored.keys()
 
     def emit(record: dict) -> None:
         record["curve"] = [[t, float(f"{v:.5g}")] for t, v in record["curve"]]  # compact file, plenty for a plot

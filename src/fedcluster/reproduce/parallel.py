@@ -43,8 +43,8 @@ class Part:
 def parts(exp: Experiment, todo: dict[int, set[tuple[str, str]]]) -> list[Part]:
     """The parts of ``todo`` (seed -> the (setting, method) pairs already stored), seed by seed in the order of the
     experiment's settings; settings with nothing left are left out."""
-    pairs = {s.name: {(s.name, m.label) for m in exp.methods if s.runs(m)} for s in exp.settings}
-    everything = set().union(*pairs.values())
+    everything = set(exp.pairs())
+    pairs = {s.name: {pair for pair in everything if pair[0] == s.name} for s in exp.settings}
     out = []
     for seed, done in todo.items():
         for name, own in pairs.items():
@@ -84,13 +84,16 @@ def run_parts(runner: str, name: str, budget: str, todo: Iterable[Part], extra: 
     its records are stored."""
     waiting = list(todo)
     seconds: dict[str, list[float]] = defaultdict(list)
-    for r in timed:
-        if "diverged" not in r and r.get("seconds") is not None:
-            seconds[r["setting"]].append(float(r["seconds"]))
 
-    def store(record: dict[str, Any]) -> None:
+    def learn(record: dict[str, Any]) -> None:  # a diverged run's time says nothing of its setting's cost
         if "diverged" not in record and record.get("seconds") is not None:
             seconds[record["setting"]].append(float(record["seconds"]))
+
+    for r in timed:
+        learn(r)
+
+    def store(record: dict[str, Any]) -> None:
+        learn(record)
         emit(record)
 
     context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch threads or CUDA

@@ -27,7 +27,7 @@ def command(exp: Experiment, budget: str = "small", seeds: int = 3, device: str 
 
 def verdict(exp: Experiment, stored: Stored) -> tuple[str, str]:
     if not stored.finished:
-        expected = stored.seeds * sum(s.runs(m) for s in exp.settings for m in exp.methods)
+        expected = stored.seeds * len(exp.pairs())
         have = sum(r["seed"] < stored.seeds for r in stored.records)
         return "incomplete", (f"{have} of {expected} runs recorded (cells average the seeds recorded "
                               "so far); the same command continues where it stopped")

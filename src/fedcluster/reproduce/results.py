@@ -42,6 +42,10 @@ class Stored:
             return True
         return not self.spec.startswith("protocol ") and _budget_fields(self.spec) == _budget_fields(budget_repr)
 
+    def keys(self) -> set[tuple[int, str, str]]:
+        """The (seed, setting, method) of every stored record."""
+        return {(r["seed"], r["setting"], r["method"]) for r in self.records}
+
     def done(self, seed: int) -> set[tuple[str, str]]:
         return {(r["setting"], r["method"]) for r in self.records if r["seed"] == seed}
 

@@ -118,6 +118,14 @@ class Experiment:
         clients = small.clients if self.kind in ("mixreg", "lines") else min(small.clients, 50)
         return replace(small, clients=clients, rounds=self.tiny_rounds, note="test budget")
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (setting, method label) this experiment runs, in its order."""
+        return [(s.name, m.label) for s in self.settings for m in self.methods if s.runs(m)]
+
+    def runs_of(self, seeds: int) -> set[tuple[int, str, str]]:
+        """Every (seed, setting, method label) of ``seeds`` seeds: the records a complete run holds."""
+        return {(seed, setting, method) for seed in range(seeds) for setting, method in self.pairs()}
+
     def trimmed(self, name: str) -> Experiment:
         """The experiment as a budget runs it: the test budget keeps two settings and, for suites, three methods."""
         if name != "tiny":
