@@ -146,6 +146,12 @@ def free_bytes(device: torch.device) -> int | None:
     return None if mem is None else int(mem.available * FREE_SHARE)
 
 
+def budget_bytes(device: torch.device, chunk_mb: float | None) -> int | None:
+    """The memory budget of one vectorised call without a plan: ``chunk_mb`` MiB when given, else a share of the
+    available accelerator memory; None on the CPU without ``chunk_mb`` (the caller keeps its ``max_units``)."""
+    return free_bytes(device) if chunk_mb is None else int(chunk_mb * 2**20)
+
+
 def chunk_units(budget: int, step_bytes: int) -> int:
     """Units per vectorised call: ``budget`` over the per-unit bytes, at least one."""
     return max(1, budget // max(step_bytes, 1))

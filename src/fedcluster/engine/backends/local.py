@@ -47,6 +47,7 @@ from fedcluster.engine.memory import (
     MemoryPlan,
     UnitFootprint,
     balanced_chunk,
+    budget_bytes,
     chunk_units,
     footprint,
     unit_bytes,
@@ -132,7 +133,7 @@ class Trainer:
             fp = self._footprint
             assert fp is not None  # never None with a real sample to fall back on
             if mem is None:  # chunk_mb: the MiB one call may use
-                fit = chunk_units(int(self.chunk_mb * 2**20), fp.step_bytes(batch_size))  # type: ignore[operator]
+                fit = chunk_units(budget_bytes(self.device, self.chunk_mb) or 1, fp.step_bytes(batch_size))
                 self._chunk[key] = fit if units is None else balanced_chunk(units, fit)
             else:
                 count = max(units or 1, 1)
