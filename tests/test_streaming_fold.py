@@ -23,6 +23,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.models.base import build_model
 from fedcluster.tiers.aggregation import ClusterSums, ModelSums, cluster_update, server_update
 
+DEVICE = torch.device("cpu")  # the run's device (named, so that the simulated accelerator counts these tensors its own)
 # the vectorised path with a small budget per call (a few units each), so that a round takes several calls
 RUN = ["rounds=2", "progress=false", "engine=vectorized", "chunk_mb=0.7", "threads=1"]
 METHODS = {"fedavg": ["algorithm=fedavg"], "ifca": ["algorithm=ifca", "algorithm.num_clusters=3"],
@@ -103,18 +104,18 @@ def test_the_fold_adds_up_to_the_cluster_update(pairs: bool) -> None:
     """Trained in calls of 4 units (of 3 pairs each when ``pairs``), the folded K means equal the update of the
     whole cohort's models (within float rounding: the sum is split into partial sums)."""
     torch.manual_seed(0)
-    x, y = torch.rand(60, 1, 6, 6), torch.randint(0, 4, (60,))
+    x, y = torch.rand(60, 1, 6, 6, device=DEVICE), torch.randint(0, 4, (60,), device=DEVICE)
     module = build_model("mlp", (1, 6, 6), 4, None)
     tr = Trainer(module, x, y, np.arange(0, 61, 6), "classification", seed=0, max_units=4)
     k, clients = 3, np.arange(10)
     models = {n: torch.stack([p.detach() + 0.01 * i for i in range(k)]) for n, p in module.named_parameters()}
     solver = Solver(lr=0.1, epochs=1, batch_size=4, momentum=0.9)
-    weights = torch.rand(10, k, dtype=torch.float64)
+    weights = torch.rand(10, k, dtype=torch.float64, device=DEVICE)
     if pairs:
         units, index = np.repeat(clients, k), np.tile(np.arange(k), 10)
     else:
         units, index = clients, np.arange(10) % k
-        weights = weights * torch.nn.functional.one_hot(torch.as_tensor(index), k)
+        weights = weights * torch.nn.functional.one_hot(torch.as_tensor(index, device=DEVICE), k)
     sums = ClusterSums(models, weights, pairs=pairs)
     tr.train_folded(sums, models, units, solver, 0, init_index=index)
     whole = tr.train(models, units, solver, 0, init_index=index)
@@ -126,9 +127,9 @@ def test_the_fold_adds_up_to_the_cluster_update(pairs: bool) -> None:
 
 
 def test_one_model_sums_equal_the_server_update() -> None:
-    stacked = {"w": torch.randn(10, 5, 3)}
-    weights = torch.rand(10, dtype=torch.float64)
-    current = {"w": torch.zeros(5, 3)}
+    stacked = {"w": torch.randn(10, 5, 3, device=DEVICE)}
+    weights = torch.rand(10, dtype=torch.float64, device=DEVICE)
+    current = {"w": torch.zeros(5, 3, device=DEVICE)}
     sums = ModelSums(weights)
     for lo in range(0, 10, 4):
         sums.add(lo, min(lo + 4, 10), {"w": stacked["w"][lo:lo + 4]})
