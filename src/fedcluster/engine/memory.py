@@ -33,6 +33,7 @@ from torch.func import functional_call
 
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.host_memory import format_bytes
 from fedcluster.models.base import build_model
 
 PARAM_COPIES = 5  # while training: parameters, gradients, momentum, anchor, update temporaries
@@ -121,8 +122,6 @@ class DeviceMemory:
     def describe(self) -> str:
         """E.g. "NVIDIA H100 80GB HBM3 has 60.3 GiB free of 79.2 GiB (25.3 GiB free on the device, 35.0 GiB held
         unused by this process)"."""
-        from fedcluster.data.host_memory import format_bytes
-
         line = f"{self.name} has {format_bytes(self.available)} free of {format_bytes(self.total)}"
         if self.cached > 0:
             line += (f" ({format_bytes(self.free)} free on the device, {format_bytes(self.cached)} held unused "
