@@ -33,20 +33,20 @@ def fingerprint(location: Path | None) -> str:
     if not stat.S_ISDIR(top.st_mode):
         digest.update(_line(".", top))
         return digest.hexdigest()[:20]
-    for name, info in sorted(_walk(location)):
-        digest.update(name.encode(errors="surrogateescape") + b"\0" + _line("", info))
+    digest.update(b"".join(sorted(_walk(str(location)))))
     return digest.hexdigest()[:20]
 
 
 def _line(name: str, info: os.stat_result) -> bytes:
-    return f"{name}\0{stat.S_IFMT(info.st_mode)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode()
+    return f"{name}\0{stat.S_IFMT(info.st_mode)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode(
+        errors="surrogateescape")
 
 
-def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
-    """(name relative to ``root``, stat) of every entry below ``root``; links followed to files, not into folders
-    (no cycles); entries that vanish or cannot be read count with a zero stat."""
-    found: list[tuple[str, os.stat_result]] = []
-    pending = [root]
+def _walk(root: str) -> list[bytes]:
+    """One :func:`_line` per entry below ``root`` (named relative to it); links followed to files, not into
+    folders (no cycles); an entry that vanishes or cannot be read counts as gone."""
+    found: list[bytes] = []
+    pending, skip = [root], len(root) + 1
     while pending:
         folder = pending.pop()
         try:
@@ -54,12 +54,10 @@ def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
         except OSError:
             continue
         for entry in entries:
-            relative = os.path.relpath(entry.path, root)
             try:
-                info = entry.stat(follow_symlinks=True)
+                found.append(_line(entry.path[skip:], entry.stat()))
             except OSError:
-                info = os.stat_result((0,) * 10)
-            found.append((relative, info))
+                found.append(f"{entry.path[skip:]}\0gone\n".encode(errors="surrogateescape"))
             if entry.is_dir(follow_symlinks=False):
-                pending.append(Path(entry.path))
+                pending.append(entry.path)
     return found
