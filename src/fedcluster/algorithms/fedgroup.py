@@ -37,6 +37,7 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten, repeat
 from fedcluster.engine.solver import Solver
@@ -143,3 +144,17 @@ class FedGroup(HardClusters):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.initial, self.grouped, self.directions = state["initial"], state["grouped"], state["directions"]
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """The groups' directions: none before the cold start, else one finite row of the model's size per
+        group."""
+        if (problem := super().state_problem(state, rounds)) is not None:
+            return problem
+        directions, k = state["directions"], num_models(state)
+        size = sum(v.numel() for v in self.initial.values())
+        if directions.shape != (0, 0) and tuple(directions.shape) != (k, size):
+            return (f"algorithm.directions has shape {list(directions.shape)}; this run needs [{k}, {size}] "
+                    "(one direction per group over the model's parameters)")
+        if not np.isfinite(directions).all():
+            return "algorithm.directions holds non-finite values"
+        return None

@@ -28,6 +28,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptive import ClusterBook
@@ -92,4 +93,12 @@ class FLHC(HardClusters):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.clustered = state["clustered"]
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """Before its clustering round FL+HC has one model."""
+        if (problem := super().state_problem(state, rounds)) is not None:
+            return problem
+        if not state["clustered"] and num_models(state) != 1:
+            return f"algorithm.clustered is false but the checkpoint has {num_models(state)} cluster models"
+        return None
 
