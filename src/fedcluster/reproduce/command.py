@@ -115,7 +115,7 @@ def run_command(args: argparse.Namespace) -> int:
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
-        raise UserError(f"--seeds {args.seeds}: give between 1 and {MAX_SEEDS} seeds")
+        raise UserError(f"--seeds {args.seeds}: give at least 1 seed and at most {MAX_SEEDS}")
     if args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1 (the number of parts run at once)")
     bad = [s for s in args.set if "=" not in s]
