@@ -30,6 +30,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.notes import note
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups
@@ -60,6 +61,10 @@ class FLHC(HardClusters):
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1)
         self.clustered = False
+        if params.cluster_round >= ctx.cfg.rounds:
+            note(f"algorithm.cluster_round={params.cluster_round} is past the last round (rounds={ctx.cfg.rounds}, "
+                 f"rounds 0..{ctx.cfg.rounds - 1}): FL+HC never clusters and runs as FedAvg; give a smaller "
+                 "cluster_round or more rounds")
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         p = self.params
