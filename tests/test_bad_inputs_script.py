@@ -23,4 +23,4 @@ def test_the_bad_input_set_has_no_traceback_no_silent_result_and_no_hang(tmp_pat
                        done.stdout)
     assert counts is not None, done.stdout[-2000:] + done.stderr[-2000:]
     tried, _, tracebacks, silent, hangs, _ = map(int, counts.groups())
-    assert tried > 300 and (tracebacks, silent, hangs) == (0, 0, 0), done.stdout[-4000:]
+    assert tried >= 300 and (tracebacks, silent, hangs) == (0, 0, 0), done.stdout[-4000:]
