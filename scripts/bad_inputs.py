@@ -9,6 +9,7 @@ files (a damaged run directory, a crafted checkpoint, a data file). Outcomes:
   the check passing (an input that is fine, e.g. ``np.int64`` values, ``scenario --out FOLDER``);
 * traceback: an exception escaped ``main``;
 * silent: exit 0 where a refusal was due, or a wrong result;
+* hang: still running after ``--case-seconds`` (default 120);
 * other: another exit status, or more than one error line.
 """
 
@@ -19,6 +20,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import struct
 import sys
 import tempfile
@@ -627,12 +629,215 @@ def more_api_cases() -> list[Case]:
     return [Case("library API", name, call=raises(fn)) for name, fn in calls.items()]
 
 
+# -- round four: the data behind the cache, the new methods' state, the readers, bounds, environment -----------
+def _mnist_folder(folder: Path, train: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train", train), ("t10k", 10)):
+        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        (folder / f"{name}-images-idx3-ubyte").write_bytes(idx(images))
+        (folder / f"{name}-labels-idx1-ubyte").write_bytes(idx(rng.integers(0, 10, n).astype(np.uint8)))
+
+
+def _in_folder(folder: Callable[[Path], Path], argv: Callable[[Path], list[str]]) -> Callable[[Path], Any]:
+    def call(d: Path) -> int:
+        here = Path.cwd()
+        os.chdir(folder(d))
+        try:
+            return main(argv(d))
+        finally:
+            os.chdir(here)
+    return call
+
+
+def _samples(d: Path) -> int:
+    """Training plus validation samples of the run's federation (its summary's first line)."""
+    import re
+
+    found = re.search(r"(\d+) train / (\d+) val", json.loads((d / "r" / "summary.json").read_text())["federation"])
+    return int(found[1]) + int(found[2]) if found else -1
+
+
+def cache_key_cases() -> list[Case]:
+    mnist = lambda d: ["run", "dataset=mnist", "data_dir=data", "scenario=iid", "num_clients=2", "rounds=1",  # noqa: E731
+                       "progress=false", "model=logistic", f"out={d / 'r'}"]
+
+    def two_folders(d: Path) -> None:
+        _mnist_folder(d / "a" / "data", 40)
+        _mnist_folder(d / "b" / "data", 30, seed=1)
+        with redirect_stderr(io.StringIO()), redirect_stdout(io.StringIO()):
+            assert _in_folder(lambda d: d / "a", lambda d: [*mnist(d)[:-1], f"out={d / 'first'}"])(d) == 0
+
+    def changed(d: Path) -> None:
+        _mnist_folder(d / "data", 40)
+        with redirect_stderr(io.StringIO()), redirect_stdout(io.StringIO()):
+            assert _in_folder(lambda d: d, lambda d: [*mnist(d)[:-1], f"out={d / 'first'}"])(d) == 0
+        (d / "data" / "t10k-labels-idx1-ubyte").unlink()
+
+    return [
+        Case("cache key", "the same relative data_dir in another folder", call=_in_folder(lambda d: d / "b", mnist),
+             setup=two_folders, expect="ok",
+             check=lambda d, out: (d / "r" / "summary.json").exists() and _samples(d) == 30),
+        Case("cache key", "a data file removed after the first run", call=_in_folder(lambda d: d, mnist),
+             setup=changed),
+    ]
+
+
+def _new_state(method: str, key: str, make: Callable[[Any], Any]) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        shutil.rmtree(d / "run", ignore_errors=True)
+        copy_run(d.parent, d, method)
+
+        def change(state: dict[str, Any]) -> None:
+            state["algorithm"][key] = make(state["algorithm"][key])
+        edit_checkpoint(d, change)
+    return setup
+
+
+def new_method_state_cases() -> list[Case]:
+    crafts = {
+        "fedgwc interaction of no cluster": ("fedgwc", "interaction", lambda v: []),
+        "fedgwc mse nan": ("fedgwc", "mse", lambda v: [float("nan")] * len(v)),
+        "fedgwc waited 10^6": ("fedgwc", "waited", lambda v: [10**6] * len(v)),
+        "fedgwc open of two clusters": ("fedgwc", "open", lambda v: [True, True]),
+        "flhc cluster ids 999": ("flhc", "cluster", lambda v: np.full_like(v, 999)),
+        "flhc book ids 999": ("flhc", "book", lambda b: {**b, "ids": [999] * len(b["ids"])}),
+        "clove model_of 999": ("clove", "model_of", lambda v: np.full_like(v, 999)),
+        "clove unchanged -10^6": ("clove", "unchanged", lambda v: np.full_like(v, -10**6)),
+        "fedgroup directions [3,5]": ("fedgroup", "directions", lambda v: np.ones((3, 5), np.float32)),
+        "fedgroup cluster -1": ("fedgroup", "cluster", lambda v: np.full_like(v, -1)),
+    }
+    return [Case("new-method state", name, lambda d: ["resume", str(d / "run"), "rounds=3", "progress=false"],
+                 _new_state(method, key, make)) for name, (method, key, make) in crafts.items()]
+
+
+def _tiny(d: Path, damage: Callable[[Path], None]) -> None:
+    from PIL import Image
+
+    folder = d / "tiny-imagenet-200"
+    wnids = ["n01", "n02"]
+    (folder / "val" / "images").mkdir(parents=True)
+    (folder / "wnids.txt").write_text("\n".join(wnids) + "\n")
+    lines = []
+    for c, wnid in enumerate(wnids):
+        (folder / "train" / wnid / "images").mkdir(parents=True)
+        for j in range(3):
+            Image.new("RGB", (64, 64), (40 * c, 9 * j, 0)).save(folder / "train" / wnid / "images" / f"{j}.JPEG")
+        Image.new("RGB", (64, 64)).save(folder / "val" / "images" / f"v{c}.JPEG")
+        lines.append(f"v{c}.JPEG\t{wnid}\t0\t0\t63\t63")
+    (folder / "val" / "val_annotations.txt").write_text("\n".join(lines) + "\n")
+    damage(folder)
+
+
+def _annotate(name: str) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        with (folder / "val" / "val_annotations.txt").open("a") as f:
+            f.write(f"{name}\tn01\t0\t0\t63\t63\n")
+    return damage
+
+
+def _leaf(d: Path, pixel: Any = 0.5, stranger: bool = False) -> None:
+    users = {f"w{i}": {"x": [[0.5] * 784 for _ in range(4)], "y": [i, i, i, i]} for i in range(4)}
+    users["w0"]["x"][0][0] = pixel
+    if stranger:
+        train, test = {u: v for u, v in users.items() if u != "w3"}, {"w3": users["w3"]}
+        for part, group in (("train", train), ("test", test)):
+            (d / "leaf" / part).mkdir(parents=True)
+            (d / "leaf" / part / "a.json").write_text(json.dumps({"users": list(group), "user_data": group}))
+        return
+    (d / "leaf" / "all_data").mkdir(parents=True)
+    (d / "leaf" / "all_data" / "a.json").write_text(json.dumps({"users": list(users), "user_data": users}))
+
+
+def reader_cases() -> list[Case]:
+    from PIL import Image
+
+    tiny = lambda d: [*RUN[:2], "dataset=tiny-imagenet", f"data_dir={d}", "scenario=iid", "num_clients=2",  # noqa: E731
+                      "model=logistic", "rounds=1", "progress=false", f"out={d / 'r'}"]
+    leaf = lambda d: ["run", "dataset=femnist", f"data_dir={d / 'leaf'}", "scenario=natural", "num_clients=2",  # noqa: E731
+                      "scenario.min_samples=1", "model=logistic", "rounds=1", "progress=false", f"out={d / 'r'}"]
+    damages = {
+        "a 40 kB image claiming 20000x20000 pixels":
+            lambda f: Image.new("1", (20000, 20000)).save(f / "train" / "n01" / "images" / "0.JPEG", "PNG"),
+        "a FIFO among the images": lambda f: os.mkfifo(f / "train" / "n02" / "images" / "fifo.JPEG"),
+        "a FIFO named in val_annotations.txt":
+            lambda f: (os.mkfifo(f / "val" / "images" / "fifo.JPEG"), _annotate("fifo.JPEG")(f)),
+        "an absolute annotation path": _annotate("/etc/hostname"),
+        "a ../ annotation path": _annotate("../../train/n01/images/0.JPEG"),
+        "a wnid that is a path": lambda f: (f / "wnids.txt").write_text("n01\n../../n02\n"),
+    }
+    cases = [Case("readers", f"Tiny-ImageNet: {name}", tiny, lambda d, h=h: _tiny(d, h)) for name, h in damages.items()]
+    cases += [Case("readers", "FEMNIST: a pixel given as text", leaf, lambda d: _leaf(d, "0.5")),
+              Case("readers", "FEMNIST: a pixel of 1e30", leaf, lambda d: _leaf(d, 1e30)),
+              Case("readers", "FEMNIST: a test writer absent from training", leaf, lambda d: _leaf(d, stranger=True))]
+    return cases
+
+
+def bound_cases() -> list[Case]:
+    """One case per bounded key (read from the bounds table, so a key added there is tried here too)."""
+    import dataclasses as dc
+
+    from fedcluster.catalog.registry import ALGORITHMS, MODELS, SCENARIOS
+    from fedcluster.config.bounds import PARAM_BOUNDS, RUN_BOUNDS
+
+    cases = [Case("bounds", f"{key}={bound + 1}", lambda d, k=key, b=bound: [*RUN, f"{k}={b + 1}", f"out={d / 'r'}"])
+             for key, bound in RUN_BOUNDS.items()]
+    for param, bound in PARAM_BOUNDS.items():
+        section, name, listed = next((s, e.name, "list" in str(f.type)) for s, reg in (
+            ("algorithm", ALGORITHMS), ("scenario", SCENARIOS), ("model", MODELS)) for e in reg
+            if e.params is not None for f in dc.fields(e.params) if f.name == param)
+        value = f"[{bound + 1}]" if listed else str(bound + 1)
+        cases.append(Case("bounds", f"{section}={name} {section}.{param}={value}",
+                          lambda d, s=section, n=name, p=param, v=value: [*RUN, f"{s}={n}", f"{s}.{p}={v}",
+                                                                          f"out={d / 'r'}"]))
+    node = ["flower", "node", "--superlink", "127.0.0.1:9", "--partition-id", "0", "--insecure", "--connect-timeout"]
+    cases += [Case("bounds", "reproduce --seeds 10^9", lambda d: ["reproduce", "s3-cflgp-lines", "--seeds", "10" * 5]),
+              Case("bounds", "flower node --connect-timeout inf", lambda d: [*node, "inf"]),
+              Case("bounds", "flower node --connect-timeout 1e12", lambda d: [*node, "1e12"])]
+    return cases
+
+
+def round_four_environment_cases() -> list[Case]:
+    run = lambda d: [*RUN, f"out={d / 'r'}"]  # noqa: E731
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    stale = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "FEDCLUSTER_COLLECTIVE_TIMEOUT": "3"}
+    return [
+        Case("environment", "a stale torchrun environment: no rank 1", call=_with_env({**stale, "MASTER_PORT": port},
+                                                                                      run)),
+        Case("environment", "a stale torchrun environment: no MASTER_PORT", call=_with_env(stale, run)),
+        Case("environment", "FEDCLUSTER_CACHE=''", expect="ok",
+             call=lambda d: _with_env({"FEDCLUSTER_CACHE": "", "HOME": str(d / "home")}, run)(d),
+             check=lambda d, out: "FEDCLUSTER_CACHE is empty" in out and not Path("federations").exists()
+             and (d / "home" / ".cache" / "fedcluster" / "federations").is_dir()),
+        Case("environment", "FedGroup num_groups=100 of 4 clients",
+             lambda d: [*RUN, "algorithm=fedgroup", "algorithm.num_groups=100", f"out={d / 'r'}"]),
+        Case("environment", "FL+HC cluster_round past the last round", expect="ok",
+             argv=lambda d: [*RUN, "algorithm=flhc", "algorithm.cluster_round=5", f"out={d / 'r'}"],
+             check=lambda d, out: "past the last round" in out),
+    ]
+
+
 ALL = (run_dir_cases, checkpoint_cases, path_cases, parsing_cases, resource_cases, api_cases, smaller_cases,
-       crafted_file_cases, environment_cases, ranks_cases, more_api_cases)
+       crafted_file_cases, environment_cases, ranks_cases, more_api_cases, cache_key_cases, new_method_state_cases,
+       reader_cases, bound_cases, round_four_environment_cases)
 
 
-def outcome(case: Case, d: Path) -> tuple[str, str]:
+class Hang(BaseException):
+    """A case ran past its time (a blocked read, a wait without end)."""
+
+
+def _expire(*_: object) -> None:
+    raise Hang
+
+
+def outcome(case: Case, d: Path, seconds: int = 120) -> tuple[str, str]:
     err, out = io.StringIO(), io.StringIO()
+    previous = signal.signal(signal.SIGALRM, _expire)
+    signal.alarm(seconds)
     try:
         if case.setup is not None:
             case.setup(d)
@@ -641,12 +846,17 @@ def outcome(case: Case, d: Path) -> tuple[str, str]:
                 rc = case.call(d) if case.call is not None else main(case.argv(d))
             except SystemExit as e:
                 rc = e.code
+    except Hang:
+        return "hang", f"still running after {seconds} s"
     except RecursionError:
         return "traceback", "RecursionError"
     except MemoryError:
         return "traceback", "MemoryError"
     except Exception as e:  # noqa: BLE001 (counting what escapes is the point)
         return "traceback", "".join(traceback.format_exception_only(e)).strip()[-300:]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     text = err.getvalue() + out.getvalue()
     errors = [line for line in err.getvalue().splitlines() if not line.startswith("fedcluster: note:")
               and not line.startswith("  ") and "%|" not in line]
@@ -670,6 +880,7 @@ def main_cli() -> int:
     ap.add_argument("--skip", action="append", default=[],
                     help="skip the cases whose name holds this text (e.g. to spare a machine an older version's "
                          "out-of-memory cases)")
+    ap.add_argument("--case-seconds", type=int, default=120, help="a case running longer counts as a hang")
     args = ap.parse_args()
     counts: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -682,13 +893,13 @@ def main_cli() -> int:
             d.mkdir()
             if case.family in ("run-dir files", "checkpoint schema", "crafted files"):
                 copy_run(root, d)
-            result, detail = outcome(case, d)
+            result, detail = outcome(case, d, args.case_seconds)
             counts[result] += 1
             if args.show or result != "clean":
                 print(f"{result:9s} [{case.family}] {case.name}: {' '.join(detail.split())[:240]}", flush=True)
             shutil.rmtree(d, ignore_errors=True)
     print(f"tried {sum(counts.values())}: clean {counts['clean']}, traceback {counts['traceback']}, "
-          f"silent {counts['silent']}, other {counts['other']}")
+          f"silent {counts['silent']}, hang {counts['hang']}, other {counts['other']}")
     return 0 if counts["clean"] == sum(counts.values()) else 1
 
 

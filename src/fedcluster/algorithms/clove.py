@@ -36,6 +36,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.grouping import match_clusters_to_models, silhouette_kmeans
 from fedcluster.tiers.weights import best_cluster, segment_mean
@@ -105,3 +106,9 @@ class CLoVE(ClusteredAlgorithm):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.model_of, self.unchanged, self.converged = state["model_of"], state["unchanged"], state["converged"]
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """Each client's model one of the K̂ (−1: never sampled); its unchanged rounds at most the rounds run."""
+        return first_problem(super().state_problem(state, rounds),
+                             integers_within(state["model_of"], "model_of", -1, num_models(state) - 1),
+                             integers_within(state["unchanged"], "unchanged", 0, rounds))

@@ -37,9 +37,12 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.notes import note
 from fedcluster.engine.params import flatten, repeat
 from fedcluster.engine.solver import Solver
+from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.grouping import (
     decomposed_cosine,
@@ -78,6 +81,9 @@ def steps_solver(solver: Solver, steps: int, sizes: np.ndarray) -> Solver:
                      "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams)
 class FedGroup(HardClusters):
     def __init__(self, ctx: Context, params: FedGroupParams) -> None:
+        if params.num_groups > ctx.fed.num_clients:
+            raise ConfigError(f"algorithm.num_groups={params.num_groups} is more than the {ctx.fed.num_clients} "
+                              "clients: FedGroup needs at least one client per group; give fewer groups")
         super().__init__(ctx, params, k0=1)
         self.initial = {n: v[0].clone() for n, v in self.models.items()}  # θ^0, where every cold start begins
         self.grouped = np.zeros(ctx.fed.num_clients, dtype=bool)
@@ -99,6 +105,9 @@ class FedGroup(HardClusters):
         labels = kmeans_groups(decomposed_cosine(delta, update_directions(delta, p.num_groups)), p.num_groups,
                                self.ctx.cfg.seed)
         k = int(labels.max()) + 1
+        if k < p.num_groups:
+            note(f"FedGroup's cold start found {k} distinct groups among the {len(chosen)} pre-trained clients, not "
+                 f"algorithm.num_groups={p.num_groups}; the run goes on with {k}")
         onehot = np.eye(k)[labels]
         mean = onehot.T / onehot.sum(0)[:, None]  # [k, n] plain average over members (the authors' code)
         self.directions = (mean @ delta).astype(np.float32)
@@ -143,3 +152,17 @@ class FedGroup(HardClusters):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.initial, self.grouped, self.directions = state["initial"], state["grouped"], state["directions"]
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """The groups' directions: none before the cold start, else one finite row of the model's size per
+        group."""
+        if (problem := super().state_problem(state, rounds)) is not None:
+            return problem
+        directions, k = state["directions"], num_models(state)
+        size = sum(v.numel() for v in self.initial.values())
+        if directions.shape != (0, 0) and tuple(directions.shape) != (k, size):
+            return (f"algorithm.directions has shape {list(directions.shape)}; this run needs [{k}, {size}] "
+                    "(one direction per group over the model's parameters)")
+        if not np.isfinite(directions).all():
+            return "algorithm.directions holds non-finite values"
+        return None

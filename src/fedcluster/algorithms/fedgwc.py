@@ -53,6 +53,14 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.algorithms.state_checks import (
+    all_bools,
+    finite_non_negative,
+    first_problem,
+    integers_within,
+    num_models,
+    one_per_cluster,
+)
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
@@ -185,3 +193,24 @@ class FedGWC(HardClusters):
         super().load_state_dict(state)
         self.interaction, self.mse = list(state["interaction"]), list(state["mse"])
         self.waited, self.open = list(state["waited"]), list(state["open"])
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """One interaction matrix, mse, wait and open flag per cluster; each matrix square over its cluster's
+        members, finite and ≥ 0; the waits at most the rounds run."""
+        if (problem := super().state_problem(state, rounds)) is not None:
+            return problem
+        k = num_models(state)
+        problem = first_problem(*(one_per_cluster(state[key], key, k) for key in ("interaction", "mse", "waited",
+                                                                                   "open")))
+        if problem is not None:
+            return problem
+        members = np.bincount(np.asarray(state["cluster"], dtype=np.int64), minlength=k)
+        for c, matrix in enumerate(state["interaction"]):
+            if tuple(matrix.shape) != (members[c], members[c]):
+                return (f"algorithm.interaction[{c}] has shape {list(matrix.shape)}; cluster {c} has {members[c]} "
+                        "members")
+        return first_problem(finite_non_negative(np.concatenate([np.ravel(m) for m in state["interaction"]]),
+                                                 "interaction"),
+                             finite_non_negative(state["mse"], "mse"),
+                             integers_within(state["waited"], "waited", 0, rounds),
+                             all_bools(state["open"], "open"))

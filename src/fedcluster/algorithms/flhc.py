@@ -28,7 +28,9 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
+from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.notes import note
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups
@@ -59,6 +61,10 @@ class FLHC(HardClusters):
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1)
         self.clustered = False
+        if params.cluster_round >= ctx.cfg.rounds:
+            note(f"algorithm.cluster_round={params.cluster_round} is past the last round (rounds={ctx.cfg.rounds}, "
+                 f"rounds 0..{ctx.cfg.rounds - 1}): FL+HC never clusters and runs as FedAvg; give a smaller "
+                 "cluster_round or more rounds")
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         p = self.params
@@ -92,4 +98,12 @@ class FLHC(HardClusters):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.clustered = state["clustered"]
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """Before its clustering round FL+HC has one model."""
+        if (problem := super().state_problem(state, rounds)) is not None:
+            return problem
+        if not state["clustered"] and num_models(state) != 1:
+            return f"algorithm.clustered is false but the checkpoint has {num_models(state)} cluster models"
+        return None
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.data.federation import Split
 from fedcluster.engine import inference
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
@@ -162,3 +163,21 @@ class HardClusters(Algorithm):
         super().load_state_dict(state)
         self.cluster, self.rounds_done = state["cluster"], state["rounds_done"]
         self.book = ClusterBook.from_state(state["book"])
+
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """Every client's position names one of the models; the book has one distinct id per model, each below
+        its next id, and events it can read; the rounds done are those of the checkpoint at most."""
+        k = num_models(state)
+        problem = first_problem(super().state_problem(state, rounds),
+                                integers_within(state["cluster"], "cluster", 0, k - 1),
+                                integers_within([state["rounds_done"]], "rounds_done", 0, rounds))
+        if problem is not None:
+            return problem
+        try:
+            book = ClusterBook.from_state(state["book"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return "algorithm.book (the clusters' ids and events) cannot be read"
+        if len(book.ids) != k or len(set(book.ids)) != k or min(book.ids) < 0 or max(book.ids) >= book.next_id:
+            return (f"algorithm.book.ids {book.ids[:5]} are not {k} distinct cluster ids below next_id "
+                    f"{book.next_id}")
+        return None

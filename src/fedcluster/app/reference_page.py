@@ -67,7 +67,22 @@ def configuration_reference() -> str:
             if doc:
                 out += [_cell(doc), ""]
             out += [*_table([(f"{kind}.{key}", *rest) for key, *rest in rows]), ""]
+    out += _bounds()
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _bounds() -> list[str]:
+    """The upper bounds of the size-like keys (:mod:`fedcluster.config.bounds`)."""
+    from fedcluster.config.bounds import MAX_SEEDS, MAX_WAIT_SECONDS, PARAM_BOUNDS, RUN_BOUNDS
+
+    rows = [f"| {_code(key)} | {bound:,} |" for key, bound in RUN_BOUNDS.items()]
+    rows += [f"| {_code(f'<section>.{key}')} | {bound:,} |" for key, bound in sorted(PARAM_BOUNDS.items())]
+    return ["## Upper bounds", "",
+            "A size-like key above its bound is refused in one line before anything is allocated (for lists, "
+            "every item). A parameter's bound holds in any section that has it (`algorithm.`, `scenario.`, "
+            f"`model.`). `fedcluster reproduce --seeds` takes at most {MAX_SEEDS:,} seeds; "
+            f"`fedcluster flower node --connect-timeout` and `flower.timeout` at most {MAX_WAIT_SECONDS:,} "
+            "seconds (a week).", "", "| key | at most |", "|---|---|", *rows, ""]
 
 
 if __name__ == "__main__":

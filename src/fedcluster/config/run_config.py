@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from fedcluster.catalog.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
+from fedcluster.config.bounds import check_run_bounds
 from fedcluster.config.validation import check_config, check_params, check_raw, hidden_character, read_config_file
 from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError, did_you_mean
@@ -313,6 +314,7 @@ def _check_ranges(cfg: RunConfig) -> None:
         raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
     if cfg.chunk_mb is not None and not 0 < cfg.chunk_mb <= MAX_CHUNK_MB:
         raise ConfigError(f"chunk_mb must be a positive number of MiB up to {MAX_CHUNK_MB} (1 PiB), got {cfg.chunk_mb}")
+    check_run_bounds(cfg)
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fedcluster.config.bounds import check_param_bounds
 from fedcluster.config.notes import note
 from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError, UserError, did_you_mean
@@ -195,6 +196,7 @@ def check_params(section: str, params: dict[str, Any]) -> None:
             raise ConfigError(f"{key}={v} is out of range; it must be > 0")
         if k in ("num_clusters", "max_clusters") and v < 1:
             raise ConfigError(f"{key}={v} is out of range; it must be >= 1")
+    check_param_bounds(section, params)
 
 
 def check_out_dir(out: str) -> None:

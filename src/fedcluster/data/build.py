@@ -16,31 +16,45 @@ import numpy as np
 from fedcluster.catalog.registry import DATASETS, SCENARIOS
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.fingerprint import data_location, fingerprint
 from fedcluster.data.normalize import standardize
 from fedcluster.data.progress import build_progress
 from fedcluster.errors import ConfigError
 from fedcluster.storage.atomic import StorageError, remove_stale_temporaries
 from fedcluster.storage.state_file import StateFileError
 
-CACHE_VERSION = 3  # bump when a scenario changes what the same parameters build (3: safetensors files)
+CACHE_VERSION = 4  # bump when a scenario changes what the same parameters build (4: keyed by the data's files)
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("FEDCLUSTER_CACHE", Path.home() / ".cache" / "fedcluster")) / "federations"
+    chosen = os.environ.get("FEDCLUSTER_CACHE")
+    if chosen is not None and not chosen.strip():
+        print("fedcluster: warning: FEDCLUSTER_CACHE is empty: treated as unset (the cache goes to "
+              "~/.cache/fedcluster); unset it or name a folder", file=sys.stderr)
+        chosen = None
+    return Path(chosen if chosen is not None else Path.home() / ".cache" / "fedcluster") / "federations"
 
 
 def cache_key(cfg: RunConfig, params: Any) -> str:
+    """The federation's cache key: every key that decides it, and for data read from files, the absolute folder
+    and a fingerprint of the files under it (so a changed folder, or another folder under the same typed relative
+    ``data_dir``, is read afresh)."""
     spec = {
         "v": CACHE_VERSION, "dataset": cfg.dataset, "data_dir": cfg.data_dir, "scenario": cfg.scenario,
         "params": dataclasses.asdict(params) if params is not None else {},
         "num_clients": cfg.num_clients, "seed": cfg.effective_data_seed(),
     }
+    source = DATASETS.get(cfg.dataset).obj
+    if source.load is not None and getattr(source, "reads_files", True):
+        location = data_location(cfg.data_dir, getattr(source, "default_dir", None))
+        spec.update(data_dir=str(location), files=fingerprint(location))
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def cache_path(cfg: RunConfig, params: Any) -> Path:
-    """Where the federation of ``cfg`` is (or will be) cached."""
-    return cache_dir() / f"{cfg.dataset}-{cfg.scenario}-{cache_key(cfg, params)}.safetensors"
+def cache_path(cfg: RunConfig, params: Any, key: str | None = None) -> Path:
+    """Where the federation of ``cfg`` is (or will be) cached (``key``: its :func:`cache_key`, if known)."""
+    key = cache_key(cfg, params) if key is None else key
+    return cache_dir() / f"{cfg.dataset}-{cfg.scenario}-{key}.safetensors"
 
 
 def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Federation:
@@ -64,7 +78,8 @@ def built_from(cfg: RunConfig) -> dict[str, Any]:
 
 
 def _raw_federation(cfg: RunConfig, params: Any, use_cache: bool) -> Federation:
-    path, key = cache_path(cfg, params), cache_key(cfg, params)
+    key = cache_key(cfg, params)
+    path = cache_path(cfg, params, key)
     if use_cache and path.is_file():
         cached = _load_cached(path, key, cfg)
         if cached is not None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from fedcluster.catalog.registry import DATASETS
 from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.data.sources.cifar import load_cifar10, load_cifar100
 from fedcluster.data.sources.digits import load_digits
-from fedcluster.data.sources.fashion_mnist import load_fashion_mnist
+from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR, load_fashion_mnist
 from fedcluster.data.sources.leaf import load_femnist
 from fedcluster.data.sources.mnist import load_emnist, load_mnist
 from fedcluster.data.sources.tiny_imagenet import load_tiny_imagenet
@@ -26,6 +27,8 @@ class DatasetSpec:
     load: Callable[[str | None], ArrayDataset] | None
     synthetic_scenario: str | None = None
     standardize: bool = False
+    reads_files: bool = True  # read from data_dir (or default_dir): the cache is keyed by those files
+    default_dir: Path | None = None  # where the files are read from when no data_dir is given
 
 
 def _needs_dir(name: str, loader: Callable[[str], ArrayDataset]) -> Callable[[str | None], ArrayDataset]:
@@ -38,9 +41,10 @@ def _needs_dir(name: str, loader: Callable[[str], ArrayDataset]) -> Callable[[st
     return load
 
 
-DATASETS.add("digits", DatasetSpec(lambda _dir: load_digits()),
+DATASETS.add("digits", DatasetSpec(lambda _dir: load_digits(), reads_files=False),
              "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)")
-DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d), standardize=True),
+DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d), standardize=True,
+                                          default_dir=DEBIAN_DIR),
              "Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)")
 DATASETS.add("mnist", DatasetSpec(_needs_dir("mnist", load_mnist), standardize=True),
              "MNIST 28×28 from idx files in data_dir=")

@@ -177,6 +177,13 @@ class Algorithm(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.models, self.omega = state["models"], state["omega"]
 
+    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
+        """What is wrong with the values of a saved state whose structure fits this run (a cluster position past
+        the models, a per-cluster list of another length, a counter past the ``rounds`` the checkpoint has run,
+        ...), as one phrase; None when nothing is. Called on resume before :meth:`load_state_dict`; methods with
+        such values extend it."""
+        return None
+
     def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
         return to_device(self.ctx.fed.train.sizes[clients], self.ctx.device, torch.float64)
 

@@ -67,6 +67,9 @@ def restore(run_dir: RunDir, cfg: RunConfig, alg: Algorithm, module: torch.nn.Mo
                               shapes, str(run_dir.checkpoint),
                               (fed.num_clients, fed.train.num_samples, fed.num_classes),
                               alg.fixed_clusters)
+        if (problem := alg.state_problem(state["algorithm"], state["round"])) is not None:
+            raise CheckpointSchemaError(f"checkpoint {run_dir.checkpoint} does not fit this run: {problem}; it "
+                                        "was not loaded (it was modified): start the run again with another out=")
         alg.load_state_dict(to_device(state["algorithm"], device))
         if cfg.client_momentum == "keep":
             load_momentum(state, run_dir, trainer, device)

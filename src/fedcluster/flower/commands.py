@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fedcluster.config.bounds import MAX_WAIT_SECONDS
 from fedcluster.errors import UserError
 from fedcluster.flower.process import DEFAULT_NODE_PORT, check_port_free, run_forwarding_signals, wait_for_superlink
 
@@ -251,8 +252,9 @@ def cmd_node(args: argparse.Namespace) -> int:
         raise UserError("--partition-id must be >= 0")
     if args.auth_private_key is not None and not Path(args.auth_private_key).is_file():
         raise UserError(f"--auth-private-key {args.auth_private_key!r} is not a file")
-    if not args.connect_timeout > 0:
-        raise UserError("--connect-timeout must be > 0 seconds")
+    if not 0 < args.connect_timeout <= MAX_WAIT_SECONDS:
+        raise UserError(f"--connect-timeout must be > 0 and at most {MAX_WAIT_SECONDS} seconds (a week), got "
+                        f"{args.connect_timeout:g}")
     port = DEFAULT_NODE_PORT if args.port is None else args.port
     if not 0 < port < 65536:
         raise UserError(f"--port must be in 1..65535, got {port}")

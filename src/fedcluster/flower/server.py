@@ -27,6 +27,7 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from fedcluster.algorithms.base import RoundResult
+from fedcluster.config.bounds import MAX_WAIT_SECONDS
 from fedcluster.config.run_config import RunConfig
 from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.backends.remote import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
@@ -47,8 +48,9 @@ class FlowerOptions:
     def __post_init__(self) -> None:
         if self.min_clients < 1:
             raise ValueError(f"flower.min_clients must be >= 1, got {self.min_clients}")
-        if not self.timeout > 0:
-            raise ValueError(f"flower.timeout must be > 0 seconds, got {self.timeout}")
+        if not 0 < self.timeout <= MAX_WAIT_SECONDS:
+            raise ValueError(f"flower.timeout must be > 0 and at most {MAX_WAIT_SECONDS} seconds (a week), got "
+                             f"{self.timeout}")
 
 
 def exchange(grid: Grid, messages: Iterable[Message], timeout: float, first_poll: float = 0.05,

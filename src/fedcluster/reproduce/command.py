@@ -8,6 +8,7 @@ import time
 from importlib import import_module
 from pathlib import Path
 
+from fedcluster.config.bounds import MAX_SEEDS
 from fedcluster.errors import UserError
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE, get
 from fedcluster.reproduce.results import Stored
@@ -113,8 +114,8 @@ def run_command(args: argparse.Namespace) -> int:
         exp = get(args.name).trimmed(args.budget)
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
-    if args.seeds is not None and args.seeds < 1:
-        raise UserError(f"--seeds {args.seeds}: give at least 1 seed")
+    if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds {args.seeds}: give at least 1 seed and at most {MAX_SEEDS}")
     if args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1 (the number of parts run at once)")
     bad = [s for s in args.set if "=" not in s]

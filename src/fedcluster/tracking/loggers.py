@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from fedcluster.config.notes import note
 from fedcluster.config.run_config import RunConfig
 from fedcluster.errors import InterruptedRun, UserError
 from fedcluster.tracking.observer import (
@@ -93,7 +94,10 @@ class MlflowLogger:
 
     def __init__(self, cfg: RunConfig, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, run_dir
-        self.uri = cfg.tracking_uri or default_tracking_uri(run_dir)
+        from_env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+        self.uri = cfg.tracking_uri or from_env or default_tracking_uri(run_dir)
+        if not cfg.tracking_uri and from_env:
+            note(f"tracking=mlflow logs to MLFLOW_TRACKING_URI={self.uri[:80]} (tracking_uri= overrides it)")
         check_sqlite_uri(self.uri)
         require("mlflow", *(("sqlalchemy", "alembic") if self.uri.startswith("sqlite:") else ()))
         self.client: Any = None

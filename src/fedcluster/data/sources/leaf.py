@@ -75,10 +75,13 @@ def read_leaf_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         if not isinstance(entry, dict):
             raise DataFileError(f"{path}: user {user!r} is listed but has no user_data entry; the file is corrupt")
         try:
-            x = np.asarray(entry.get("x"), dtype=np.float32)
+            x = np.asarray(entry.get("x"))  # no dtype: text or true/false stay visible as such
             y = np.asarray(entry.get("y"))
         except (TypeError, ValueError):
             raise DataFileError(f"{path}: user {user!r} has x or y that are not lists of numbers") from None
+        if x.size and x.dtype.kind not in "iuf":
+            raise DataFileError(f"{path}: user {user!r} has pixel values that are not numbers (LEAF writes numbers "
+                                "in [0, 1]); the file is corrupt")
         if x.ndim != 2 or x.shape[1] != PIXELS or y.ndim != 1 or len(y) != len(x):
             raise DataFileError(f"{path}: user {user!r} has x of shape {x.shape} and y of shape {y.shape}; FEMNIST "
                                 f"needs one row of {PIXELS} pixels per label")
@@ -86,7 +89,10 @@ def read_leaf_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             raise DataFileError(f"{path}: user {user!r} has labels outside 0..{NUM_CLASSES - 1}; the file is corrupt")
         if not np.isfinite(x).all():
             raise DataFileError(f"{path}: user {user!r} has pixel values that are not finite; the file is corrupt")
-        out[user] = (x, y.astype(np.int64))
+        if x.size and (x.min() < 0 or x.max() > 1):
+            raise DataFileError(f"{path}: user {user!r} has pixel values outside [0, 1] (from {x.min():.3g} to "
+                                f"{x.max():.3g}); LEAF scales pixels to [0, 1]: the file is corrupt")
+        out[user] = (x.astype(np.float32), y.astype(np.int64))
     return out
 
 
@@ -135,6 +141,15 @@ def load_femnist(data_dir: str | Path) -> WriterDataset:
     if not any(len(y) for _, y in train.values()):
         raise DataFileError(f"{train_folder} holds no samples; pass data_dir= a folder of LEAF's FEMNIST files")
     index = {u: i for i, u in enumerate(sorted(train))}
+    strangers = sorted(u for u, (_, y) in test.items() if len(y) and u not in index)
+    if strangers:
+        raise DataFileError(f"{test_folder} holds test samples of {len(strangers)} writers absent from {train_folder} "
+                            f"({', '.join(strangers[:3])}{', ...' if len(strangers) > 3 else ''}); FEMNIST's clients "
+                            "are its writers, so each test writer must also train: make LEAF's split with "
+                            "`-t sample`, or pass all_data/ alone")
+    if not any(len(y) for _, y in test.values()):
+        raise DataFileError(f"{test_folder or train_folder} leaves no test samples; pass data_dir= a folder of "
+                            "LEAF's FEMNIST files with writers of two samples or more")
     x_train, y_train, w_train = _stack(train, index)
     x_test, y_test, w_test = _stack(test, index)
     return WriterDataset("femnist", x_train, y_train, x_test, y_test, NUM_CLASSES, writers=list(index),

@@ -9,6 +9,9 @@ Images are decoded with Pillow.
 
 from __future__ import annotations
 
+import re
+import stat
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,7 @@ FOLDER = "tiny-imagenet-200"
 SIZE = 64
 _HOW_TO_GET = ("download tiny-imagenet-200.zip from http://cs231n.stanford.edu/tiny-imagenet-200.zip, unzip it and "
                f"pass data_dir= the {FOLDER}/ folder or its parent")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")  # a class id: never a path
 _EXPECTED = ["wnids.txt", "train/<wnid>/images/*.JPEG", "val/images/*.JPEG", "val/val_annotations.txt"]
 
 
@@ -36,7 +40,26 @@ def locate(data_dir: str | Path) -> Path:
     raise DatasetNotFoundError("tiny-imagenet", candidates, _EXPECTED, _HOW_TO_GET, missing)
 
 
-def _lines(path: Path) -> list[str]:
+def regular_file_inside(path: Path, folder: Path) -> Path:
+    """``path`` itself, once it is known to be a regular file (a FIFO or device would block or never end) whose
+    real location lies inside ``folder`` (links and ``..`` may not lead out of the data folder)."""
+    try:
+        real = path.resolve(strict=True)
+        info = real.stat()
+    except (OSError, RuntimeError):
+        raise DataFileError(f"{path} is missing or cannot be read; the copy is incomplete: extract the archive "
+                            "again") from None
+    if not real.is_relative_to(folder.resolve()):
+        raise DataFileError(f"{path} leads outside the data folder {folder} (to {real}); only files inside it are "
+                            "read: extract the archive again")
+    if not stat.S_ISREG(info.st_mode):
+        raise DataFileError(f"{path} is not a regular file (a FIFO, device or folder); only image files are read: "
+                            "extract the archive again")
+    return path
+
+
+def _lines(path: Path, folder: Path) -> list[str]:
+    regular_file_inside(path, folder)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -49,8 +72,16 @@ def read_image(path: Path) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
-            rgb = np.asarray(image.convert("RGB"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                if image.size != (SIZE, SIZE):  # refused before decoding (a small file may claim a huge size)
+                    raise DataFileError(f"{path} is {image.size[0]}×{image.size[1]} pixels, not {SIZE}×{SIZE}: it "
+                                        "is not a Tiny-ImageNet image")
+                rgb = np.asarray(image.convert("RGB"))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise DataFileError(f"{path} claims more pixels than Pillow decodes safely, not {SIZE}×{SIZE} pixels: it is "
+                            "not a Tiny-ImageNet image") from None
     except (OSError, UnidentifiedImageError, ValueError) as e:
         reason = " ".join(str(e).split())[:100] or type(e).__name__
         raise DataFileError(f"{path} is not a readable image ({reason}); extract the archive again") from None
@@ -77,13 +108,16 @@ def load_tiny_imagenet(data_dir: str | Path) -> ArrayDataset:
         raise UserError("Tiny-ImageNet's JPEG files are read with Pillow, which is not installed: "
                         "pip install pillow") from None
     folder = locate(data_dir)
-    wnids = _lines(folder / "wnids.txt")
+    wnids = _lines(folder / "wnids.txt", folder)
     label = {w: i for i, w in enumerate(wnids)}
     if not wnids or len(label) != len(wnids):
         raise DataFileError(f"{folder / 'wnids.txt'} is empty or names a class twice; extract the archive again")
+    if bad := next((w for w in wnids if not _PLAIN_NAME.fullmatch(w)), None):
+        raise DataFileError(f"{folder / 'wnids.txt'} names {bad[:40]!r}, not a class id (letters and digits); "
+                            "extract the archive again")
     train, y_train = [], []
     for wnid in wnids:
-        images = sorted((folder / "train" / wnid / "images").glob("*.JPEG"))
+        images = [regular_file_inside(p, folder) for p in sorted((folder / "train" / wnid / "images").glob("*.JPEG"))]
         if not images:
             raise DataFileError(f"{folder / 'train' / wnid / 'images'} holds no .JPEG images; the copy is "
                                 "incomplete: extract the archive again")
@@ -93,12 +127,15 @@ def load_tiny_imagenet(data_dir: str | Path) -> ArrayDataset:
     if not annotations.is_file():
         raise DataFileError(f"{annotations} is missing; the copy is incomplete: extract the archive again")
     test, y_test = [], []
-    for n, line in enumerate(_lines(annotations), start=1):
+    for n, line in enumerate(_lines(annotations, folder), start=1):
         parts = line.split("\t")
         if len(parts) < 2 or parts[1] not in label:
             raise DataFileError(f"{annotations} line {n} is not 'FILE<tab>WNID<tab>box' with a class of "
                                 "wnids.txt; extract the archive again")
-        test.append(folder / "val" / "images" / parts[0])
+        if Path(parts[0]).is_absolute() or ".." in Path(parts[0]).parts:
+            raise DataFileError(f"{annotations} line {n} names {parts[0][:60]!r}, a path outside the data folder "
+                                f"{folder}; only files of val/images are read: extract the archive again")
+        test.append(regular_file_inside(folder / "val" / "images" / parts[0], folder))
         y_test.append(label[parts[1]])
     return ArrayDataset("tiny-imagenet", _read_all(train, "train"), np.array(y_train, dtype=np.int64),
                         _read_all(test, "validation"), np.array(y_test, dtype=np.int64), num_classes=len(wnids))

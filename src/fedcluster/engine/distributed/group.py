@@ -42,7 +42,16 @@ def start(device: str) -> None:
         backend = "nccl"
     else:
         backend = "gloo"
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=collective_timeout()))
+    timeout = collective_timeout()
+    try:
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    except (RuntimeError, ValueError) as e:  # DistStoreError and DistNetworkError are RuntimeErrors
+        env = " ".join(f"{k}={os.environ.get(k, '(unset)')[:40]}" for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                                                            "MASTER_PORT"))
+        reason = " ".join(str(e).split())[:160] or type(e).__name__
+        raise UserError(f"cannot join the torchrun job of this environment ({env}) within {timeout:g} s: {reason}; "
+                        "start every rank with torchrun, or unset RANK, WORLD_SIZE and MASTER_ADDR if an earlier "
+                        "job left them") from None
 
 
 def leave_group() -> None:

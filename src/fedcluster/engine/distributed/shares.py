@@ -33,7 +33,8 @@ def load_share(cfg: RunConfig, params: Any, rank: int, world: int, device: torch
     stats = broadcast_stats(fed.info.get("normalization") if fed is not None else None, failed, device)
     if rank == 0:
         return fed
-    path, key = cache_path(cfg, params), cache_key(cfg, params)
+    key = cache_key(cfg, params)
+    path = cache_path(cfg, params, key)
     try:
         fed = read_share(path, key, rank, world)
     except (StateFileError, OSError):  # no cache (e.g. not writable): build it whole, own_clients drops the rest

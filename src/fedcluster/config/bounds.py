@@ -1,0 +1,69 @@
+"""Upper bounds on every size-like key: a run, a model or a data set asked to be larger is refused in one line
+before anything is allocated. The bounds are far above any published setting (the configuration reference lists
+them); a typo of a few extra digits would otherwise ask for terabytes or run for years."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fedcluster.errors import ConfigError
+
+RUN_BOUNDS = {  # run keys
+    "num_clients": 100_000, "rounds": 1_000_000, "local_epochs": 1_000, "batch_size": 1_000_000,
+    "workers": 1_024, "ranks": 1_024,
+}
+PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whatever the section
+    # numbers of clusters, groups, concepts and candidates
+    "num_clusters": 1_000, "max_clusters": 1_000, "num_groups": 1_000, "concepts": 1_000, "n_basis": 1_000,
+    "k": 1_000, "replicate": 1_000,
+    # local computation per client and round
+    "pretrain_steps": 100_000, "local_steps": 100_000, "local_epochs": 1_000, "pretrain_scale": 10_000,
+    "loss_sampling_size": 100_000, "test_em_iters": 10_000, "orth_iters": 10_000, "local_batch": 1_000_000,
+    "batch": 1_000_000,
+    # rounds
+    "cluster_round": 1_000_000, "stable_rounds": 1_000_000, "patience": 1_000_000, "warmup": 1_000_000,
+    "t_cl": 1_000_000, "period": 1_000_000, "stable_window": 1_000_000, "phase1_rounds": 1_000_000,
+    # data sizes (synthetic sets, anchors, images)
+    "samples": 10_000_000, "pool_size": 10_000_000, "test_size": 10_000_000, "val_size": 10_000_000,
+    "sizes": 10_000_000, "num_anchors": 10_000_000, "phase1_clients": 100_000, "d": 100_000,
+    "image_size": 1_024, "classes_per_client": 100_000,
+    # model widths
+    "hidden": 65_536, "channels": 65_536, "fc": 65_536,
+}
+MAX_WAIT_SECONDS = 7 * 24 * 3600  # a timeout of a week or less (inf would wait for ever)
+MAX_SEEDS = 1_000  # seeds of one reproduced experiment
+
+
+def check_bound(key: str, value: Any, bound: int) -> None:
+    """Refuse ``value`` (a number, or a list of them) above ``bound``."""
+    for v in _numbers(value):
+        if v > bound:
+            raise ConfigError(f"{key}={_short(value)} is above its upper bound {bound:,}; give a value of at most "
+                              f"{bound} (the bounds of every size are listed in the configuration reference)")
+
+
+def check_run_bounds(cfg: Any) -> None:
+    for key, bound in RUN_BOUNDS.items():
+        check_bound(key, getattr(cfg, key), bound)
+
+
+def check_param_bounds(section: str, params: dict[str, Any]) -> None:
+    for key, value in params.items():
+        if key in PARAM_BOUNDS:
+            check_bound(f"{section}.{key}", value, PARAM_BOUNDS[key])
+
+
+def _numbers(value: Any) -> Iterator[float]:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        yield value
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _numbers(v)
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
