@@ -24,6 +24,13 @@ from fedcluster.reproduce import run_common
 from fedcluster.storage import state_file
 
 load_builtins()  # every built-in method, data set, scenario and model registered
+# read once, before a test hides the GPU from the processes it starts: CUDA fixes this process's devices here
+GPU_PRESENT = torch.cuda.is_available()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "device: a test about devices; it keeps device=auto's meaning (the GPU where "
+                                       "one is present), every other test runs device=auto on the CPU")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,6 +86,16 @@ def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
                         check_engine(engine, device if fake.paused else accelerator, precision))
     with fake:
         yield fake
+
+
+@pytest.fixture(autouse=True)
+def _cpu_unless_about_devices(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked ``device`` runs as on a machine without a GPU, also where one is present: ``device=auto``
+    (and ``reproduce --device auto``) is the CPU, in this process and in the processes it starts; so the suite's
+    numbers and engine choices are the CPU's everywhere, and only the device tests use the GPU."""
+    if request.node.get_closest_marker("device") is None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 @pytest.fixture(autouse=True)

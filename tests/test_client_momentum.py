@@ -138,7 +138,8 @@ def test_resume_with_kept_momentum_equals_a_straight_run(tmp_path: Path) -> None
 
 
 def test_kept_momentum_is_refused_where_it_cannot_be_kept(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["run", "engine=pool", "client_momentum=keep", "rounds=1", "progress=false",
+    # engine=pool is a CPU engine (on an accelerator it is refused for that first)
+    assert main(["run", "device=cpu", "engine=pool", "client_momentum=keep", "rounds=1", "progress=false",
                  f"out={tmp_path / 'r'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "client_momentum=keep" in err[0] and "engine=dense" in err[0]

@@ -30,6 +30,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
 
+pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/conftest.py)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]
 # every registered method, with the keys it needs on the demo federation (regression methods on theirs)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.engine.algorithm import on_host
 from fedcluster.engine.evaluation import mix_predictions
 from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import get_params, stack
@@ -70,7 +71,7 @@ def test_hard_methods_run_each_scored_row_through_one_model(method: str, tmp_pat
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     assert rows == (len(val.y) if hard else k * len(val.y))
     outputs = alg.outputs(test.x)
-    w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32)
+    w = torch.as_tensor(on_host(alg.fit_weights(outputs, test)), dtype=torch.float32)
     expected = mix_predictions(outputs, w, test.owner(), "classification")
     got, rows = _rows_through(run, lambda: alg.predict(test, False))
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)

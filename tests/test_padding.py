@@ -42,6 +42,7 @@ def _trainer(sizes: list[int], features: int = 6) -> Trainer:
     gen = torch.Generator().manual_seed(0)
     n = int(sum(sizes))
     x, y = torch.randn(n, features, generator=gen), torch.randint(0, 3, (n,), generator=gen)
+    torch.manual_seed(0)  # the same starting model whatever ran before in this process (tests compare two trainers)
     module = nn.Sequential(nn.Linear(features, 8), nn.ReLU(), nn.Linear(8, 3))
     ptr = np.concatenate([[0], np.cumsum(sizes)])
     return Trainer(module, x, y, ptr, "classification", seed=0, path="vectorized")
