@@ -31,6 +31,8 @@ GPU_PRESENT = torch.cuda.is_available()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "device: a test about devices; it keeps device=auto's meaning (the GPU where "
                                        "one is present), every other test runs device=auto on the CPU")
+    config.addinivalue_line("markers", "host_only(reason): --strict-device runs this test on the host, as without it "
+                                       "(its tensors are the host's by design; the reason says why)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,7 +102,8 @@ def _cpu_unless_about_devices(request: pytest.FixtureRequest, monkeypatch: pytes
 
 @pytest.fixture(autouse=True)
 def _strict_device_everywhere(request: pytest.FixtureRequest) -> Iterator[None]:
-    if not request.config.getoption("--strict-device") or "strict_device" in request.fixturenames:
+    if (not request.config.getoption("--strict-device") or "strict_device" in request.fixturenames
+            or request.node.get_closest_marker("host_only")):
         yield
         return
     fake = request.getfixturevalue("strict_device")

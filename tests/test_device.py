@@ -89,6 +89,10 @@ def test_fake_device_flags_what_would_fail_on_a_gpu() -> None:
         device.cpu().numpy()  # fine: copied to the host first
         torch.from_numpy(np.ones(3)).numpy()  # fine: a host tensor
         device[torch.from_numpy(np.array([0, 1]))]  # fine: CUDA takes CPU indices
+        host = torch.from_numpy(np.ones(3, dtype=np.float32))
+        _ = torch.zeros(3, device=host.device) + host  # fine: a host tensor's device is the host
+        _ = torch.nn.Linear(3, 1).to(host.device)(host)  # a module moved there too
+        device.copy_(host)  # fine: a copy between host and device
         assert not fake.problems
         device.numpy()
         _ = torch.from_numpy(np.ones(3, dtype=np.float32)) + device
