@@ -191,7 +191,7 @@ test_step() {
 if wanted tests; then
   say ""
   say "## Tests on this machine"
-  PYTEST=("${PYCMD[@]}" -m pytest -p no:cacheprovider -v -rfE --tb=short -m "not slow"
+  PYTEST=("${PYCMD[@]}" -m pytest -p no:cacheprovider -vv -rfE --tb=short -m "not slow"
           -o console_output_style=classic)
   if "${PYCMD[@]}" -c 'import xdist' 2> /dev/null; then
     PYTEST+=(-n "$(( $(nproc) > 4 ? $(nproc) - 4 : 2 ))")
