@@ -18,7 +18,11 @@ from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.models import build_model
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
 
+
+@HOST_ONLY
 @pytest.mark.parametrize("name", ["light-cnn", "mlp"])
 @pytest.mark.parametrize("shared_body", [False, True])
 def test_chosen_rows_equal_the_stacked_forward(name: str, shared_body: bool) -> None:
