@@ -130,7 +130,8 @@ def train_table(args: argparse.Namespace, device: torch.device) -> None:
             tr.close()
         nan = float("nan")
         t_fw, t_seq, t_fast = times.get("framework", nan), times.get("sequential", nan), times.get(fast, nan)
-        units = f"  {trainers[fast].chunk_size(BATCH, args.clients)} units/call" if fast == "vectorized" else ""
+        units = f"  {trainers[fast].chunk_size(BATCH, args.clients)} units/call" if fast == "vectorized" \
+            and fast in trainers else ""
         others = "".join(f"  {p} {t:.3f}" for p, t in times.items() if p not in ("framework", "sequential", fast))
         print(f"{name:<10} {t_fw:>10.3f} {t_seq:>11.3f} {t_fast:>8.3f} ({fast:<8})"
               f" {t_fw / t_fast:>14.1f}× {t_seq / t_fast:>15.1f}×{units}{others}", flush=True)

@@ -80,6 +80,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="run key for every run")
     ap.add_argument("--summary", type=Path, default=None, help="markdown file the rows are appended to")
     ap.add_argument("--out", default=f"runs/paper-rounds-{time.strftime('%Y%m%d-%H%M%S')}")
+    ap.add_argument("--no-header", action="store_true",
+                    help="rows only in --summary (a later process of the same table: one mode per process)")
     args = ap.parse_args()
     unknown = [m for m in args.modes.split(",") if m not in MODES]
     if unknown:
@@ -90,11 +92,12 @@ def main() -> None:
     t0 = time.perf_counter()
     fed = common.shrink(fedcluster.build_federation(common.without_algorithm(base)), args.fraction, args.test_size, 0)
     sizes = fed.train.sizes
-    append(args.summary, f"\nFederation: {fed.num_clients} clients, median {int(sorted(sizes)[len(sizes) // 2])} "
-                         f"training samples, built in {time.perf_counter() - t0:.1f} s; {args.rounds} rounds a run, "
-                         "s/round = median of rounds 2..R (round 1 in brackets)\n")
-    append(args.summary, "| mode | model | method | s/round | round 1 s | final val acc |")
-    append(args.summary, "|---|---|---|---|---|---|")
+    header = None if args.no_header else args.summary
+    append(header, f"\nFederation: {fed.num_clients} clients, median {int(sorted(sizes)[len(sizes) // 2])} "
+                   f"training samples, built in {time.perf_counter() - t0:.1f} s; {args.rounds} rounds a run, "
+                   "s/round = median of rounds 2..R (round 1 in brackets)\n")
+    append(header, "| mode | model | method | s/round | round 1 s | final val acc |")
+    append(header, "|---|---|---|---|---|---|")
     for mode in args.modes.split(","):
         model, keys = MODES[mode]
         model_keys = common.overrides(PAPER_CNN) if model == "paper" else {}

@@ -24,6 +24,15 @@ from fedcluster.reproduce import run_common
 from fedcluster.storage import state_file
 
 load_builtins()  # every built-in method, data set, scenario and model registered
+# read once, before a test hides the GPU from the processes it starts: CUDA fixes this process's devices here
+GPU_PRESENT = torch.cuda.is_available()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "device: a test about devices; it keeps device=auto's meaning (the GPU where "
+                                       "one is present), every other test runs device=auto on the CPU")
+    config.addinivalue_line("markers", "host_only(reason): --strict-device runs this test on the host, as without it "
+                                       "(its tensors are the host's by design; the reason says why)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,8 +91,19 @@ def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
 
 
 @pytest.fixture(autouse=True)
+def _cpu_unless_about_devices(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked ``device`` runs as on a machine without a GPU, also where one is present: ``device=auto``
+    (and ``reproduce --device auto``) is the CPU, in this process and in the processes it starts; so the suite's
+    numbers and engine choices are the CPU's everywhere, and only the device tests use the GPU."""
+    if request.node.get_closest_marker("device") is None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
+@pytest.fixture(autouse=True)
 def _strict_device_everywhere(request: pytest.FixtureRequest) -> Iterator[None]:
-    if not request.config.getoption("--strict-device") or "strict_device" in request.fixturenames:
+    if (not request.config.getoption("--strict-device") or "strict_device" in request.fixturenames
+            or request.node.get_closest_marker("host_only")):
         yield
         return
     fake = request.getfixturevalue("strict_device")

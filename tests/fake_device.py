@@ -9,7 +9,9 @@ accepts), and a device tensor read as NumPy (``.numpy()``, ``np.asarray``, ``.to
 
 A factory without a device (``torch.zeros(3)``, ``torch.as_tensor(array)``) makes a *device* tensor by default,
 as under a ``torch.device`` context; with ``strict=True`` it makes a *host* tensor, as on a GPU when no global
-default device is set: code that is right under ``strict`` takes its devices from its data.
+default device is set: code that is right under ``strict`` takes its devices from its data. The device of a host
+tensor (``t.device`` of a host ``t``) names the host: a factory or ``.to()`` given it makes a host tensor, as CUDA
+code that takes its device from a CPU tensor puts its result on the CPU.
 
 It also counts *host syncs* (``syncs``, each with where it happened in ``sync_sites``): a read of a device tensor on
 the host (``.cpu()``, ``.item()``, ``.tolist()``, ``.numpy()``, ``bool()``/``float()``/``int()`` of one, or a copy
@@ -35,6 +37,7 @@ TO_HOST = {"cpu", "from_numpy"}
 HOST_READS = {"cpu", "item", "tolist", "numpy", "__array__", "__bool__", "__float__", "__int__", "__index__"}
 READS = {"numpy", "__array__", "tolist"}
 INDEXING = {"__getitem__", "__setitem__", "index_put_"}  # CUDA takes CPU indices here (not in index_select & co)
+CROSSING = {"copy_", "_has_compatible_shallow_copy_type"}  # copies between host and device (load_state_dict's)
 FACTORIES = {"as_tensor", "tensor", "zeros", "ones", "full", "empty", "arange", "eye", "zeros_like", "ones_like",
              "empty_like", "full_like", "rand", "randn", "randint", "randperm", "linspace", "logspace"}
 
@@ -52,6 +55,7 @@ class FakeDevice(TorchFunctionMode):
         self.strict = strict
         self.paused = False  # while True nothing is tagged or recorded (e.g. after a run chose device=cpu)
         self._host: dict[int, weakref.ref] = {}
+        self._host_devices: dict[int, torch.device] = {}  # ``.device`` of host tensors (kept alive: ids stay unique)
         self.problems: list[str] = []
         self.syncs = 0  # host syncs (module docstring)
         self.sync_sites: list[str] = []
@@ -66,10 +70,21 @@ class FakeDevice(TorchFunctionMode):
             return out
 
         torch.from_numpy = from_numpy
+        # Module.to parses its device into a new object: the device of a host tensor stays the host's through it
+        self._parse_to = torch._C._nn._parse_to
+
+        def parse_to(*args, **kwargs):
+            out = self._parse_to(*args, **kwargs)
+            if self._names_host(args, kwargs) and isinstance(out[0], torch.device):
+                self._host_devices[id(out[0])] = out[0]
+            return out
+
+        torch._C._nn._parse_to = parse_to
         return super().__enter__()
 
     def __exit__(self, *exc):
         torch.from_numpy = self._from_numpy
+        torch._C._nn._parse_to = self._parse_to
         return super().__exit__(*exc)
 
     def host(self, t: torch.Tensor) -> bool:
@@ -85,6 +100,10 @@ class FakeDevice(TorchFunctionMode):
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 self._host[id(t)] = weakref.ref(t)
+
+    def _names_host(self, args: tuple, kwargs: dict) -> bool:
+        """Whether a ``to``/factory call names the device of a host tensor (then it stays on, or goes to, the host)."""
+        return any(id(a) in self._host_devices for a in (*args, *kwargs.values()) if isinstance(a, torch.device))
 
     @staticmethod
     def _names_device(args: tuple, kwargs: dict) -> bool:
@@ -120,6 +139,26 @@ class FakeDevice(TorchFunctionMode):
         if self.paused:
             return func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
+        if name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.device:
+            out = func(*args, **kwargs)
+            if self.host(args[0]):
+                self._host_devices[id(out)] = out
+            return out
+        if name == "__set__" and getattr(func, "__self__", None) is torch.Tensor.data:  # Module.to moves in place
+            out = func(*args, **kwargs)
+            if self.host(args[1]):
+                self._mark(args[0])
+            else:
+                self._host.pop(id(args[0]), None)
+            return out
+        if (name == "to" or name in FACTORIES) and self._names_host(args[1:] if name == "to" else args, kwargs):
+            if name == "to" and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
+                self._sync("to() of a device tensor to the host")
+            out = func(*args, **kwargs)
+            if name == "to" and out is args[0]:  # no copy on the CPU: tag an alias, not the original
+                out = out.view_as(out)
+            self._mark(out)
+            return out
         if name in READS and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
             self.problems.append(f"{name}() of a device tensor at {_where()}")
         self._count_sync(name, args, kwargs)
@@ -140,7 +179,7 @@ class FakeDevice(TorchFunctionMode):
                 return out
         if name in INDEXING:
             tensors = [t for t in (args[0], *args[2:3]) if isinstance(t, torch.Tensor)]  # the tensor and values
-        if not tensors:
+        if not tensors or name in CROSSING:
             return out  # a factory without a device: the runner's device context puts it on the device
         big = [t for t in tensors if t.dim() > 0]
         flags = [self.host(t) for t in (big or tensors)]

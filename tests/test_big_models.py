@@ -16,6 +16,9 @@ from fedcluster.models import build_model
 
 NAMES = ["resnet18", "mobilenet-v2"]
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
+
 
 def _count(m: torch.nn.Module) -> int:
     return sum(p.numel() for p in m.parameters())
@@ -27,6 +30,7 @@ def test_parameter_counts_match_the_usual_cifar_networks() -> None:
     assert _count(build_model("mobilenet-v2", (3, 32, 32), 10)) == 2_236_682
 
 
+@HOST_ONLY
 @pytest.mark.parametrize("name,features", [("resnet18", 512), ("mobilenet-v2", 1280)])
 @pytest.mark.parametrize("shape", [(3, 32, 32), (1, 28, 28)])
 def test_shapes_and_split(name: str, features: int, shape) -> None:
@@ -100,6 +104,7 @@ def _tiny_round(name: str, paths: tuple[str, ...]) -> tuple[dict, dict]:
     return init, out
 
 
+@HOST_ONLY
 @pytest.mark.parametrize("name", NAMES)
 def test_one_tiny_round_trains_every_parameter(name: str, one_thread) -> None:
     init, out = _tiny_round(name, ("sequential",))
@@ -108,6 +113,7 @@ def test_one_tiny_round_trains_every_parameter(name: str, one_thread) -> None:
         assert not torch.equal(out["sequential"][k][0], v[0]), k  # gradients reach the whole body
 
 
+@HOST_ONLY
 @pytest.mark.slow  # vmap over 11M-parameter stacks: ~40 s on a busy 2-core CPU
 @pytest.mark.parametrize("name", NAMES)
 def test_one_tiny_round_vectorized_equals_sequential(name: str, one_thread) -> None:

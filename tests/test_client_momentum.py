@@ -22,6 +22,9 @@ from fedcluster.models.base import build_model
 SOLVER = Solver(lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=16)
 PTR = np.array([0, 50, 120, 200, 300])
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
+
 
 def _data() -> tuple[torch.Tensor, torch.Tensor, torch.nn.Module, Params]:
     torch.manual_seed(0)
@@ -44,6 +47,7 @@ def _gap(a: Params, b: Params) -> float:
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
+@HOST_ONLY
 def test_kept_momentum_changes_later_rounds_only() -> None:
     """The first round has no buffer to continue (keep == reset); a later round continues round 0/1's buffers."""
     keep0, keep2 = _three_rounds("sequential", "keep")
@@ -65,6 +69,7 @@ def test_reset_carries_nothing_between_rounds() -> None:
     assert _gap(after, fresh) == 0.0
 
 
+@HOST_ONLY
 @pytest.mark.parametrize("path,max_units", [("vectorized", 64), ("vectorized", 2), ("dense", 64)])
 def test_paths_keep_the_same_buffers_as_the_reference(path: str, max_units: int) -> None:
     _, ref = _three_rounds("sequential", "keep")
@@ -72,6 +77,7 @@ def test_paths_keep_the_same_buffers_as_the_reference(path: str, max_units: int)
     assert _gap(got, ref) < 1e-5
 
 
+@HOST_ONLY
 def test_sequential_keep_equals_one_persistent_torch_optimizer() -> None:
     """A client's unit over two rounds == one nn.Module with one torch.optim.SGD that is never re-created (the
     FedRC paper's code: one optimizer per client and model), each round restarting from the server's model."""
@@ -100,6 +106,7 @@ def test_sequential_keep_equals_one_persistent_torch_optimizer() -> None:
     assert max(float((got[k][0] - want[k]).abs().max()) for k in got) < 1e-6
 
 
+@HOST_ONLY
 def test_dense_keeps_joined_head_buffers_like_the_reference() -> None:
     """A shared body with K heads (engine.multihead) on the dense path: the K heads' buffers are split back."""
     x, y, module, init = _data()
@@ -138,7 +145,8 @@ def test_resume_with_kept_momentum_equals_a_straight_run(tmp_path: Path) -> None
 
 
 def test_kept_momentum_is_refused_where_it_cannot_be_kept(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["run", "engine=pool", "client_momentum=keep", "rounds=1", "progress=false",
+    # engine=pool is a CPU engine (on an accelerator it is refused for that first)
+    assert main(["run", "device=cpu", "engine=pool", "client_momentum=keep", "rounds=1", "progress=false",
                  f"out={tmp_path / 'r'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "client_momentum=keep" in err[0] and "engine=dense" in err[0]

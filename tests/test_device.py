@@ -30,6 +30,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
 
+pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/conftest.py)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]
 # every registered method, with the keys it needs on the demo federation (regression methods on theirs)
@@ -88,6 +89,10 @@ def test_fake_device_flags_what_would_fail_on_a_gpu() -> None:
         device.cpu().numpy()  # fine: copied to the host first
         torch.from_numpy(np.ones(3)).numpy()  # fine: a host tensor
         device[torch.from_numpy(np.array([0, 1]))]  # fine: CUDA takes CPU indices
+        host = torch.from_numpy(np.ones(3, dtype=np.float32))
+        _ = torch.zeros(3, device=host.device) + host  # fine: a host tensor's device is the host
+        _ = torch.nn.Linear(3, 1).to(host.device)(host)  # a module moved there too
+        device.copy_(host)  # fine: a copy between host and device
         assert not fake.problems
         device.numpy()
         _ = torch.from_numpy(np.ones(3, dtype=np.float32)) + device

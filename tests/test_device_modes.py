@@ -19,6 +19,7 @@ from fedcluster.config.run_config import RunConfig
 from fedcluster.engine.device import configure
 from fedcluster.models import build_model
 
+pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/conftest.py)
 # modules whose CUDA backward has no deterministic kernel (PyTorch's use_deterministic_algorithms notes)
 NO_DETERMINISTIC_BACKWARD = (nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d, nn.AdaptiveMaxPool2d, nn.AvgPool3d,
                              nn.MaxPool3d, nn.FractionalMaxPool2d, nn.ReflectionPad2d, nn.ReplicationPad2d)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,6 +31,8 @@ def _python(code: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.skipif(importlib.util.find_spec("flwr") is None,
+                    reason="imports every module, the Flower ones too: needs flwr (fedcluster[flower])")
 def test_catalog_equals_the_full_registry() -> None:
     """Importing every module of the package registers exactly the catalog: names, descriptions and the module
     that registers each name (a module that registers a name the catalog does not list fails here), and

@@ -31,6 +31,8 @@ def _window(tmp_path: Path, *args: str) -> tuple[str, list[Path]]:
 def test_the_cheapest_steps_write_their_figures(tmp_path: Path) -> None:
     summary, _ = _window(tmp_path, "--steps", "tests,regression")
     assert "device test files: 1 passed, 0 failed or errors" in summary, summary
+    assert "files that failed on a GPU before: 1 passed, 0 failed or errors" in summary, summary
+    assert "the rest, shard " in summary and "(1 files): 2 passed, 0 failed or errors" in summary, summary
     assert "## Regression" in summary and "logistic" in summary and "(dense" in summary, summary
     assert "total " in summary
 
@@ -46,4 +48,6 @@ def test_every_step_of_the_quick_window_writes_its_figures(tmp_path: Path) -> No
             assert all(f"| {mode} | {model} | {method} |" in summary for method in ("ifca", "fedrc")), summary
     for section in ("## Tests on this machine", "## ResNet-18", "## Regression"):
         assert section in summary, summary
+    for precision in ("fp32", "bf16"):  # each ResNet figure on its own line, as its process ends
+        assert all(f"  {precision}, {path} (" in summary for path in ("framework", "fast")), summary
     assert "runs.tar.gz" in {f.name for f in files}

@@ -11,13 +11,18 @@ import pytest
 import torch
 
 from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.engine.algorithm import on_host
 from fedcluster.engine.evaluation import mix_predictions
 from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.models import build_model
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
 
+
+@HOST_ONLY
 @pytest.mark.parametrize("name", ["light-cnn", "mlp"])
 @pytest.mark.parametrize("shared_body", [False, True])
 def test_chosen_rows_equal_the_stacked_forward(name: str, shared_body: bool) -> None:
@@ -70,7 +75,7 @@ def test_hard_methods_run_each_scored_row_through_one_model(method: str, tmp_pat
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     assert rows == (len(val.y) if hard else k * len(val.y))
     outputs = alg.outputs(test.x)
-    w = torch.as_tensor(np.asarray(alg.fit_weights(outputs, test)), dtype=torch.float32)
+    w = torch.as_tensor(on_host(alg.fit_weights(outputs, test)), dtype=torch.float32)
     expected = mix_predictions(outputs, w, test.owner(), "classification")
     got, rows = _rows_through(run, lambda: alg.predict(test, False))
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)

@@ -11,7 +11,11 @@ from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import get_params, stack
 from fedcluster.models import build_model
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
 
+
+@HOST_ONLY
 @pytest.mark.parametrize("name", ["light-cnn", "mlp"])
 def test_stack_forward_matches_eager(name: str) -> None:
     torch.manual_seed(0)
@@ -28,6 +32,7 @@ def test_stack_forward_matches_eager(name: str) -> None:
     torch.testing.assert_close(fwd(models, x, shared_body=True, chunk=128), ref, rtol=1e-5, atol=1e-5)
 
 
+@HOST_ONLY
 def test_cache_follows_in_place_updates() -> None:
     module = build_model("light-cnn", (1, 12, 12), 10)
     models = stack([get_params(module) for _ in range(2)])

@@ -24,6 +24,7 @@ from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
 from fedcluster.models import build_model
 
+pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/conftest.py)
 SOLVER = Solver(lr=0.05, epochs=2, batch_size=8, momentum=0.9, weight_decay=1e-3, prox_mu=0.05)
 
 

@@ -16,6 +16,9 @@ from fedcluster.models import build_model
 SIZES = [37, 64, 5, 90]
 K = 3
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
+
 
 def _setup(model_name: str, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
@@ -49,6 +52,7 @@ def _random_gamma(n: int) -> np.ndarray:
 @pytest.mark.parametrize("model_name", ["mlp", "light-cnn"])
 @pytest.mark.parametrize("solver", [Solver(lr=0.1, batch_size=16),
                                     Solver(lr=0.05, epochs=2, batch_size=8, momentum=0.9, weight_decay=1e-3)])
+@HOST_ONLY
 def test_multihead_vectorized_equals_sequential(model_name: str, solver: Solver) -> None:
     ref = _multi_train("sequential", model_name, solver, _random_gamma)
     fast = _multi_train("vectorized", model_name, solver, _random_gamma)
@@ -60,6 +64,7 @@ def test_multihead_vectorized_equals_sequential(model_name: str, solver: Solver)
 @pytest.mark.parametrize("solver", [Solver(lr=0.1, batch_size=16),
                                     Solver(lr=0.05, epochs=2, batch_size=8, momentum=0.9, weight_decay=1e-3,
                                            prox_mu=0.1)])
+@HOST_ONLY
 def test_multihead_dense_equals_sequential(model_name: str, solver: Solver) -> None:
     ref = _multi_train("sequential", model_name, solver, _random_gamma)
     fast = _multi_train("dense", model_name, solver, _random_gamma)
@@ -67,6 +72,7 @@ def test_multihead_dense_equals_sequential(model_name: str, solver: Solver) -> N
         torch.testing.assert_close(fast[k], ref[k], rtol=1e-4, atol=1e-5)
 
 
+@HOST_ONLY
 def test_multihead_pool_equals_sequential() -> None:
     solver = Solver(lr=0.1, batch_size=16, momentum=0.5)
     ref = _multi_train("sequential", "mlp", solver, _random_gamma)
@@ -75,6 +81,7 @@ def test_multihead_pool_equals_sequential() -> None:
         torch.testing.assert_close(pool[k], ref[k], rtol=1e-4, atol=1e-5)
 
 
+@HOST_ONLY
 def test_one_hot_weights_train_one_head_like_a_plain_model() -> None:
     """γ = e_1 for every sample: head 1 and the body train exactly like a single model; heads 0, 2 stay."""
     solver = Solver(lr=0.1, batch_size=16, momentum=0.9)

@@ -18,6 +18,9 @@ from fedcluster.engine.kernels import PAD_TOLERANCE, step_groups
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
 
+# --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
+HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
+
 
 @pytest.fixture
 def computed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -42,6 +45,7 @@ def _trainer(sizes: list[int], features: int = 6) -> Trainer:
     gen = torch.Generator().manual_seed(0)
     n = int(sum(sizes))
     x, y = torch.randn(n, features, generator=gen), torch.randint(0, 3, (n,), generator=gen)
+    torch.manual_seed(0)  # the same starting model whatever ran before in this process (tests compare two trainers)
     module = nn.Sequential(nn.Linear(features, 8), nn.ReLU(), nn.Linear(8, 3))
     ptr = np.concatenate([[0], np.cumsum(sizes)])
     return Trainer(module, x, y, ptr, "classification", seed=0, path="vectorized")
@@ -57,6 +61,7 @@ def _train(trainer: Trainer, k: int, solver: Solver) -> dict[str, torch.Tensor]:
     return trainer.train(models, clients, solver, round_=0, weights=weights, init_index=np.tile(np.arange(k), m))
 
 
+@HOST_ONLY
 def test_rows_computed_at_the_fedrc_paper_scale_are_the_real_rows(computed_rows: list[int]) -> None:
     trainer = _trainer([160] * 300)
     _train(trainer, 3, Solver(lr=0.05, epochs=1, batch_size=128))
@@ -64,6 +69,7 @@ def test_rows_computed_at_the_fedrc_paper_scale_are_the_real_rows(computed_rows:
     assert computed_rows[0] <= (1 + PAD_TOLERANCE) * real, computed_rows[0] / real  # padded: 256 rows for 160
 
 
+@HOST_ONLY
 def test_uneven_clients_are_grouped_within_the_tolerance_and_train_the_same_models(computed_rows: list[int],
                                                                                 monkeypatch: pytest.MonkeyPatch
                                                                                 ) -> None:

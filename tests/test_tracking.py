@@ -22,6 +22,8 @@ from fedcluster.tracking.loggers import Tracking
 FAST = ["num_clients=8", "rounds=3", "progress=false", "algorithm=ifca"]
 # MLflow is an optional extra (fedcluster[tracking]): the tests that log to it need it installed
 MLFLOW = pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="needs mlflow (fedcluster[tracking])")
+TENSORBOARD = pytest.mark.skipif(importlib.util.find_spec("tensorboard") is None,
+                                 reason="needs tensorboard (fedcluster[tracking])")
 
 
 def _rows(run_dir: Path) -> list[dict[str, float]]:
@@ -102,6 +104,7 @@ def _scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+@TENSORBOARD
 def test_tensorboard_scalars_equal_rounds_csv(tmp_path: Path) -> None:
     out = tmp_path / "tb"
     assert main(["run", *FAST, f"out={out}", "tracking=tensorboard", "eval_every=2"]) == 0
@@ -206,6 +209,7 @@ def test_tracking_ends_with_the_run_status(raised: type[BaseException] | None, s
         assert nothing.observers == []
 
 
+@MLFLOW
 def test_runs_of_one_folder_land_in_one_experiment_by_default(tmp_path: Path) -> None:
     study = tmp_path / "study"
     for seed in (1, 2):
@@ -216,6 +220,7 @@ def test_runs_of_one_folder_land_in_one_experiment_by_default(tmp_path: Path) ->
     assert not any((study / f"ifca-{seed}" / "mlflow.db").exists() for seed in (1, 2))
 
 
+@MLFLOW
 def test_search_runs_reads_the_store_back(mlflow_run: Path) -> None:
     """The usual read-back, ``mlflow.search_runs`` (a pandas DataFrame: the tracking extra installs pandas)."""
     pytest.importorskip("pandas")
@@ -247,6 +252,7 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
+@MLFLOW
 def test_a_server_that_refuses_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     start = time.monotonic()
     assert main(["run", *FAST, f"out={tmp_path / 'r'}", "tracking=mlflow", "tracking_uri=http://127.0.0.1:9"]) == 2
@@ -255,6 +261,7 @@ def test_a_server_that_refuses_fails_fast(tmp_path: Path, capsys: pytest.Capture
     assert not (tmp_path / "r" / "rounds.csv").exists()
 
 
+@MLFLOW
 def test_a_server_that_never_answers_fails_within_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """A port that accepts connections and never replies; MLFLOW_HTTP_REQUEST_TIMEOUT set by the user wins."""
@@ -283,6 +290,7 @@ def test_a_sqlite_path_that_cannot_be_a_database_is_one_line(where: str, tmp_pat
     assert not (tmp_path / "r" / "rounds.csv").exists()
 
 
+@MLFLOW
 def test_a_missing_sqlite_folder_is_created(tmp_path: Path) -> None:
     db = tmp_path / "new" / "deeper" / "mlflow.db"
     uri = f"tracking_uri=sqlite:///{db}"

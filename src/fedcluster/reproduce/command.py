@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from importlib import import_module
 from pathlib import Path
 
@@ -45,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run up to N parts at once (a part: one seed's runs of one setting), each in its own process "
                         "(default 1); without threads= in --set each gets its share of the CPU cores. Results are "
                         "the same as with one worker")
+    p.add_argument("--time-limit", type=float, default=None, metavar="MIN",
+                   help="stop after MIN minutes: the runs finished by then are stored (each as it finishes), the one "
+                        "under way is dropped; the same command again continues from the stored runs")
     p.add_argument("--fresh", action="store_true",
                    help="move stored results aside and start afresh instead of continuing them")
     p.add_argument("--estimate", action="store_true",
@@ -54,6 +60,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-only", "--rejudge", action="store_true", dest="report_only",
                    help="re-judge the stored results with the experiment's current check and rewrite NAME.md and "
                         "the summary (even unfinished results), without running")
+
+
+class TimeLimit(BaseException):  # not an Exception: no handler of a run may take it for the run's own error
+    """``--time-limit`` ran out."""
+
+
+@contextlib.contextmanager
+def time_limit(minutes: float | None) -> Iterator[None]:
+    """Raise :class:`TimeLimit` in this (main) thread once ``minutes`` have passed (nothing when None)."""
+    if minutes is None:
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeLimit
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, minutes * 60)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _state(stored: Stored | None) -> str:
@@ -118,6 +147,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed and at most {MAX_SEEDS}")
     if args.workers < 1:
         raise UserError(f"--workers {args.workers}: give at least 1 (the number of parts run at once)")
+    if args.time_limit is not None and (args.time_limit <= 0 or args.workers > 1):
+        raise UserError(f"--time-limit {args.time_limit:g}: give a positive number of minutes, with --workers 1")
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UserError(f"--set {bad[0]!r} is not of the form key=value")
@@ -190,8 +221,14 @@ def run_command(args: argparse.Namespace) -> int:
         run_parts(f"fedcluster.reproduce.{RUNNERS[exp.kind]}", exp.name, args.budget, pending, extra, emit, workers,
                   list(stored.records))
     else:
-        for seed, done in todo.items():
-            runner(exp, budget, seed, extra, done, emit)
+        try:
+            with time_limit(args.time_limit):
+                for seed, done in todo.items():
+                    runner(exp, budget, seed, extra, done, emit)
+        except TimeLimit:
+            print(f"{exp.name}: the {args.time_limit:g}-minute limit stopped it with {len(have)} of {len(wanted)} runs "
+                  f"stored in {path}; the same command again continues from them", file=sys.stderr)
+            return 0
     stored.finished = True
     stored.wall_seconds = wall0 + time.perf_counter() - t_start
     stored.date = time.strftime("%Y-%m-%d")
