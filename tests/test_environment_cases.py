@@ -82,3 +82,11 @@ def test_flower_serve_under_a_long_tmpdir_names_the_bad_address_or_certificate(
     monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
     line = refused(["flower", "serve", *bad, "num_clients=4", "rounds=1", f"out={tmp_path / 'r'}"], "")
     assert "too long" not in line and ("superlink" in line or "certificates" in line), line
+
+
+def test_a_tracker_that_cannot_start_is_said_before_any_federation_summary(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    rc, lines = outcome(["run", "num_clients=4", "rounds=1", "progress=false", "tracking=mlflow",
+                         f"tracking_uri=http://127.0.0.1:{_free_port()}/", f"out={tmp_path / 'r'}"])
+    assert rc == 2 and lines[-1].startswith("fedcluster: error: tracking_uri="), lines[-3:]
+    assert not any("samples per client" in line for line in lines), lines

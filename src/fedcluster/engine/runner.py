@@ -29,7 +29,15 @@ from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.budget import check_federation_fits, fit_run
-from fedcluster.engine.callbacks import Callbacks, Progress, RoundCallback, RoundEnd, RoundFiles, Tracking
+from fedcluster.engine.callbacks import (
+    Announce,
+    Callbacks,
+    Progress,
+    RoundCallback,
+    RoundEnd,
+    RoundFiles,
+    Tracking,
+)
 from fedcluster.engine.checkpointing import Checkpointing, restore
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
@@ -70,6 +78,7 @@ class Run:
     def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
                  fed: Federation | None = None, run_dir: RunDir | None = None) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
+        self.announcement: str | None = None  # printed once the trackers have started (the CLI's summary)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         made_runs = run_dir is None and not cfg.out and not Path("runs").exists()  # the default parent, made now
@@ -160,7 +169,7 @@ class Run:
     def callbacks(self) -> list[RoundCallback]:
         """What the round loop does with each round, in this order: the divergence watch (it may stop the run
         before the round's row is kept), rounds.csv and clusters.jsonl, tracking, progress, checkpoints."""
-        return [self.watch, RoundFiles(self.dir), Tracking(self.tracking),
+        return [self.watch, RoundFiles(self.dir), Tracking(self.tracking), Announce(self.announcement),
                 Progress(self.cfg.algorithm, self.cfg.rounds, self.cfg.progress), self.checkpoints]
 
     def _execute(self) -> dict[str, Any]:
