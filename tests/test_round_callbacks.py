@@ -61,3 +61,34 @@ def test_a_resumed_run_starts_its_callbacks_at_the_checkpoint(tmp_path: Path) ->
     run = RecordedRun(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir)
     run.execute()
     assert run.recorder.events == [("start", 2, 2), ("played", 3, True), ("round", 3, 3, 3, True), ("finish",)]
+
+
+class CheckpointSeen(RoundCallback):
+    """A user's callback: notes each round and whether the round's checkpoint was already on disk."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir, self.rounds = run_dir, []
+
+    def on_round(self, end: RoundEnd) -> None:
+        self.rounds.append((end.round, (self.run_dir / "checkpoint.pt").is_file(), end.row["round"]))
+
+
+def test_a_user_passes_callbacks_through_fedcluster_run(tmp_path: Path) -> None:
+    import fedcluster
+
+    seen = CheckpointSeen(tmp_path)
+    fedcluster.run(None, callbacks=[seen], num_clients=6, rounds=2, checkpoint_every=1, progress=False,
+                   out=str(tmp_path))
+    assert seen.rounds == [(1, True, 1), (2, True, 2)]  # after the run's own callbacks: the checkpoint is written
+
+
+def test_callbacks_that_are_not_round_callbacks_are_refused_in_one_line(tmp_path: Path) -> None:
+    import pytest
+
+    import fedcluster
+    from fedcluster.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="callbacks= takes RoundCallback objects.*got function"):
+        fedcluster.run(None, callbacks=[lambda end: None], num_clients=6, rounds=1, progress=False,
+                       out=str(tmp_path / "r"))
+    assert not (tmp_path / "r").exists()

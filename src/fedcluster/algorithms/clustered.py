@@ -30,12 +30,13 @@ from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
 from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.evaluation import client_outputs, per_sample_losses
+from fedcluster.engine.fold import train_into
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, distances, num_bytes, subset
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptive import ClusterBook
-from fedcluster.tiers.aggregation import cluster_update
+from fedcluster.tiers.aggregation import ClusterSums, cluster_update
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional, FormulationPart, ServerStatistics
@@ -193,6 +194,34 @@ class ClusteredAlgorithm(Algorithm):
                                           init_index=np.asarray(cluster, dtype=np.int64))
         return self.ctx.trainer.train(init, clients, solver or self.ctx.solver, round_, anchor=anchor)
 
+    # -- local training folded into the aggregation (weights known before training) -----------------
+    def train_aggregate_single(self, clients: np.ndarray, cluster: np.ndarray, weights: np.ndarray, round_: int,
+                               solver: Solver | None = None) -> None:
+        """:meth:`train_single` from the clients' clusters, then :meth:`aggregate` with weights A [m, K]; without a
+        shared body each chunk of trained clients is folded into the K sums as it finishes (engine.fold)."""
+        if self.split:
+            self.aggregate(self.train_single(clients, cluster, round_, solver), weights)
+            return
+        sums = ClusterSums(self.models, to_device(weights, self.ctx.device, torch.float64), pairs=False)
+        train_into(self.ctx.trainer, sums, self.models, clients, solver or self.ctx.solver, round_,
+                   init_index=np.asarray(cluster, dtype=np.int64))
+        self.models = sums.update(self.models, self.ctx.cfg.global_lr)
+
+    def train_aggregate_pairs(self, clients: np.ndarray, gamma: np.ndarray, weights: np.ndarray, round_: int,
+                              solver: Solver | None = None) -> None:
+        """:meth:`train_pairs` with weights γ, then :meth:`aggregate` with weights A [m, K]; without a shared body
+        each chunk of trained pairs is folded into the K sums as it finishes (engine.fold)."""
+        if self.split:
+            self.aggregate(self.train_pairs(clients, gamma, round_, solver), weights)
+            return
+        rows_of = np.split(gamma, np.cumsum(self.ctx.fed.train.sizes[clients])[:-1])
+        m, k = len(clients), self.num_clusters
+        sums = ClusterSums(self.models, to_device(weights, self.ctx.device, torch.float64), pairs=True)
+        train_into(self.ctx.trainer, sums, self.models, np.repeat(clients, k), solver or self.ctx.solver, round_,
+                   weights=[g[:, j].astype(np.float32) for g in rows_of for j in range(k)],
+                   init_index=np.tile(np.arange(k), m))
+        self.models = sums.update(self.models, self.ctx.cfg.global_lr)
+
     # -- the soft EM round (FedEM, FedRC) ------------------------------------------------------
     def em_round(self, round_: int, clients: np.ndarray, best_only: bool = False) -> RoundResult:
         """One round of FedRC paper Alg. 1 with the method's parts: tier 1 log-likelihoods with the received models
@@ -207,12 +236,11 @@ class ClusteredAlgorithm(Algorithm):
         self.omega[clients] = est.omega
         if best_only:
             best = est.omega.argmax(1)
-            local, weights, uploaded = (self.train_single(clients, best, round_),
-                                        self.cluster_sizes_weights(clients, best), 1)
+            self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
+            uploaded = 1
         else:
-            local = self.train_pairs(clients, est.gamma, round_)
-            weights, uploaded = self.weighting.aggregation(est, cohort.sizes), k
-        self.aggregate(local, weights)
+            self.train_aggregate_pairs(clients, est.gamma, self.weighting.aggregation(est, cohort.sizes), round_)
+            uploaded = k
         self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
         m = len(clients)
         table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0  # C / F_i

@@ -14,8 +14,9 @@ import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.engine.fold import train_into
 from fedcluster.engine.params import num_bytes
-from fedcluster.tiers.aggregation import server_update
+from fedcluster.tiers.aggregation import ModelSums
 
 
 @dataclass
@@ -47,14 +48,19 @@ class FedAvg(Algorithm):
         self.models = ctx.fresh_models(1)
         self.omega = np.ones((ctx.fed.num_clients, 1))
 
+    @classmethod
+    def streams_aggregation(cls, params: FedAvgParams) -> bool:
+        return True  # the weights N_i are known before training
+
     def local_solver(self):
         return self.ctx.solver
 
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         global_model = {k: v[0] for k, v in self.models.items()}
-        local = self.ctx.trainer.train(self.models, clients, self.local_solver(), round_,  # one shared start
-                                       init_index=np.zeros(len(clients), dtype=np.int64))
-        new = server_update(global_model, local, self.client_sizes(clients), self.ctx.cfg.global_lr)
+        sums = ModelSums(self.client_sizes(clients))  # each chunk of trained clients is folded in as it finishes
+        train_into(self.ctx.trainer, sums, self.models, clients, self.local_solver(), round_,  # one shared start
+                   init_index=np.zeros(len(clients), dtype=np.int64))
+        new = sums.update(global_model, self.ctx.cfg.global_lr)
         self.models = {k: v.unsqueeze(0) for k, v in new.items()}
         payload = num_bytes(global_model) * len(clients)
         return RoundResult(bytes_up=payload, bytes_down=payload)

@@ -59,5 +59,9 @@ class FedEM(ClusteredAlgorithm):
         self.weighting = SoftEM(params.mu_tilde, params.test_em_iters)
         self.keep_statistics(sample_scope=params.weights_scope == "sample")
 
+    @classmethod
+    def streams_aggregation(cls, params: FedEMParams) -> bool:
+        return not params.split  # the E-step weights are known before training
+
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         return self.em_round(round_, clients)

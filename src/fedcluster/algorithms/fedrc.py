@@ -92,6 +92,10 @@ class FedRC(ClusteredAlgorithm):
         self.keep_statistics(sample_scope=p.weights_scope == "sample")
         self._tuned: tuple[tuple[int, int], Any] | None = None
 
+    @classmethod
+    def streams_aggregation(cls, params: FedRCParams) -> bool:
+        return not (params.split or params.ft)  # FedRC-FT keeps every client's fine-tuned models for evaluation
+
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         return self.em_round(round_, clients, best_only=self.params.hard == "train")  # TrHC: the best model only
 

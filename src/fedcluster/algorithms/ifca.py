@@ -45,14 +45,17 @@ class IFCAParams(ClusteredParams):
 class IFCA(ClusteredAlgorithm):
     """Tier 1: the default ``conditional`` formulation; tier 2: the default :class:`HardLoss` rule."""
 
+    @classmethod
+    def streams_aggregation(cls, params: IFCAParams) -> bool:
+        return not params.split  # the assignment is made before training
+
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         assign = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
         solver = self.ctx.solver
         if self.params.variant == "gradient":
             full = int(self.ctx.fed.train.sizes[clients].max(initial=1))
             solver = replace_solver(solver, epochs=1, batch_size=full, max_steps=1, momentum=0.0)
-        local = self.train_single(clients, assign, round_, solver)
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))
+        self.train_aggregate_single(clients, assign, self.cluster_sizes_weights(clients, assign), round_, solver)
         if self.params.zero_fill:
             self.zero_unpicked(np.bincount(assign, minlength=self.num_clusters) > 0)
         self.set_hard(clients, assign)

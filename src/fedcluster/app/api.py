@@ -16,7 +16,7 @@ writes the same run directory as ``fedcluster run``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from fedcluster.errors import ConfigError
 
 if TYPE_CHECKING:
     from fedcluster.data.federation import Federation
+    from fedcluster.engine.callbacks import RoundCallback
 
 Config = str | Path | Mapping[str, Any] | None
 
@@ -79,8 +80,12 @@ def build_federation(config: Config = None, /, use_cache: bool = True, **overrid
     return build(cfg, typed["scenario"], use_cache=use_cache)
 
 
-def run(config: Config = None, /, federation: Federation | None = None, **overrides: Any) -> Result:
+def run(config: Config = None, /, federation: Federation | None = None, callbacks: Sequence[RoundCallback] = (),
+        **overrides: Any) -> Result:
     """Run one experiment; ``federation`` reuses an already built one (e.g. to compare methods on it).
+    ``callbacks``: :class:`~fedcluster.engine.callbacks.RoundCallback` objects the round loop calls after its
+    own (each round's files and checkpoint are written by then): ``on_start``, ``on_played``, ``on_round`` with
+    a :class:`~fedcluster.engine.callbacks.RoundEnd`, ``on_finish``.
     Its number of clients is the run's: a ``num_clients`` that differs from it is replaced, with a note. A
     federation from :func:`build_federation` also gives the run its data keys (dataset, scenario and its
     parameters, data seed...), which config.yaml then records, so that ``fedcluster resume`` builds the same
@@ -105,9 +110,24 @@ def run(config: Config = None, /, federation: Federation | None = None, **overri
         raise ConfigError(f"ranks={ranks!r}: fedcluster.run works in this process; to spread a run over "
                           "processes use the command line (fedcluster run ... ranks=N) or torchrun")
     cfg, typed = resolve(raw)
-    job = Run(cfg, typed, fed=federation)
+    job = Run(cfg, typed, fed=federation, callbacks=_checked_callbacks(callbacks))
     summary = job.execute()
     return Result(rows=job.dir.read_rounds(), summary=summary, run_dir=job.dir.path, config=cfg)
+
+
+def _checked_callbacks(callbacks: Any) -> list[RoundCallback]:
+    from fedcluster.engine.callbacks import RoundCallback
+
+    items = [callbacks] if isinstance(callbacks, RoundCallback) else callbacks
+    try:
+        items = list(items)
+    except TypeError:
+        items = [items]
+    for c in items:
+        if not isinstance(c, RoundCallback):
+            raise ConfigError(f"callbacks= takes RoundCallback objects (subclass "
+                              f"fedcluster.engine.callbacks.RoundCallback), got {type(c).__name__}")
+    return items
 
 
 def _adopt_data_keys(raw: dict[str, Any], fed: Federation) -> None:

@@ -88,6 +88,13 @@ class Algorithm(ABC):
         A run spread over processes, where each process holds only its clients' inputs, refuses it."""
         return None
 
+    @classmethod
+    def streams_aggregation(cls, params: Any) -> bool:
+        """Whether the method, with ``params``, knows its aggregation weights before local training and folds each
+        vectorised call's trained models into its K weighted sums as the call finishes (engine.fold), so that its
+        training memory does not grow with clients × K; False for methods that read every client's trained model."""
+        return False
+
     @abstractmethod
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         """Train the sampled ``clients`` and update the server state."""

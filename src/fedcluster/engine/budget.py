@@ -8,22 +8,26 @@ Two checks run in :class:`~fedcluster.engine.runner.Run`:
 * :func:`fit_run` after it is built and before the model exists: ``batch_size`` is capped at the largest
   client's training set (a larger batch is the whole client anyway), ``workers`` at the cohort (more
   processes would sit idle), ``algorithm.num_clusters`` may not exceed the clients, and the memory of
-  K × cohort training units, their minibatch schedules, activations and evaluation outputs
-  (:func:`fedcluster.engine.memory.estimate_training`, the estimator that also sizes the trainer's chunks)
-  is compared with the memory available: on an accelerator its free memory as the driver reports it
-  (:func:`fedcluster.engine.memory.device_memory`; the federation is already there), on the CPU the host's
-  (:func:`fedcluster.data.host_memory.available_bytes`).
+  K × cohort training units is planned (:func:`fedcluster.engine.memory.estimate_training`, the estimator whose
+  per-unit bytes also size the trainer's chunks): on an accelerator the held state (models, per-unit state,
+  schedules, evaluation outputs) is counted first against the memory available
+  (:attr:`fedcluster.engine.memory.DeviceMemory.available`: free plus what this process's allocator holds unused;
+  the federation is already there) and the run is refused only when a single unit cannot fit beside it (smaller
+  vectorised calls fit what one large one would not); on the CPU the held state and the units trained at once are
+  compared with the host's memory (:func:`fedcluster.data.host_memory.available_bytes`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.host_memory import available_bytes, format_bytes
-from fedcluster.engine.memory import device_memory, estimate_training
+from fedcluster.engine import memory
+from fedcluster.engine.memory import estimate_training
 from fedcluster.errors import ConfigError, ResourceError
 
 
@@ -40,8 +44,17 @@ def check_federation_fits(cfg: RunConfig, scenario_params: Any) -> None:
                             f"{getattr(scenario_params, 'size_knobs', 'num_clients or the scenario.* sizes')}")
 
 
-def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> None:
-    """Apply the caps (with a note) and refuse a run whose training would not fit in memory."""
+def streams_aggregation(cfg: RunConfig, typed: dict[str, Any]) -> bool:
+    """Whether the run's method folds each vectorised call's results into its K sums as the call finishes."""
+    if cfg.algorithm not in ALGORITHMS:
+        return False
+    rule = getattr(ALGORITHMS.get(cfg.algorithm).obj, "streams_aggregation", None)  # presets are functions
+    return bool(rule(typed["algorithm"])) if rule is not None else False
+
+
+def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation, streamed: bool | None = None) -> None:
+    """Apply the caps (with a note) and refuse a run whose training would not fit in memory (``streamed``: whether
+    the method streams its aggregation; by default what its registered class says)."""
     sizes = fed.train.sizes
     largest = int(sizes.max(initial=1))
     cohort = cfg.cohort_size()
@@ -60,19 +73,21 @@ def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> None:
     if k > fed.num_clients:
         raise ConfigError(f"algorithm.num_clusters={k} is more than the {fed.num_clients} clients; "
                           f"use at most num_clusters={fed.num_clients} (or more clients with num_clients=)")
-    device = device_memory(fed.train.device)
+    if streamed is None:
+        streamed = streams_aggregation(cfg, typed)
+    device = memory.device_memory(fed.train.device)
     if device is not None:
-        est = estimate_training(cfg, typed, fed, k, cohort)
-        if est is not None and est.total > device.free:
-            raise ResourceError(f"training needs about {format_bytes(est.total)} of GPU memory but {device.name} "
-                                f"has {format_bytes(device.free)} free of {format_bytes(device.total)} ({k} "
-                                f"cluster(s) x {cohort} clients per round, batch_size={cfg.batch_size}); "
-                                f"{est.device_knobs(cfg)}")
+        est = estimate_training(cfg, typed, fed, k, cohort, streamed)
+        if est is not None and not (plan := est.plan(device.available)).fits:
+            raise ResourceError(f"training needs at least {format_bytes(plan.held + plan.unit)} of GPU memory "
+                                f"({format_bytes(plan.held)} held for the round and one training unit of "
+                                f"{format_bytes(plan.unit)}) but {device.describe()} ({k} cluster(s) x {cohort} "
+                                f"clients per round, batch_size={cfg.batch_size}); {est.device_knobs(cfg)}")
         return
     free = available_bytes()
     if free is None:
         return
-    est = estimate_training(cfg, typed, fed, k, cohort)
+    est = estimate_training(cfg, typed, fed, k, cohort, streamed)
     if est is not None and est.total > free:
         raise ResourceError(f"training needs about {format_bytes(est.total)} but only {format_bytes(free)} is "
                             f"available ({k} cluster(s) x {cohort} clients per round, batch_size={cfg.batch_size}); "

@@ -1,21 +1,23 @@
-"""How many bytes training takes: the one estimator behind the vectorised chunk sizes and the early refusal.
+"""How many bytes training takes, and the one memory plan that sizes the vectorised chunks and refuses a run.
 
 A *unit* (one model trained on one client's data) needs, while it trains in a vectorised call, its parameters
 a few times over (the stacked parameters, their gradients, the momentum buffer and the proximal anchor, plus
 the step's temporaries) and the activations of one batch kept for the backward pass
-(:meth:`UnitFootprint.step_bytes`); its trained result and its starting point (a copy, unless the caller shares
-K starts through ``init_index``: counted anyway, an upper bound) are held for the whole call.
-:func:`footprint` counts the parameters and measures the activations with one forward pass of a single
-sample on PyTorch's ``meta`` device, hooks summing the leaf modules' outputs (shapes only: nothing is
-allocated or computed; a model that cannot run on ``meta`` is measured on a real sample when one is given).
+(:meth:`UnitFootprint.step_bytes`), plus its inputs. :func:`footprint` counts the parameters and measures the
+activations with one forward pass of a single sample on PyTorch's ``meta`` device, hooks summing the leaf modules'
+outputs (shapes only: nothing is allocated or computed; a model that cannot run on ``meta`` is measured on a real
+sample when one is given).
 
-Two users:
+One figure of free memory (:func:`device_memory`, :attr:`DeviceMemory.available`): what the driver reports free
+plus what this process's caching allocator holds unused (freed tensors of earlier phases, reusable without the
+driver, which counts them as taken). One plan (:class:`MemoryPlan`): the state held for the whole round is counted
+first (the K models and, for a method that streams its aggregation, the K sums it folds into; for the others each
+unit's trained result and start; kept momentum; minibatch schedules; evaluation outputs), and the vectorised chunk
+is sized from what is left. A run is refused only when a single unit cannot fit beside the held state.
 
-* :func:`chunk_units` — units per vectorised call (``Trainer.chunk_size``): a memory budget
-  (:func:`budget_bytes`: ``chunk_mb``, or a share of the free accelerator memory; none on the CPU, where the
-  trainer keeps ``max_units``) over :meth:`UnitFootprint.step_bytes`;
-* :func:`estimate_training` — a run's training memory by part (``engine.budget`` refuses a run whose total
-  exceeds the memory available), with the same per-unit footprint and the same chunk rule.
+Users: :meth:`fedcluster.engine.backends.local.Trainer.chunk_size` (units per vectorised call, at training time),
+:func:`estimate_training` + :func:`fedcluster.engine.budget.fit_run` (the early refusal), and the inference row
+budget (:func:`free_bytes`).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ from torch.func import functional_call
 
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
+from fedcluster.data.host_memory import format_bytes
 from fedcluster.models.base import build_model
 
 PARAM_COPIES = 5  # while training: parameters, gradients, momentum, anchor, update temporaries
 ACTIVATION_COPIES = 3  # saved activations, their gradients, vmap's temporaries
-HELD_COPIES = 2  # for the whole call: each unit's trained result and (unless shared) its starting point
-FREE_SHARE = 0.6  # of free accelerator memory, leaving room for the allocator and the evaluation
+HELD_COPIES = 2  # each unit's trained result and (unless shared) its starting point, while they are held
+FREE_SHARE = 0.6  # of the memory left for vectorised calls, leaving room for the allocator's fragmentation
 MAX_UNITS = 256  # units per vectorised call without a budget (Trainer.max_units; the CPU default)
 
 
@@ -101,37 +104,50 @@ def inference_row_bytes(module: nn.Module, input_shape: tuple[int, ...], sample:
     return activations + math.prod(input_shape) * 4
 
 
-def free_bytes(device: torch.device) -> int | None:
-    """A share (``FREE_SHARE``) of the memory an accelerator can still give: what the driver reports free plus
-    what PyTorch's caching allocator holds unused (freed tensors of earlier phases, reusable without the
-    driver; the driver counts them as taken); None on the CPU."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return int((free + max(cached, 0)) * FREE_SHARE)
-    return None
-
-
 @dataclass(frozen=True)
 class DeviceMemory:
-    """An accelerator's memory as its driver reports it."""
+    """An accelerator's memory: what its driver reports free, its total, and what this process's caching
+    allocator holds unused (reserved − allocated: taken for the driver, free for this process)."""
 
     name: str
     free: int
     total: int
+    cached: int = 0
+
+    @property
+    def available(self) -> int:
+        """The memory this process can still use: the driver's free memory plus the allocator's unused cache."""
+        return self.free + max(self.cached, 0)
+
+    def describe(self) -> str:
+        """E.g. "NVIDIA H100 80GB HBM3 has 60.3 GiB free of 79.2 GiB (25.3 GiB free on the device, 35.0 GiB held
+        unused by this process)"."""
+        line = f"{self.name} has {format_bytes(self.available)} free of {format_bytes(self.total)}"
+        if self.cached > 0:
+            line += (f" ({format_bytes(self.free)} free on the device, {format_bytes(self.cached)} held unused "
+                     "by this process)")
+        return line
 
 
 def device_memory(device: torch.device) -> DeviceMemory | None:
-    """The free and total memory of an accelerator (what the run's training must fit); None on the CPU."""
+    """The memory of an accelerator (the one reading every memory decision uses); None on the CPU."""
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
-        return DeviceMemory(torch.cuda.get_device_name(device), int(free), int(total))
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return DeviceMemory(torch.cuda.get_device_name(device), int(free), int(total), int(max(cached, 0)))
     return None
 
 
+def free_bytes(device: torch.device) -> int | None:
+    """A share (``FREE_SHARE``) of the memory an accelerator can still give (:attr:`DeviceMemory.available`);
+    None on the CPU."""
+    mem = device_memory(device)
+    return None if mem is None else int(mem.available * FREE_SHARE)
+
+
 def budget_bytes(device: torch.device, chunk_mb: float | None) -> int | None:
-    """The memory budget of one vectorised call: ``chunk_mb`` MiB when given, else the free accelerator
-    memory; None on the CPU without ``chunk_mb`` (no budget: the caller keeps its ``max_units``)."""
+    """The memory budget of one vectorised call without a plan: ``chunk_mb`` MiB when given, else a share of the
+    available accelerator memory; None on the CPU without ``chunk_mb`` (the caller keeps its ``max_units``)."""
     return free_bytes(device) if chunk_mb is None else int(chunk_mb * 2**20)
 
 
@@ -149,42 +165,101 @@ def balanced_chunk(units: int, fit: int) -> int:
     return math.ceil(units / math.ceil(units / fit))
 
 
-@dataclass
-class Estimate:
-    """Bytes a run's training will allocate, by part; each part names the knobs that size it."""
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Held state first, the vectorised chunk from what is left: ``held`` bytes stay allocated for the whole round,
+    each unit of a vectorised call adds ``unit`` bytes, ``units`` units train per round. Units per call: a share
+    (``FREE_SHARE``) of the room left after the held state, over the per-unit bytes, balanced over the calls."""
 
+    available: int
+    held: int
+    unit: int
+    units: int
+
+    @property
+    def room(self) -> int:
+        """Bytes left for the vectorised calls."""
+        return self.available - self.held
+
+    @property
+    def fits(self) -> bool:
+        """Whether one unit fits beside the held state (else nothing can train)."""
+        return self.room >= self.unit
+
+    @property
+    def fit(self) -> int:
+        """The most units one call may take (at least one)."""
+        return max(1, min(max(self.units, 1), int(self.room * FREE_SHARE) // max(self.unit, 1)))
+
+    @property
+    def chunk(self) -> int:
+        """Units per call, balanced over the calls a round takes."""
+        return balanced_chunk(self.units, self.fit)
+
+    @property
+    def peak(self) -> int:
+        """Bytes at the largest moment: the held state and one call."""
+        return self.held + self.chunk * self.unit
+
+
+def unit_bytes(fp: UnitFootprint, batch_size: int, sample_bytes: int, streamed: bool) -> int:
+    """Bytes one unit adds to a vectorised call: its step (``step_bytes``), its batch of inputs and, when the
+    results are folded into the aggregation call by call (``streamed``), its result and start."""
+    return fp.step_bytes(batch_size) + batch_size * sample_bytes + (HELD_COPIES * fp.params if streamed else 0)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes a run's training will allocate, by part; each part names the knobs that size it. Held for the whole
+    round: ``models`` (the K models, and the K sums of a streamed aggregation), ``units`` (every unit's result
+    and start for a method that keeps them, kept momentum buffers), ``schedules`` and ``evaluation``; each unit of a
+    vectorised call adds ``unit`` bytes, ``count`` units train per round."""
+
+    models: int
     units: int
     schedules: int
-    activations: int
     evaluation: int
+    unit: int
+    count: int
+    unit_params: int = 0  # the parameter copies in ``unit``
+
+    @property
+    def held(self) -> int:
+        return self.models + self.units + self.schedules + self.evaluation
+
+    def plan(self, available: int) -> MemoryPlan:
+        return MemoryPlan(available, self.held, self.unit, self.count)
 
     @property
     def total(self) -> int:
-        return self.units + self.schedules + self.activations + self.evaluation
+        """The held state plus the units trained at once without a memory budget (``MAX_UNITS``: the CPU)."""
+        return self.held + min(self.count, MAX_UNITS) * self.unit
 
     def device_knobs(self, cfg: RunConfig) -> str:
         """The keys that lower the largest part on an accelerator, with their current values."""
-        chunk = f"now {cfg.chunk_mb:g}" if cfg.chunk_mb is not None else "now a share of the free memory"
         knobs = {
             "units": f"train fewer clients per round with clients_per_round= (now {cfg.clients_per_round:g}) or "
                      "fewer clusters with algorithm.num_clusters=",
             "schedules": f"train fewer clients per round with clients_per_round= (now {cfg.clients_per_round:g})",
-            "activations": f"lower chunk_mb= (MiB one vectorised call may use, {chunk}) or batch_size= "
-                           f"(now {cfg.batch_size})",
+            "unit": f"lower batch_size= (now {cfg.batch_size}) or the model size (model.*)",
             "evaluation": "fewer clusters with algorithm.num_clusters=, or fewer clients with num_clients=",
+            "models": "fewer clusters with algorithm.num_clusters= or a smaller model (model.*)",
         }
         part = max(knobs, key=lambda k: getattr(self, k))
-        return f"{part} take most of it: {knobs[part]}"
+        name = "one training unit" if part == "unit" else part
+        return f"{name} take{'s' if part == 'unit' else ''} most of it: {knobs[part]}"
 
     def largest_knobs(self) -> str:
         knobs = {
             "units": "clients_per_round, algorithm.num_clusters or the model size (model.*)",
             "schedules": "clients_per_round or local_epochs",
-            "activations": "batch_size or the model size (model.*)",
+            "unit": "clients_per_round, algorithm.num_clusters, batch_size or the model size (model.*)",
             "evaluation": "algorithm.num_clusters or the model size (model.*)",
+            "models": "algorithm.num_clusters or the model size (model.*)",
         }
-        part = max(knobs, key=lambda k: getattr(self, k))
-        return f"{part} take most of it: lower {knobs[part]}"
+        sizes = {**{k: getattr(self, k) for k in knobs if k != "unit"}, "unit": min(self.count, MAX_UNITS) * self.unit}
+        part = max(knobs, key=lambda k: sizes[k])
+        return f"{'training units' if part == 'unit' else part} take most of it: lower {knobs[part]}"
 
 
 def model_footprint(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> UnitFootprint | None:
@@ -197,22 +272,25 @@ def model_footprint(cfg: RunConfig, typed: dict[str, Any], fed: Federation) -> U
     return footprint(model, tuple(fed.input_shape))
 
 
-def estimate_training(cfg: RunConfig, typed: dict[str, Any], fed: Federation, k: int, cohort: int) -> Estimate | None:
-    """The :class:`Estimate` of a run training ``k`` × ``cohort`` units per round on the federation's device,
-    or None when the model cannot be measured. Held for all units: their starting points and results, plus the
-    K models; for the units of one vectorised call (the trainer's chunk rule): their step bytes and inputs."""
+def estimate_training(cfg: RunConfig, typed: dict[str, Any], fed: Federation, k: int, cohort: int,
+                      streamed: bool = False) -> Estimate | None:
+    """The :class:`Estimate` of a run training ``k`` × ``cohort`` units per round on the federation's device, or
+    None when the model cannot be measured. ``streamed``: the method folds each call's results into its K weighted
+    sums as the call finishes (no per-unit result is held for the round)."""
     fp = model_footprint(cfg, typed, fed)
     if fp is None:
         return None
     units = k * cohort
-    budget = budget_bytes(fed.train.device, cfg.chunk_mb)
-    concurrent = min(units, MAX_UNITS if budget is None else chunk_units(budget, fp.step_bytes(cfg.batch_size)))
     largest = int(fed.train.sizes.max(initial=1))
     steps = math.ceil(largest / cfg.batch_size) * cfg.local_epochs
     sample_bytes = math.prod(fed.input_shape) * 4
+    momentum = fed.num_clients * k * fp.params if cfg.client_momentum == "keep" else 0  # one buffer per pair, kept
     return Estimate(
-        units=(units * HELD_COPIES + k) * fp.params + concurrent * PARAM_COPIES * fp.params,
+        models=(2 * k if streamed else k) * fp.params,
+        units=(0 if streamed else units * HELD_COPIES * fp.params) + momentum,
         schedules=units * steps * cfg.batch_size * 24,  # local + global index (int64 each), mask + weight (float32)
-        activations=concurrent * cfg.batch_size * (ACTIVATION_COPIES * fp.activations + sample_bytes),
         evaluation=2 * k * max(fed.val.num_samples, fed.test.num_samples) * max(fed.output_dim, 1) * 4,
+        unit=unit_bytes(fp, cfg.batch_size, sample_bytes, streamed),
+        count=units,
+        unit_params=(PARAM_COPIES + (HELD_COPIES if streamed else 0)) * fp.params,
     )

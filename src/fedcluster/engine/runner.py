@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,11 @@ class Run:
     """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict."""
 
     def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
-                 fed: Federation | None = None, run_dir: RunDir | None = None) -> None:
+                 fed: Federation | None = None, run_dir: RunDir | None = None,
+                 callbacks: Sequence[RoundCallback] = ()) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
         self.announcement: str | None = None  # printed once the trackers have started (the CLI's summary)
+        self.user_callbacks = list(callbacks)  # called after the run's own, each round's files already written
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
         made_runs = run_dir is None and not cfg.out and not Path("runs").exists()  # the default parent, made now
@@ -168,9 +171,12 @@ class Run:
 
     def callbacks(self) -> list[RoundCallback]:
         """What the round loop does with each round, in this order: the divergence watch (it may stop the run
-        before the round's row is kept), rounds.csv and clusters.jsonl, tracking, progress, checkpoints."""
+        before the round's row is kept), rounds.csv and clusters.jsonl, tracking, the federation's summary, progress,
+        checkpoints, then the callbacks the caller passed (``Run(..., callbacks=[...])``,
+        ``fedcluster.run(..., callbacks=[...])``)."""
         return [self.watch, RoundFiles(self.dir), Tracking(self.tracking), Announce(self.announcement),
-                Progress(self.cfg.algorithm, self.cfg.rounds, self.cfg.progress), self.checkpoints]
+                Progress(self.cfg.algorithm, self.cfg.rounds, self.cfg.progress), self.checkpoints,
+                *self.user_callbacks]
 
     def _execute(self) -> dict[str, Any]:
         cfg = self.cfg

@@ -11,6 +11,11 @@ step goes through :func:`server_step`:
   then :func:`server_step`.
 
 Weights are float64; the means are formed in the models' dtype (fp32), exactly as each method did before.
+
+Where the weights are known before local training, the weighted sums can be formed as the trained models come in,
+call by call (:class:`ModelSums`, :class:`ClusterSums`; engine.fold): no method then holds every client's trained
+model. Added in one piece, they compute exactly what :func:`server_update` / :func:`cluster_update` compute;
+added in several, the sum over units is split into partial sums (equal to float rounding).
 """
 
 from __future__ import annotations
@@ -56,6 +61,59 @@ def cluster_update(models: Params, local: Params, weights: torch.Tensor, global_
             continue
         norm = (weights / total.clamp_min(1e-300)).to(cur.dtype)  # [m, K]
         mean = torch.einsum("mk,m...->k..." if loc.dim() == cur.dim() else "mk,mk...->k...", norm, loc)
-        keep = (total <= 0).view(-1, *[1] * (cur.dim() - 1))
-        new[name] = torch.where(keep, cur, server_step(cur, mean, global_lr))
+        new[name] = cluster_step(cur, mean, total, global_lr)
     return new
+
+
+def cluster_step(cur: torch.Tensor, mean: torch.Tensor, total: torch.Tensor, global_lr: float) -> torch.Tensor:
+    """θ_k ← θ_k + η_g (mean_k − θ_k) for the clusters with a positive total weight; the others keep θ_k."""
+    keep = (total <= 0).view(-1, *[1] * (cur.dim() - 1))
+    return torch.where(keep, cur, server_step(cur, mean, global_lr))
+
+
+class ModelSums:
+    """One model's weighted mean Σ_u w_u θ_u / Σ_u w_u, added call by call (:func:`server_update`'s mean): units
+    ``lo:hi`` of the cohort come in through :meth:`add`."""
+
+    group = 1  # units per client
+
+    def __init__(self, weights: torch.Tensor) -> None:
+        self.norm = weights.to(torch.float64) / weights.sum()
+        self.sums: Params = {}
+
+    def add(self, lo: int, hi: int, trained: Params) -> None:
+        for name, loc in trained.items():
+            part = torch.tensordot(self.norm[lo:hi].to(loc.device, loc.dtype), loc, dims=([0], [0]))
+            self.sums[name] = part if name not in self.sums else self.sums[name] + part
+
+    def update(self, current: Params, global_lr: float) -> Params:
+        """θ ← θ + η_g (mean − θ) with the mean of every unit added."""
+        return {k: server_step(v, self.sums[k], global_lr) if k in self.sums else v for k, v in current.items()}
+
+
+class ClusterSums:
+    """The K clusters' weighted means Σ_i A_ik θ_ik / Σ_i A_ik (:func:`cluster_update` without a shared body), added
+    call by call. ``pairs``: the units are the (client, cluster) pairs, client-major (unit i·K + k, so calls hold
+    whole clients: ``group`` = K); else one unit per client, offered to every cluster."""
+
+    def __init__(self, models: Params, weights: torch.Tensor, pairs: bool) -> None:
+        self.k = len(next(iter(models.values())))
+        self.group = self.k if pairs else 1
+        self.total = weights.sum(0)
+        self.norm = weights / self.total.clamp_min(1e-300)  # [m, K] float64
+        self.sums: Params = {}
+
+    def add(self, lo: int, hi: int, trained: Params) -> None:
+        first, last = lo // self.group, hi // self.group
+        for name, loc in trained.items():
+            n = last - first
+            offered = (loc.view(n, self.k, *loc.shape[1:]) if self.group > 1
+                       else loc.unsqueeze(1).expand(n, self.k, *loc.shape[1:]))
+            part = torch.einsum("mk,mk...->k...", self.norm[first:last].to(loc.dtype), offered)
+            self.sums[name] = part if name not in self.sums else self.sums[name] + part
+
+    def update(self, models: Params, global_lr: float) -> Params:
+        """The K models after the server step with the means of every unit added (a cluster nobody weights, or
+        any model no unit came in for, is kept)."""
+        return {name: cluster_step(cur, self.sums[name], self.total, global_lr) if name in self.sums else cur
+                for name, cur in models.items()}

@@ -7,8 +7,10 @@ path, the sequential kernel split over worker processes with one thread each (th
 CPU, which are compute bound and scale better over processes than over intra-op threads).
 
 The trainer works on the device of the federation's tensors it is given (the run moves them once). On a GPU the
-vectorised path is the fast path; its units are trained in chunks sized by a memory budget over the per-unit
-estimate of :mod:`fedcluster.engine.memory`.
+vectorised path is the fast path; its units are trained in chunks sized by the memory plan of
+:mod:`fedcluster.engine.memory` (the state held for the call first, the chunk from what is left). For methods whose
+aggregation weights are known before training, :meth:`Trainer.train_folded` adds each chunk's trained models to the
+K weighted sums as the chunk finishes (engine.fold).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from torch import nn
 
 from fedcluster.data.federation import Split
+from fedcluster.engine import memory
 from fedcluster.engine.batches import make_schedule
 from fedcluster.engine.dense import dense_layers, train_dense
 from fedcluster.engine.evaluation import per_sample_losses
@@ -38,7 +41,17 @@ from fedcluster.engine.kernels import (
     train_sequential,
     train_vectorized,
 )
-from fedcluster.engine.memory import MAX_UNITS, UnitFootprint, balanced_chunk, budget_bytes, chunk_units, footprint
+from fedcluster.engine.memory import (
+    HELD_COPIES,
+    MAX_UNITS,
+    MemoryPlan,
+    UnitFootprint,
+    balanced_chunk,
+    budget_bytes,
+    chunk_units,
+    footprint,
+    unit_bytes,
+)
 from fedcluster.engine.momentum import ClientMomentum, unit_keys
 from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
@@ -80,7 +93,7 @@ class Trainer:
         self.loss = per_sample_loss(task)
         self.channels_last = channels_last
         self.max_units = max_units
-        self._chunk: dict[int, int] = {}  # units per vectorised chunk, by batch size
+        self._chunk: dict[tuple[int, int | None, bool], int] = {}  # units per call, by (batch, units, streamed)
         self._footprint: UnitFootprint | None = None  # the module's per-unit bytes (engine.memory)
         self._pool: mp.pool.Pool | None = None
         self._siblings: list[Trainer] = []
@@ -104,20 +117,56 @@ class Trainer:
         self._siblings.append(t)
         return t
 
-    def chunk_size(self, batch_size: int, units: int | None = None) -> int:
-        """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; on an accelerator
-        what fits the memory budget (``chunk_mb``, or a share of the free device memory), measured once per
-        batch size; for a call of ``units`` units, balanced over the calls it takes (engine.memory)."""
-        if batch_size not in self._chunk:
-            budget = budget_bytes(self.device, self.chunk_mb)
-            if budget is None:
+    def chunk_size(self, batch_size: int, units: int | None = None, streamed: bool = False) -> int:
+        """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; with ``chunk_mb``, what fits
+        it; on an accelerator the memory plan (engine.memory.MemoryPlan): the results and starts a call of ``units``
+        units holds (none apart from the call's own when ``streamed``: folded into the aggregation call by call)
+        first, the chunk from the rest of the available memory. Balanced over the calls a round takes; measured
+        once per (batch size, units, streamed)."""
+        key = (batch_size, units, streamed)
+        if key not in self._chunk:
+            mem = memory.device_memory(self.device) if self.chunk_mb is None else None
+            if mem is None and self.chunk_mb is None:
                 return self.max_units
             if self._footprint is None:
                 self._footprint = footprint(self.module, tuple(self.x.shape[1:]), self.x[:1])
-            assert self._footprint is not None  # never None with a real sample to fall back on
-            self._chunk[batch_size] = chunk_units(budget, self._footprint.step_bytes(batch_size))
-        fit = self._chunk[batch_size]
-        return fit if units is None else balanced_chunk(units, fit)
+            fp = self._footprint
+            assert fp is not None  # never None with a real sample to fall back on
+            if mem is None:  # chunk_mb: the MiB one call may use
+                fit = chunk_units(budget_bytes(self.device, self.chunk_mb) or 1, fp.step_bytes(batch_size))
+                self._chunk[key] = fit if units is None else balanced_chunk(units, fit)
+            else:
+                count = max(units or 1, 1)
+                held = 0 if streamed or units is None else count * HELD_COPIES * fp.params
+                sample = self.x[:1].numel() * self.x.element_size()
+                plan = MemoryPlan(mem.available, held, unit_bytes(fp, batch_size, sample, streamed),
+                                  count if units is not None else MAX_UNITS)
+                self._chunk[key] = plan.chunk if units is not None else plan.fit
+        return self._chunk[key]
+
+    def fold_size(self, batch_size: int, units: int, group: int) -> int:
+        """Units per call of :meth:`train_folded`, a multiple of ``group``: the vectorised paths' chunk (streamed);
+        the other paths (pool, dense, sequential: their own concurrency) take the whole cohort in one call."""
+        if self.path in ("pool", "pool-vectorized", "dense", "sequential") or units <= group:
+            return max(units, 1)
+        groups = units // group
+        fit = max(1, self.chunk_size(batch_size, units, streamed=True) // group)
+        return (fit if self.device.type == "cpu" and self.chunk_mb is None else balanced_chunk(groups, fit)) * group
+
+    def train_folded(self, sums: Any, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+                     weights: list[np.ndarray] | None = None, stream: int = 0,
+                     init_index: np.ndarray | None = None) -> None:
+        """:meth:`train` call by call, each call's trained units ``lo:hi`` added to ``sums`` (engine.fold.Sums) as
+        the call finishes and then freed: the round holds the sums and one call's units."""
+        clients = np.asarray(clients, dtype=np.int64)
+        size = self.fold_size(solver.batch_size, len(clients), sums.group)
+        for lo in range(0, len(clients), size):
+            hi = min(lo + size, len(clients))
+            part = ({k: v[lo:hi] for k, v in init.items()}, None) if init_index is None else (init, init_index[lo:hi])
+            out = self._train(part[0], clients[lo:hi], solver, round_, None if weights is None else weights[lo:hi],
+                              None, stream, part[1], chunk=hi - lo)
+            sums.add(lo, hi, out)
+            del out
 
     def train(
         self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
@@ -126,6 +175,12 @@ class Trainer:
     ) -> Params:
         """Train unit u (initial parameters ``init[u]``, or ``init[init_index[u]]``: K models shared by many
         units need not be copied once per unit) on client ``clients[u]``; return the stack [U, ...]."""
+        return self._train(init, clients, solver, round_, weights, anchor, stream, init_index)
+
+    def _train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+               weights: list[np.ndarray] | None, anchor: Params | None, stream: int,
+               init_index: np.ndarray | None, chunk: int | None = None) -> Params:
+        """:meth:`train`; ``chunk``: units per vectorised call (default: :meth:`chunk_size`'s)."""
         clients = np.asarray(clients, dtype=np.int64)
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
                               stream, solver.max_steps, solver.drop_last)
@@ -147,7 +202,7 @@ class Trainer:
             out = train_looped(self.module, self.x, self.y, batch, solver, self.loss, self.precision)
         else:
             out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
-                                   self.chunk_size(solver.batch_size, len(clients)), self.precision)
+                                   chunk or self.chunk_size(solver.batch_size, len(clients)), self.precision)
         if keys is not None and batch.momentum is not None:
             self.momentum.put(keys, batch.momentum)
         self._watch(out, clients)
