@@ -797,6 +797,19 @@ def bound_cases() -> list[Case]:
     return cases
 
 
+def _serve_under_a_long_tmpdir(d: Path) -> int:
+    import tempfile
+
+    folder = d / ("t" * 100) / ("u" * 100)
+    folder.mkdir(parents=True, exist_ok=True)
+    tempfile.tempdir = None  # read TMPDIR again, now and after
+    try:
+        return _with_env({"TMPDIR": str(folder)}, lambda d: ["flower", "serve", "--superlink", "no-port",
+                                                             "--insecure", *RUN[1:], f"out={d / 'r'}"])(d)
+    finally:
+        tempfile.tempdir = None
+
+
 def round_four_environment_cases() -> list[Case]:
     run = lambda d: [*RUN, f"out={d / 'r'}"]  # noqa: E731
     import socket
@@ -815,6 +828,14 @@ def round_four_environment_cases() -> list[Case]:
              and (d / "home" / ".cache" / "fedcluster" / "federations").is_dir()),
         Case("environment", "FedGroup num_groups=100 of 4 clients",
              lambda d: [*RUN, "algorithm=fedgroup", "algorithm.num_groups=100", f"out={d / 'r'}"]),
+        Case("environment", "MLflow at a closed port: the error before any summary",
+             lambda d: [*RUN, "tracking=mlflow", f"tracking_uri=http://127.0.0.1:{port}/", f"out={d / 'r'}"]),
+        Case("environment", "MLFLOW_TRACKING_URI honoured", expect="ok",
+             call=lambda d: _with_env({"MLFLOW_TRACKING_URI": f"sqlite:///{d / 'm.db'}"},
+                                      lambda d: [*run(d), "tracking=mlflow"])(d),
+             check=lambda d, out: "MLFLOW_TRACKING_URI" in out and (d / "m.db").is_file()),
+        Case("environment", "flower serve with a bad address under a 200-byte TMPDIR",
+             call=_serve_under_a_long_tmpdir),
         Case("environment", "FL+HC cluster_round past the last round", expect="ok",
              argv=lambda d: [*RUN, "algorithm=flhc", "algorithm.cluster_round=5", f"out={d / 'r'}"],
              check=lambda d, out: "past the last round" in out),

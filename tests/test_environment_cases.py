@@ -67,3 +67,26 @@ def test_flhc_clustering_after_the_last_round_is_said(tmp_path: Path) -> None:
                    "progress=false", f"out={tmp_path / 'r'}"])
     assert rc == 0 and "cluster_round=5 is past the last round" in err.getvalue()
     assert outcome(["report", str(tmp_path / "r")])[0] == 0
+
+
+@pytest.mark.parametrize("bad", [["--superlink", "no-port", "--insecure"],
+                                 ["--superlink", "127.0.0.1:8000", "--root-certificates", "/no/such/ca.pem"]],
+                         ids=["address", "certificate"])
+def test_flower_serve_under_a_long_tmpdir_names_the_bad_address_or_certificate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: list[str]) -> None:
+    import tempfile
+
+    long = tmp_path / ("t" * 100) / ("u" * 100)
+    long.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    line = refused(["flower", "serve", *bad, "num_clients=4", "rounds=1", f"out={tmp_path / 'r'}"], "")
+    assert "too long" not in line and ("superlink" in line or "certificates" in line), line
+
+
+def test_a_tracker_that_cannot_start_is_said_before_any_federation_summary(tmp_path: Path) -> None:
+    pytest.importorskip("mlflow")
+    rc, lines = outcome(["run", "num_clients=4", "rounds=1", "progress=false", "tracking=mlflow",
+                         f"tracking_uri=http://127.0.0.1:{_free_port()}/", f"out={tmp_path / 'r'}"])
+    assert rc == 2 and lines[-1].startswith("fedcluster: error: tracking_uri="), lines[-3:]
+    assert not any("samples per client" in line for line in lines), lines

@@ -61,8 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return launch.launch_run(args.items, cfg)
         run = launch.run_class()(cfg, typed)
     lead = world_from_env()[0] == 0  # under torchrun only rank 0 speaks
-    if lead:
-        print(run.fed.summary(), file=sys.stderr)
+    if lead:  # said once the trackers have started, so that one that cannot start is said first
+        run.announcement = run.fed.summary()
     summary = run.execute()
     if lead:
         _report(summary)

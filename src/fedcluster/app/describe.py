@@ -62,8 +62,8 @@ RUN_KEY_DOCS: dict[str, str] = {
                      "convolutions); true = same seed, same GPU => same rounds.csv (deterministic kernels, slower)",
     "progress": "progress bars on stderr",
     "tracking": "also log to none, mlflow, tensorboard, wandb or a list [mlflow,tensorboard]",
-    "tracking_uri": ("MLflow tracking URI (null = sqlite:///RUNS/mlflow.db, shared by the runs in the "
-                     "run directory's parent folder)"),
+    "tracking_uri": ("MLflow tracking URI (null = the environment's MLFLOW_TRACKING_URI if set, else "
+                     "sqlite:///RUNS/mlflow.db, shared by the runs in the run directory's parent folder)"),
     "tracking_experiment": "MLflow experiment name (the W&B project with tracking=wandb)",
     "tensorboard_dir": "TensorBoard log folder (null = RUN_DIR/tensorboard)",
 }

@@ -11,7 +11,7 @@ from fedcluster.errors import ConfigError
 
 RUN_BOUNDS = {  # run keys
     "num_clients": 100_000, "rounds": 1_000_000, "local_epochs": 1_000, "batch_size": 1_000_000,
-    "workers": 1_024, "ranks": 1_024,
+    "workers": 1_024,  # ranks: at most the clients (and the cores), checked where ranks are started
 }
 PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whatever the section
     # numbers of clusters, groups, concepts and candidates

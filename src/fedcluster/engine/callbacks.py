@@ -98,6 +98,18 @@ class Tracking(RoundCallback):
         self.trackers.log_round(end.row)
 
 
+class Announce(RoundCallback):
+    """A text on stderr once the trackers have started (the federation's summary: a tracker that cannot start
+    is said first, not after it)."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def on_start(self, first: int, rows: list[Row]) -> None:
+        if self.text:
+            print(self.text, file=sys.stderr, flush=True)
+
+
 class Progress(RoundCallback):
     """A progress bar on stderr (``progress=false``: none) with the last evaluation's accuracies and K."""
 

@@ -30,7 +30,15 @@ from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.budget import check_federation_fits, fit_run
-from fedcluster.engine.callbacks import Callbacks, Progress, RoundCallback, RoundEnd, RoundFiles, Tracking
+from fedcluster.engine.callbacks import (
+    Announce,
+    Callbacks,
+    Progress,
+    RoundCallback,
+    RoundEnd,
+    RoundFiles,
+    Tracking,
+)
 from fedcluster.engine.checkpointing import Checkpointing, restore
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
@@ -72,6 +80,7 @@ class Run:
                  fed: Federation | None = None, run_dir: RunDir | None = None,
                  callbacks: Sequence[RoundCallback] = ()) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
+        self.announcement: str | None = None  # printed once the trackers have started (the CLI's summary)
         self.user_callbacks = list(callbacks)  # called after the run's own, each round's files already written
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
@@ -162,9 +171,10 @@ class Run:
 
     def callbacks(self) -> list[RoundCallback]:
         """What the round loop does with each round, in this order: the divergence watch (it may stop the run
-        before the round's row is kept), rounds.csv and clusters.jsonl, tracking, progress, checkpoints, then
-        the callbacks the caller passed (``Run(..., callbacks=[...])``, ``fedcluster.run(..., callbacks=[...])``)."""
-        return [self.watch, RoundFiles(self.dir), Tracking(self.tracking),
+        before the round's row is kept), rounds.csv and clusters.jsonl, tracking, the federation's summary, progress,
+        checkpoints, then the callbacks the caller passed (``Run(..., callbacks=[...])``,
+        ``fedcluster.run(..., callbacks=[...])``)."""
+        return [self.watch, RoundFiles(self.dir), Tracking(self.tracking), Announce(self.announcement),
                 Progress(self.cfg.algorithm, self.cfg.rounds, self.cfg.progress), self.checkpoints,
                 *self.user_callbacks]
 

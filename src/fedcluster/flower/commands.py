@@ -24,7 +24,13 @@ from typing import Any
 
 from fedcluster.config.bounds import MAX_WAIT_SECONDS
 from fedcluster.errors import UserError
-from fedcluster.flower.process import DEFAULT_NODE_PORT, check_port_free, run_forwarding_signals, wait_for_superlink
+from fedcluster.flower.process import (
+    DEFAULT_NODE_PORT,
+    check_port_free,
+    run_forwarding_signals,
+    split_address,
+    wait_for_superlink,
+)
 
 TASK_POLL_SECONDS = 0.2  # FLWR_SUPEREXEC_TASK_POLL_INTERVAL for a node's SuperExec unless set
 FLOWER_KEYS_HELP = """\
@@ -227,8 +233,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from fedcluster.storage.folders import removed_if_empty
 
     _check_tls(args)
+    split_address(args.superlink)  # the address's form; serve runs no Ray, so the temporary folder's length is free
     path, overrides, options = split_options(args.items)
-    check_ray_temp_dir()
     config_yaml, cfg = resolved_yaml(path, overrides)
     with removed_if_empty(Path(cfg.out)), tempfile.TemporaryDirectory(prefix="fedcluster-flower-") as tmp:
         app, home = Path(tmp) / "app", Path(tmp) / "home"
