@@ -99,3 +99,14 @@ def test_a_folder_in_place_of_a_page_is_one_line(checkout: Path, capsys: pytest.
     assert main(["reproduce", NAME, "--report-only", "--publish"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a file" in err[0] and f"{NAME}.md" in err[0]
+
+
+def test_report_only_without_a_name_rejudges_every_stored_page(checkout: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "--report-only", "--publish"]) == 0
+    page, summary = _published(checkout)[1:]
+    assert page != "published page\n" and "--budget small --seeds 3" in page
+    assert f"| {NAME} |" in summary and "re-judged 1 experiments" in capsys.readouterr().out
+    assert main(["reproduce", "--report-only", "--seeds", "2", "--publish"]) == 2
+    (checkout / "docs" / "reproduction" / f"{NAME}.json").unlink()
+    assert main(["reproduce", "--report-only", "--publish"]) == 2

@@ -10,7 +10,7 @@ import pytest
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.cost import paper_cpu_hours, paper_need_line
 from fedcluster.reproduce.spec import paired
-from fedcluster.reproduce.verdicts import Paired, judge, not_tested, outcome
+from fedcluster.reproduce.verdicts import Paired, from_table, judge, not_tested, outcome
 
 
 def cells(**by_method: list[float]) -> dict[str, list[float]]:
@@ -46,6 +46,24 @@ def test_statuses_from_the_headline_and_the_other_checks() -> None:
     assert judge([ok, not_tested("d", "never split")])[0] == "holds"
     assert "d: not tested (never split)" in judge([ok, not_tested("d", "never split")])[1]
     assert "ties (within 2 SE)" in judge([tie])[1]
+
+
+def test_a_miss_anywhere_is_never_hidden_behind_a_headline_tie() -> None:
+    ok, tie, bad = ("a", Paired(1.0, 0.1), 0.0, ">="), ("b", Paired(0.1, 0.1), 0.0, ">="), ("c", -1.0, 0.0, ">=")
+    untested = not_tested("d", "never split")
+    assert judge([tie, bad])[0] == "does not hold"  # nothing meets its bound
+    assert judge([tie, bad, ok])[0] == "partly"
+    assert judge([tie, tie, ok])[0] == "tie"
+    assert judge([untested, bad])[0] == "does not hold" and judge([untested, bad, ok])[0] == "partly"
+    assert judge([untested, tie])[0] == "not tested"
+    assert judge([])[0] == "not tested"
+
+
+def test_checks_from_the_table_are_shown_but_never_decide() -> None:
+    ok, bad = ("a", Paired(1.0, 0.1), 0.0, ">="), ("c", -1.0, 0.0, ">=")
+    status, why = judge([ok, from_table(*bad)])
+    assert status == "holds" and "c [from the paper's table" in why and "misses >= 0" in why
+    assert judge([from_table(*ok), bad])[0] == "does not hold"  # the first deciding check is the headline
 
 
 def _mu(fedrc: tuple[float, float], fedem: tuple[float, float]) -> dict:
@@ -162,7 +180,7 @@ def _imbalance(fedrc: float) -> dict:
 def test_fedrc_imbalance_needs_a_significant_lead() -> None:
     assert status("s4-ablation-imbalance", _imbalance(47.0)) == "holds"
     assert status("s4-ablation-imbalance", _imbalance(37.0)) == "partly"  # beyond the noise but 2 points only
-    assert status("s4-ablation-imbalance", _imbalance(35.0)) == "tie"
+    assert status("s4-ablation-imbalance", _imbalance(35.0)) == "does not hold"  # a tie, and 2 points only
     assert status("s4-ablation-imbalance", _imbalance(30.0)) == "does not hold"
 
 

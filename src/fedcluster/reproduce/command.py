@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "NAME.estimate.json and quoted on the page while that budget has no results")
     p.add_argument("--report-only", "--rejudge", action="store_true", dest="report_only",
                    help="re-judge the stored results with the experiment's current check and rewrite NAME.md and "
-                        "the summary (even unfinished results), without running")
+                        "the summary (even unfinished results), without running; without NAME: every stored one")
 
 
 def _state(stored: Stored | None) -> str:
@@ -102,11 +102,34 @@ def guard_published(path: Path, budget: str, seeds: int, what: str) -> None:
                         f"{DEFAULT_OUT}) or use --budget {held.budget} --seeds {held.seeds} or more")
 
 
+def report_all(args: argparse.Namespace, out: Path) -> int:
+    """``--report-only`` without a name: re-judge every stored experiment in ``out`` and rewrite its page and the
+    summary (nothing runs)."""
+    from fedcluster.reproduce.report import write_experiment, write_summary
+
+    if args.seeds is not None:
+        raise UserError("--seeds applies to one experiment: name it, or leave out --seeds to re-judge them all")
+    found = 0
+    for name, exp in EXPERIMENTS.items():
+        stored = Stored.load(out / f"{name}.json")
+        if stored is None:
+            continue
+        stored.finished = get(name).trimmed(stored.budget).runs_of(stored.seeds) <= stored.keys()
+        write_experiment(get(name).trimmed(stored.budget), stored, out)
+        found += 1
+    if not found:
+        raise UserError(f"{out} holds no stored results to report; run `fedcluster reproduce NAME` first")
+    print(f"re-judged {found} experiments in {out}; wrote {write_summary(out)}")
+    return 0
+
+
 def run_command(args: argparse.Namespace) -> int:
     out, publishing = pages_folder(args)
     if args.list:
         published = Path(PUBLISHED)
         return list_experiments(out, None if publishing or not published.is_dir() else published)
+    if not args.name and args.report_only:
+        return report_all(args, out)
     if not args.name:
         raise UserError("fedcluster reproduce needs an experiment name or --list; see `fedcluster reproduce --list`")
     try:

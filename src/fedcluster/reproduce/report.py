@@ -195,11 +195,19 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             "A verdict holds only for the budget it was measured at: a small budget is a smaller federation with "
             "fewer rounds, and several experiments use Fashion-MNIST and light models where the papers use "
             "MNIST/CIFAR and MobileNetV2/ResNet18 (each page lists every difference).", "",
-            "Each check encodes its paper's sentence. A comparison of two methods is paired by seed: it holds when "
-            "the whole ±2-standard-error interval of the difference meets the bound, fails when the whole interval "
-            "misses it, and is a **tie** otherwise. **not tested**: the run cannot test the claim (e.g. the method "
-            "never split). The verdict follows the headline (first) check; **partly**: the headline holds, another "
-            "check does not.", "",
+            "Each check encodes one of its paper's sentences, in the paper's order (the first is the headline). A "
+            "comparison of two methods is paired by seed: it meets its bound when the whole ±2-standard-error "
+            "interval of the difference meets it, misses when the whole interval misses it, and ties otherwise. A "
+            "check cannot be tested when the run cannot test the claim (e.g. the method never split). A check marked "
+            "\"from the paper's table\" adds a number the paper's text does not state: it is shown, and decides "
+            "nothing. The status follows every other check:", "",
+            "- **holds**: the headline and every other testable check meet their bounds;",
+            "- **does not hold**: the headline misses, or some check misses and none meets its bound;",
+            "- **partly**: some check misses and another meets its bound; or none misses, the headline meets its "
+            "bound and another ties;",
+            "- **tie**: no check misses and the headline ties;",
+            "- **not tested**: no check misses and the headline cannot be tested.", "",
+            "So a clear miss anywhere is never hidden behind a tie on the headline.", "",
             "Papers:", "", *(f"- **{t}:** {c}" for t, c in CITATIONS.items()), "",
             f"Status: {counts}.", "", *rows, ""]
     readings = [(exp.name, reading(out, exp.name)) for exp in EXPERIMENTS.values()]
