@@ -110,12 +110,13 @@ def report_all(args: argparse.Namespace, out: Path) -> int:
     if args.seeds is not None:
         raise UserError("--seeds applies to one experiment: name it, or leave out --seeds to re-judge them all")
     found = 0
-    for name, exp in EXPERIMENTS.items():
+    for name in EXPERIMENTS:
         stored = Stored.load(out / f"{name}.json")
         if stored is None:
             continue
-        stored.finished = get(name).trimmed(stored.budget).runs_of(stored.seeds) <= stored.keys()
-        write_experiment(get(name).trimmed(stored.budget), stored, out)
+        exp = get(name).trimmed(stored.budget)
+        stored.finished = exp.runs_of(stored.seeds) <= stored.keys()
+        write_experiment(exp, stored, out)
         found += 1
     if not found:
         raise UserError(f"{out} holds no stored results to report; run `fedcluster reproduce NAME` first")
