@@ -18,6 +18,7 @@ from fedcluster.metrics.statistics import format_mean_sd, mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.command import RUNNERS
 from fedcluster.reproduce.verdicts import judge
+from fedcluster.reproduce.spec import BUDGETS
 
 # one NAME per headline result of the four papers
 HEADLINES = {
@@ -73,7 +74,7 @@ def test_registry_covers_every_headline_result() -> None:
     assert set(EXPERIMENTS) == HEADLINES | OPEN_QUESTIONS
     for exp in EXPERIMENTS.values():
         assert exp.kind in RUNNERS, exp.name
-        assert set(exp.budgets) == {"small", "paper"}, exp.name
+        assert {"small", "paper"} <= set(exp.budgets) <= set(BUDGETS), exp.name
         assert exp.budgets["paper"].rounds >= exp.budgets["small"].rounds, exp.name
         assert exp.methods and exp.metrics and exp.verdict is not None, exp.name
         assert exp.open_question == (exp.name in OPEN_QUESTIONS)
@@ -322,7 +323,8 @@ def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
 
     assert verdict(cells([60.0, 62.0, 58.0], [30.0, 33.0, 31.0]))[0] == "holds"
     assert verdict(cells([60.0, 62.0, 58.0], [52.0, 53.0, 51.0]))[0] == "partly"  # beyond noise, not its size
-    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "tie"  # +1.7 ± 9.3
+    assert verdict(cells([60.0, 62.0, 58.0], [65.0, 32.0, 58.0]))[0] == "tie"  # +8.3 ± 22: both bounds inside
+    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "does not hold"  # +1.7 ± 9.3 < 13.85
     assert verdict(cells([60.0, 62.0, 58.0], [64.0, 66.0, 63.0]))[0] == "does not hold"
 
 

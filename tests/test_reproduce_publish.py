@@ -61,6 +61,7 @@ def test_a_plain_run_writes_the_users_folder_and_leaves_the_published_pages(chec
 
 @pytest.mark.parametrize("argv", [["--budget", "tiny", "--seeds", "1", "--publish"],
                                   ["--budget", "small", "--seeds", "2", "--publish"],
+                                  ["--budget", "paper", "--seeds", "2", "--publish"],
                                   ["--budget", "tiny", "--seeds", "3", "--out", "docs/reproduction"],
                                   ["--report-only", "--seeds", "2", "--publish"]])
 def test_published_results_are_never_replaced_by_a_smaller_budget_or_fewer_seeds(
@@ -83,7 +84,7 @@ def test_help_lists_every_budget_it_accepts(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         main(["reproduce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "{small,paper,tiny}" in text and "--publish" in text
+    assert "{small,protocol,paper,tiny}" in text and "--publish" in text
 
 
 def test_list_shows_the_users_runs_and_the_published_ones(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "line
            "fedmd-rotation": "run_fedmd_rotation:run"}
 DEFAULT_OUT = "runs/reproduction"  # a user's runs: pages here, the summary in runs/REPRODUCTION.md
 PUBLISHED = "docs/reproduction"  # the pages of a fedcluster checkout: written only with --publish
-BUDGET_RANK = {"tiny": 0, "small": 1, "paper": 2}
+BUDGET_RANK = {"tiny": 0, "small": 1, "protocol": 2, "paper": 3}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="number of seeds, 0 … N−1 (default 3; with --report-only: the seeds stored)")
     p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"],
                    help="small: fewer clients and rounds, light models (each page gives the wall time it took); "
+                        "protocol (the FedRC paper's entries): the paper's clients, rounds, batch, local steps and "
+                        "corruptions with a light model a CPU runs in hours; "
                         "paper: the paper's clients, rounds and batch; tiny: a few seconds, to try the command "
                         "(its verdict says nothing about the paper)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
@@ -95,7 +97,7 @@ def guard_published(path: Path, budget: str, seeds: int, what: str) -> None:
     if held is None:
         return
     smaller = BUDGET_RANK.get(budget, 0) < BUDGET_RANK.get(held.budget, 0)
-    fewer = budget == held.budget and seeds < held.seeds
+    fewer = seeds < held.seeds  # at any budget: a larger budget over fewer seeds says less about the noise
     if smaller or fewer:
         raise UserError(f"{path} holds {held.budget}-budget results over {held.seeds} seeds; {what} with "
                         f"{budget}, {seeds} seed(s) would replace them: drop --publish (your runs go to "
@@ -137,6 +139,9 @@ def run_command(args: argparse.Namespace) -> int:
         exp = get(args.name).trimmed(args.budget)
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
+    if args.budget not in ("tiny", *exp.budgets):
+        raise UserError(f"{exp.name} has no {args.budget} budget; use --budget "
+                        + " or ".join(b for b in BUDGETS if b in exp.budgets))
     if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed")
     if args.workers < 1:

@@ -3,6 +3,8 @@ single shifts, label noise, participation), plus the IFCA-vs-FedRC open question
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fedcluster.reproduce.spec import (
     Budget,
     Experiment,
@@ -26,22 +28,44 @@ MLP = "MLP 784-200-10"
 _CNN = PAPER_CNN
 _MLP = ("model=mlp", "model.hidden=[200]")
 _TRAIN = ("lr=0.1", "momentum=0.9", "local_epochs=1")
+FMNIST_C = "[" + ",".join(("identity", "shot_noise", "impulse_noise", "glass_blur", "motion_blur", "shear", "scale",
+                           "rotate", "brightness", "translate", "stripe", "spatter", "dotted_line", "zigzag",
+                           "canny_edges")) + "]"  # the styles the FedRC paper's code draws (MNIST-C without fog)
+_STYLES_CODE = ("scenario.family=mnist-c", f"scenario.styles={FMNIST_C}")
+CIFAR_C = ("corruptions: the 19 CIFAR-10-C corruptions scaled to 28×28 (the FedRC paper uses them on CIFAR-10; "
+           "on Fashion-MNIST it uses Fashion-MNIST-C, the protocol and paper budgets' set)")
 # the small budget trains an MLP: on 2 cores the light CNN is 5-8× slower (FedAvg 37 s vs 7 s a run, FedRC 131 vs
 # 17 s), which puts the ablations with 30-60 runs far past the budget's 20 minutes
 SMALL = Budget(60, 30, MLP, (*_MLP, "batch_size=32", "eval_every=2"), fraction=0.25, test_size=500,
                note="60 clients × ¼ of their data, 30 rounds, 500 images per test client; an MLP instead of "
-                    "the FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores)")
-PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128"),
-               note="the FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used")
+                    "the FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores); " + CIFAR_C)
+FMNIST_C_NOTE = ("corruptions: Fashion-MNIST-C, the FedRC paper's set (MNIST-C's as its code draws them: identity, "
+                 "shot and impulse noise, glass and motion blur, shear, scale, rotate, brightness, translate, stripe, "
+                 "spatter, dotted line, zigzag, Canny edges)")
+PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128", *_STYLES_CODE),
+               note="the FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used; "
+                    + FMNIST_C_NOTE)
+# The FedRC paper's training protocol on a CPU: its clients (300, or 100 in its ablations, with all their data), 200
+# rounds, batch 128 with one local epoch (two local steps a round at 300 clients: 128 + 32 of about 160 training
+# samples), its Fashion-MNIST-C corruptions, every test image; an MLP instead of its CNN. Evaluated every 5 rounds.
+_PROTOCOL_NOTE = ("the FedRC paper's {} clients with all their data, 200 rounds, batch 128 with one local epoch ({}), "
+                  "every test image; an MLP 784-200-10 instead of the paper's "
+                  "'3-layer CNN' (the MLP runs on a CPU in hours); evaluated every 5 rounds; " + FMNIST_C_NOTE)
+PROTOCOL = Budget(300, 200, MLP, (*_MLP, "batch_size=128", "eval_every=5", *_STYLES_CODE),
+                  note=_PROTOCOL_NOTE.format(300, "two local steps a round: 128 + 32 of about 160 training samples"))
+PROTOCOL_100 = Budget(100, 200, MLP, (*_MLP, "batch_size=128", "eval_every=5", *_STYLES_CODE),
+                      note=_PROTOCOL_NOTE.format(100, "four local steps a round: 3 × 128 + 96 of about 480 training samples"))
 # the FedRC paper's 100-client ablations (Tables 8-15; CIFAR-10 there, Fashion-MNIST with the CNN here)
-PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128"),
+PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128", *_STYLES_CODE),
                    note="the FedRC paper's 100 clients, 200 rounds and batch 128 on Fashion-MNIST with its public "
-                        "code's CNN (the paper: CIFAR-10 with MobileNetV2, which needs CIFAR files)")
+                        "code's CNN (the paper: CIFAR-10 with MobileNetV2, which needs CIFAR files); "
+                        + FMNIST_C_NOTE)
 METRICS = (Metric("local", "local %"), Metric("global", "global %"), Metric("ari", "ARI", ".3f"))
 DIFFS = ("the FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records "
          "validation, so the round of best local validation accuracy is used",
-         "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
-         "participation; "
+         "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}: the paper picks each method's rate from "
+         "it and reports the best, without saying which rate each method got), SGD momentum 0.9, 1 local epoch, "
+         "full participation; "
          "FedSoft at lr 0.03 from the same grid (at 0.1 its personal models, trained on without restarting, "
          "diverged at round 21 of the small budget, seed 0)")
 SMALL_BATCH = ("batch 32 at the small budget (the FedRC paper: 128, as the paper budget), so that its clients with "
@@ -105,13 +129,23 @@ TABLE1 = (m("FedAvg", "fedavg", "42.12 ± 0.33", "34.35 ± 0.92"),
 BASE = ("dataset=fashion-mnist", "scenario=diverse-shift", *_TRAIN)
 
 
+def _without_styles(b: Budget) -> Budget:
+    """``b`` for an experiment whose scenarios are not the diverse shift: no corruption family of its own."""
+    return replace(b, overrides=tuple(o for o in b.overrides if o not in _STYLES_CODE),
+                   note=b.note.replace("; " + FMNIST_C_NOTE, "").replace("; " + CIFAR_C, ""))
+
+
 def fedrc_exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, ...], **kw: object) -> Experiment:
     kw.setdefault("overrides", BASE)
     kw.setdefault("verdict", _fedrc_best(tuple(x.label for x in methods)))
     kw.setdefault("metrics", METRICS)
     read = str(kw.pop("read", "best-val"))  # best-train: the FedRC paper's reading (DIFFS[0] then does not apply)
     diffs = DIFFS if read == "best-val" else DIFFS[1:]
-    budgets = {"small": kw.pop("small_budget", SMALL), "paper": kw.pop("paper_budget", PAPER)}
+    paper = kw.pop("paper_budget", PAPER)
+    protocol = PROTOCOL_100 if paper.clients == 100 else PROTOCOL
+    budgets = {"small": kw.pop("small_budget", SMALL), "protocol": protocol, "paper": paper}
+    if "scenario=diverse-shift" not in kw["overrides"]:  # the corruptions belong to the diverse-shift scenario
+        budgets = {k: _without_styles(b) for k, b in budgets.items()}
     return Experiment(name=name, title=title, source=source, claim=claim, kind="suite",
                       budgets=budgets, methods=methods, read=read,
                       differences=(*diffs, SMALL_BATCH, *kw.pop("more", ())), **kw)
@@ -242,8 +276,8 @@ S4_PARTICIPATION = fedrc_exp(
     verdict=_participation_verdict,
     more=("the FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
 _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_every=2"), fraction=0.25,
-                              test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),
-              "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"))}
+                              test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP; " + CIFAR_C),
+              "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"), note=CIFAR_C)}
 Q_IFCA_FEDRC = Experiment(
     name="q-ifca-vs-fedrc", title="Open question: IFCA vs FedRC in the FedRC paper's one-step regime (batch 128)",
     source="open question; FedRC paper Table 1",
@@ -262,10 +296,6 @@ Q_IFCA_FEDRC = Experiment(
 # client's data for training and 10 % for testing (the test clients fit their weights on 90 % and are scored on 10 %)
 S4_CODE = ("batch_size=128", "drop_last=true", "weight_decay=5e-4", "client_momentum=keep", "test_fit=90-10",
            "scenario.val_fraction=0.1", "scenario.assignment=fedrc-code")
-FMNIST_C = "[" + ",".join(("identity", "shot_noise", "impulse_noise", "glass_blur", "motion_blur", "shear", "scale",
-                           "rotate", "brightness", "translate", "stripe", "spatter", "dotted_line", "zigzag",
-                           "canny_edges")) + "]"  # the styles the FedRC paper's code draws (MNIST-C without fog)
-_STYLES_CODE = ("scenario.family=mnist-c", f"scenario.styles={FMNIST_C}")
 # The FedRC paper as written: its CIFAR-10-C style corruptions, batch 128 (one local epoch: two steps at the small
 # budget's ~225 training samples), momentum 0.9 restarted every round, no weight decay, test clients fit on half
 _WRITTEN = ("scenario.family=cifar-c", "batch_size=128", "scenario.val_fraction=0.1")
