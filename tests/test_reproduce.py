@@ -17,8 +17,8 @@ from fedcluster.app.cli import main
 from fedcluster.metrics.statistics import format_mean_sd, mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.command import RUNNERS
-from fedcluster.reproduce.verdicts import judge
 from fedcluster.reproduce.spec import BUDGETS
+from fedcluster.reproduce.verdicts import judge
 
 # one NAME per headline result of the four papers
 HEADLINES = {
