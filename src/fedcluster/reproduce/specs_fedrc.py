@@ -54,7 +54,8 @@ _PROTOCOL_NOTE = ("the FedRC paper's {} clients with all their data, 200 rounds,
 PROTOCOL = Budget(300, 200, MLP, (*_MLP, "batch_size=128", "eval_every=5", *_STYLES_CODE),
                   note=_PROTOCOL_NOTE.format(300, "two local steps a round: 128 + 32 of about 160 training samples"))
 PROTOCOL_100 = Budget(100, 200, MLP, (*_MLP, "batch_size=128", "eval_every=5", *_STYLES_CODE),
-                      note=_PROTOCOL_NOTE.format(100, "four local steps a round: 3 × 128 + 96 of about 480 training samples"))
+                      note=_PROTOCOL_NOTE.format(100, "four local steps a round: 3 × 128 + 96 of about 480 training "
+                                                      "samples"))
 # the FedRC paper's 100-client ablations (Tables 8-15; CIFAR-10 there, Fashion-MNIST with the CNN here)
 PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128", *_STYLES_CODE),
                    note="the FedRC paper's 100 clients, 200 rounds and batch 128 on Fashion-MNIST with its public "
