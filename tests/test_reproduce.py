@@ -305,10 +305,12 @@ def test_checks_encode_the_claims_as_the_papers_state_them() -> None:
                 "cfl_(MADMO)": {"ari": 0.0, "acc": 19.307}, "fedavg": {"ari": 0.0, "acc": 19.307}}
     assert maps(_cells(**recorded))[0] == "partly"
     assert maps(_cells(**{**recorded, "ifca": {"ari": 1.0, "acc": 74.0}}))[0] == "holds"
-    hard = EXPERIMENTS["s4-ablation-tehc-trhc"].verdict  # TrHC loses 1.6 points where S4 loses 24 of 44
+    hard = EXPERIMENTS["s4-ablation-tehc-trhc"].verdict  # one seed: no noise estimate, TeHC 1.8 points below
     recorded = {"FedRC": {"global": 69.911}, "TeHC": {"global": 68.133}, "TrHC": {"global": 68.267}}
-    assert hard(_cells(**recorded))[0] == "partly"
-    assert hard(_cells(**{**recorded, "TrHC": {"global": 30.0}}))[0] == "holds"
+    assert hard(_cells(**recorded))[0] == "does not hold"
+    # TrHC's drop (Table 15: 54 %, ours 2 %) is the table's, not the text's: it decides nothing
+    assert hard(_cells(**{**recorded, "TeHC": {"global": 70.5}}))[0] == "holds"
+    assert "(Table 15: 0.54) [from the paper's table" in hard(_cells(**recorded))[1]
 
 
 def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
@@ -359,7 +361,7 @@ def test_stored_verdicts_are_rejudged_with_the_current_check(tmp_path: Path) -> 
     stored.save(tmp_path / f"{exp.name}.json")
     assert main(["reproduce", exp.name, "--rejudge", "--out", str(tmp_path)]) == 0
     page = (tmp_path / f"{exp.name}.md").read_text()
-    assert "**Verdict at this budget:** partly" in page
+    assert "**Verdict at this budget:** does not hold" in page
     assert "**FedRC paper:** Yongxin Guo, Xiaoying Tang, Tao Lin. FedRC" in page
 
 

@@ -49,6 +49,11 @@ class Paired:
         return self.mean + Z * self.se
 
 
+def upper(p: Paired) -> float:
+    """The mean + 2 standard errors (the mean alone with one seed: no noise estimate, the mean decides)."""
+    return p.mean if math.isnan(p.se) else p.high
+
+
 def not_tested(what: str, why: str) -> Check:
     """A check the run cannot test, with the reason (shown in the verdict's text)."""
     return (what, math.nan, math.nan, f"not tested: {why}")
