@@ -290,3 +290,36 @@ def test_fedmd_local_steps_comparisons_are_paired_by_seed() -> None:
         return EXPERIMENTS["s2-local-steps"].judge(r, "paper")[0]
     assert judged([136.0, 137, 135], [106.0, 107, 105]) == "holds"
     assert judged([100.0, 170, 138], [130.0, 90, 98]) == "partly"  # B ties; unpaired means: 136 vs 106, a pass
+
+
+def _rotation(cflgp: list[float], ifca: list[float], madmo_ari: float = 0.0,
+              madmo_to1: float = math.nan) -> dict:
+    return {("", "cflgp"): {"ari": [1.0] * 3, "to_ari1": cflgp}, ("", "ifca"): {"ari": [0.7] * 3, "to_ari1": ifca},
+            ("", "cfl (MADMO)"): {"ari": [madmo_ari] * 3, "to_ari1": [madmo_to1] * 3},
+            ("", "fedavg"): {"ari": [0.0] * 3, "to_ari1": [math.nan] * 3}}
+
+
+def test_rotation_8_separates_the_methods_by_their_first_round_of_ari_1() -> None:
+    """CFL-GP at its first clustering update, IFCA later but in every trial, MADMO never (from ``to_ari1``)."""
+    def judged(r: dict) -> str:
+        return EXPERIMENTS["s3-rotation-8"].judge(r, "paper")[0]
+    assert judged(_rotation([2.0] * 3, [40.0, 90.0, 120.0])) == "holds"
+    assert judged(_rotation([2.0] * 3, [math.nan] * 3)) == "partly"  # ours: IFCA never reaches ARI 1 in 200 rounds
+    assert judged(_rotation([2.0, 12.0, 2.0], [40.0, 90.0, 120.0])) == "does not hold"  # CFL-GP not in one update
+    assert judged(_rotation([2.0] * 3, [2.0] * 3)) == "partly"  # IFCA as fast: the lead misses
+    assert judged(_rotation([2.0] * 3, [40.0, 90.0, 120.0], 1.0, 30.0)) == "partly"  # MADMO split and reached 1
+    assert "not tested (MADMO never split" in EXPERIMENTS["s3-rotation-8"].judge(
+        _rotation([2.0] * 3, [40.0] * 3), "paper")[1]
+
+
+def test_madmo_comparisons_are_not_tested_until_it_splits() -> None:
+    """Its accuracy rows equal the global model's while it never splits: a comparison with it is not tested."""
+    verdict = EXPERIMENTS["s3-labelmaps-5"].verdict
+    cells = {("", "cflgp"): {"ari": [1.0] * 3, "acc": [74.0, 75.0, 74.5]},
+             ("", "ifca"): {"ari": [1.0] * 3, "acc": [73.0, 74.0, 73.5]},
+             ("", "cfl (MADMO)"): {"ari": [0.0] * 3, "acc": [19.0, 19.5, 19.2]},
+             ("", "fedavg"): {"ari": [0.0] * 3, "acc": [19.0, 19.5, 19.2]}}
+    status, why = verdict(cells)
+    assert status == "holds" and "minus MADMO's, paired by seed (points, the worse): not tested" in why
+    split = cells | {("", "cfl (MADMO)"): {"ari": [0.2] * 3, "acc": [80.0, 81.0, 80.5]}}
+    assert verdict(split)[0] == "partly"  # it split, and beat both: the comparison is tested, and misses
