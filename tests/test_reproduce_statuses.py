@@ -4,6 +4,7 @@ the sentence accepts or rejects)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -323,3 +324,24 @@ def test_madmo_comparisons_are_not_tested_until_it_splits() -> None:
     assert status == "holds" and "minus MADMO's, paired by seed (points, the worse): not tested" in why
     split = cells | {("", "cfl (MADMO)"): {"ari": [0.2] * 3, "acc": [80.0, 81.0, 80.5]}}
     assert verdict(split)[0] == "partly"  # it split, and beat both: the comparison is tested, and misses
+
+
+def test_mixreg_b_checks_that_ifca_eventually_reaches_the_oracle() -> None:
+    """FedMD paper config B: "IFCA eventually also converges to the oracle estimation error" (ours: 23.9×)."""
+    def judged(ifca: float) -> str:
+        r = {("", m): {"ratio": [v] * 3} for m, v in (("two-phase", 1.0), ("one-shot", 2.0), ("ifca-random", ifca),
+                                                        ("fedavg", 40.0), ("oracle", 1.0))}
+        return EXPERIMENTS["s2-mixreg-b"].judge(r, "small")[0]
+    assert judged(1.05) == "holds" and judged(23.9) == "partly"
+
+
+def test_a_small_budget_equal_to_the_papers_is_labelled_paper(tmp_path: Path) -> None:
+    from fedcluster.reproduce.report import write_experiment
+    from fedcluster.reproduce.results import Stored
+
+    exp = EXPERIMENTS["s2-mixreg-a"]
+    stored = Stored(exp.name, "small", 1, "cpu", [], finished=True)
+    stored.records = [{"seed": 0, "setting": "", "method": m.label, "metrics": {"ratio": 1.0}, "curve": [[1, 1.0]],
+                       "seconds": 1.0} for m in exp.methods]
+    page = write_experiment(exp, stored, tmp_path).read_text()
+    assert "| budget | paper | paper |" in page and "Paper budget: not run" not in page

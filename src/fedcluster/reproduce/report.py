@@ -25,6 +25,13 @@ def command(exp: Experiment, budget: str = "small", seeds: int = 3, device: str 
     return " ".join(parts)
 
 
+def budget_label(exp: Experiment, stored: Stored) -> str:
+    """The stored budget's name, "paper" where the experiment's budget is the paper's itself (e.g. a paper's own
+    small population: its small and paper budgets are the same)."""
+    same = stored.budget in exp.budgets and exp.budgets[stored.budget] == exp.budgets["paper"]
+    return "paper" if same else stored.budget
+
+
 def verdict(exp: Experiment, stored: Stored) -> tuple[str, str]:
     if not stored.finished:
         expected = stored.seeds * len(exp.pairs())
@@ -119,7 +126,7 @@ def reading(out: Path, name: str) -> list[str]:
 def paper_budget_line(exp: Experiment, stored: Stored, out: Path) -> list[str]:
     """Where the paper budget was not run: what it needs (measured with ``--estimate`` when ``out`` holds a
     current estimate, else computed from this run) and the command that runs it."""
-    if stored.budget == "paper":
+    if budget_label(exp, stored) == "paper":
         return []
     small, paper = exp.budget(stored.budget), exp.budgets["paper"]
     measured = matching(out / f"{exp.name}.estimate.json", exp, "paper")
@@ -145,7 +152,7 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              "(0 … seeds − 1); \"(n/N seeds)\" = only n seeds have a value (e.g. reached ARI 1).", "",
              "## Command", "", "```", command(exp, stored.budget, stored.seeds, stored.device, stored.extra), "```", "",
              "## Budget", "", "| | this run | paper budget |", "|---|---|---|",
-             f"| budget | {stored.budget} | paper |", f"| clients | {budget.clients} | {paper.clients} |",
+             f"| budget | {budget_label(exp, stored)} | paper |", f"| clients | {budget.clients} | {paper.clients} |",
              f"| rounds | {budget.rounds} | {paper.rounds} |", f"| model | {budget.model} | {paper.model} |",
              f"| share of client data | {budget.fraction:g} | {paper.fraction:g} |",
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
@@ -175,7 +182,7 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             status, why, run = "not yet run", f"`{command(exp)}`", "–"
         else:
             status, why = verdict(exp, stored)
-            run = f"{stored.budget}, {stored.seeds}"
+            run = f"{budget_label(exp, stored)}, {stored.seeds}"
             why = f"{why} ([details]({out.name}/{exp.name}.md))"
         groups[f"{status} (open questions)" if exp.open_question else status].append(exp.name)
         cells = (exp.name, exp.source, exp.claim, f"**{status}**", run, why)
