@@ -17,6 +17,7 @@ from fedcluster.app.cli import main
 from fedcluster.metrics.statistics import format_mean_sd, mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.command import RUNNERS
+from fedcluster.reproduce.spec import BUDGETS
 from fedcluster.reproduce.verdicts import judge
 
 # one NAME per headline result of the four papers
@@ -73,7 +74,7 @@ def test_registry_covers_every_headline_result() -> None:
     assert set(EXPERIMENTS) == HEADLINES | OPEN_QUESTIONS
     for exp in EXPERIMENTS.values():
         assert exp.kind in RUNNERS, exp.name
-        assert set(exp.budgets) == {"small", "paper"}, exp.name
+        assert {"small", "paper"} <= set(exp.budgets) <= set(BUDGETS), exp.name
         assert exp.budgets["paper"].rounds >= exp.budgets["small"].rounds, exp.name
         assert exp.methods and exp.metrics and exp.verdict is not None, exp.name
         assert exp.open_question == (exp.name in OPEN_QUESTIONS)
@@ -304,10 +305,12 @@ def test_checks_encode_the_claims_as_the_papers_state_them() -> None:
                 "cfl_(MADMO)": {"ari": 0.0, "acc": 19.307}, "fedavg": {"ari": 0.0, "acc": 19.307}}
     assert maps(_cells(**recorded))[0] == "partly"
     assert maps(_cells(**{**recorded, "ifca": {"ari": 1.0, "acc": 74.0}}))[0] == "holds"
-    hard = EXPERIMENTS["s4-ablation-tehc-trhc"].verdict  # TrHC loses 1.6 points where S4 loses 24 of 44
+    hard = EXPERIMENTS["s4-ablation-tehc-trhc"].verdict  # one seed: no noise estimate, TeHC 1.8 points below
     recorded = {"FedRC": {"global": 69.911}, "TeHC": {"global": 68.133}, "TrHC": {"global": 68.267}}
-    assert hard(_cells(**recorded))[0] == "partly"
-    assert hard(_cells(**{**recorded, "TrHC": {"global": 30.0}}))[0] == "holds"
+    assert hard(_cells(**recorded))[0] == "does not hold"
+    # TrHC's drop (Table 15: 54 %, ours 2 %) is the table's, not the text's: it decides nothing
+    assert hard(_cells(**{**recorded, "TeHC": {"global": 70.5}}))[0] == "holds"
+    assert "(Table 15: 0.54) [from the paper's table" in hard(_cells(**recorded))[1]
 
 
 def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
@@ -322,7 +325,8 @@ def test_the_protocol_question_needs_half_of_s4s_gap_beyond_the_noise() -> None:
 
     assert verdict(cells([60.0, 62.0, 58.0], [30.0, 33.0, 31.0]))[0] == "holds"
     assert verdict(cells([60.0, 62.0, 58.0], [52.0, 53.0, 51.0]))[0] == "partly"  # beyond noise, not its size
-    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "tie"  # +1.7 ± 9.3
+    assert verdict(cells([60.0, 62.0, 58.0], [65.0, 32.0, 58.0]))[0] == "tie"  # +8.3 ± 22: both bounds inside
+    assert verdict(cells([60.0, 62.0, 58.0], [64.0, 50.0, 61.0]))[0] == "does not hold"  # +1.7 ± 9.3 < 13.85
     assert verdict(cells([60.0, 62.0, 58.0], [64.0, 66.0, 63.0]))[0] == "does not hold"
 
 
@@ -357,7 +361,7 @@ def test_stored_verdicts_are_rejudged_with_the_current_check(tmp_path: Path) -> 
     stored.save(tmp_path / f"{exp.name}.json")
     assert main(["reproduce", exp.name, "--rejudge", "--out", str(tmp_path)]) == 0
     page = (tmp_path / f"{exp.name}.md").read_text()
-    assert "**Verdict at this budget:** partly" in page
+    assert "**Verdict at this budget:** does not hold" in page
     assert "**FedRC paper:** Yongxin Guo, Xiaoying Tang, Tao Lin. FedRC" in page
 
 

@@ -181,3 +181,18 @@ def test_the_fedrc_paper_cnn_is_its_codes_femnist_cnn_without_padding() -> None:
     assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     same = build_model("cnn", (1, 28, 28), 10, CNNParams(channels=[32, 64], fc=2048))
     assert next(m for m in same.modules() if isinstance(m, torch.nn.Linear)).in_features == 3136
+
+
+@pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if "protocol" in e.budgets])
+def test_the_fedrc_protocol_budget_is_the_papers_training_protocol(name: str) -> None:
+    """The FedRC paper's clients, 200 rounds, batch 128, one local epoch, its Fashion-MNIST-C corruptions (App. H)."""
+    exp = EXPERIMENTS[name]
+    b = exp.budgets["protocol"]
+    assert (b.clients, b.rounds, b.fraction, b.test_size) == (_fedrc_clients(exp), 200, 1.0, 0)
+    for cfg, _ in _resolved(exp, "protocol"):
+        assert (cfg.batch_size, cfg.momentum) == (128, 0.9)
+        assert cfg.local_epochs == 1 or name == "s4-ablation-local-epochs"  # its Table 5 runs 1 and 5 epochs
+        if cfg.scenario == "diverse-shift":
+            assert cfg.scenario_params["family"] == "mnist-c" and cfg.scenario_params["styles"]
+    if "scenario=diverse-shift" in exp.overrides:
+        assert "Fashion-MNIST-C" in b.note and "Fashion-MNIST-C" in exp.budgets["paper"].note

@@ -61,6 +61,7 @@ def test_a_plain_run_writes_the_users_folder_and_leaves_the_published_pages(chec
 
 @pytest.mark.parametrize("argv", [["--budget", "tiny", "--seeds", "1", "--publish"],
                                   ["--budget", "small", "--seeds", "2", "--publish"],
+                                  ["--budget", "paper", "--seeds", "2", "--publish"],
                                   ["--budget", "tiny", "--seeds", "3", "--out", "docs/reproduction"],
                                   ["--report-only", "--seeds", "2", "--publish"]])
 def test_published_results_are_never_replaced_by_a_smaller_budget_or_fewer_seeds(
@@ -83,7 +84,7 @@ def test_help_lists_every_budget_it_accepts(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         main(["reproduce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "{small,paper,tiny}" in text and "--publish" in text
+    assert "{small,protocol,paper,tiny}" in text and "--publish" in text
 
 
 def test_list_shows_the_users_runs_and_the_published_ones(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,3 +100,14 @@ def test_a_folder_in_place_of_a_page_is_one_line(checkout: Path, capsys: pytest.
     assert main(["reproduce", NAME, "--report-only", "--publish"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a file" in err[0] and f"{NAME}.md" in err[0]
+
+
+def test_report_only_without_a_name_rejudges_every_stored_page(checkout: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "--report-only", "--publish"]) == 0
+    page, summary = _published(checkout)[1:]
+    assert page != "published page\n" and "--budget small --seeds 3" in page
+    assert f"| {NAME} |" in summary and "re-judged 1 experiments" in capsys.readouterr().out
+    assert main(["reproduce", "--report-only", "--seeds", "2", "--publish"]) == 2
+    (checkout / "docs" / "reproduction" / f"{NAME}.json").unlink()
+    assert main(["reproduce", "--report-only", "--publish"]) == 2

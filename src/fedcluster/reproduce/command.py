@@ -22,7 +22,7 @@ RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "line
            "fedmd-rotation": "run_fedmd_rotation:run"}
 DEFAULT_OUT = "runs/reproduction"  # a user's runs: pages here, the summary in runs/REPRODUCTION.md
 PUBLISHED = "docs/reproduction"  # the pages of a fedcluster checkout: written only with --publish
-BUDGET_RANK = {"tiny": 0, "small": 1, "paper": 2}
+BUDGET_RANK = {"tiny": 0, "small": 1, "protocol": 2, "paper": 3}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="number of seeds, 0 … N−1 (default 3; with --report-only: the seeds stored)")
     p.add_argument("--budget", default="small", choices=[*BUDGETS, "tiny"],
                    help="small: fewer clients and rounds, light models (each page gives the wall time it took); "
+                        "protocol (the FedRC paper's entries): the paper's clients, rounds, batch, local steps and "
+                        "corruptions with a light model a CPU runs in hours; "
                         "paper: the paper's clients, rounds and batch; tiny: a few seconds, to try the command "
                         "(its verdict says nothing about the paper)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
@@ -59,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "NAME.estimate.json and quoted on the page while that budget has no results")
     p.add_argument("--report-only", "--rejudge", action="store_true", dest="report_only",
                    help="re-judge the stored results with the experiment's current check and rewrite NAME.md and "
-                        "the summary (even unfinished results), without running")
+                        "the summary (even unfinished results), without running; without NAME: every stored one")
 
 
 class TimeLimit(BaseException):  # not an Exception: no handler of a run may take it for the run's own error
@@ -125,11 +127,33 @@ def guard_published(path: Path, budget: str, seeds: int, what: str) -> None:
     if held is None:
         return
     smaller = BUDGET_RANK.get(budget, 0) < BUDGET_RANK.get(held.budget, 0)
-    fewer = budget == held.budget and seeds < held.seeds
+    fewer = seeds < held.seeds  # at any budget: a larger budget over fewer seeds says less about the noise
     if smaller or fewer:
         raise UserError(f"{path} holds {held.budget}-budget results over {held.seeds} seeds; {what} with "
                         f"{budget}, {seeds} seed(s) would replace them: drop --publish (your runs go to "
                         f"{DEFAULT_OUT}) or use --budget {held.budget} --seeds {held.seeds} or more")
+
+
+def report_all(args: argparse.Namespace, out: Path) -> int:
+    """``--report-only`` without a name: re-judge every stored experiment in ``out`` and rewrite its page and the
+    summary (nothing runs)."""
+    from fedcluster.reproduce.report import write_experiment, write_summary
+
+    if args.seeds is not None:
+        raise UserError("--seeds applies to one experiment: name it, or leave out --seeds to re-judge them all")
+    found = 0
+    for name in EXPERIMENTS:
+        stored = Stored.load(out / f"{name}.json")
+        if stored is None:
+            continue
+        exp = get(name).trimmed(stored.budget)
+        stored.finished = exp.runs_of(stored.seeds) <= stored.keys()
+        write_experiment(exp, stored, out)
+        found += 1
+    if not found:
+        raise UserError(f"{out} holds no stored results to report; run `fedcluster reproduce NAME` first")
+    print(f"re-judged {found} experiments in {out}; wrote {write_summary(out)}")
+    return 0
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -137,12 +161,17 @@ def run_command(args: argparse.Namespace) -> int:
     if args.list:
         published = Path(PUBLISHED)
         return list_experiments(out, None if publishing or not published.is_dir() else published)
+    if not args.name and args.report_only:
+        return report_all(args, out)
     if not args.name:
         raise UserError("fedcluster reproduce needs an experiment name or --list; see `fedcluster reproduce --list`")
     try:
         exp = get(args.name).trimmed(args.budget)
     except KeyError as e:
         raise UserError(str(e.args[0])) from None
+    if args.budget not in ("tiny", *exp.budgets):
+        raise UserError(f"{exp.name} has no {args.budget} budget; use --budget "
+                        + " or ".join(b for b in BUDGETS if b in exp.budgets))
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed and at most {MAX_SEEDS}")
     if args.workers < 1:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, replace
 from fedcluster.metrics.statistics import mean_sd
 from fedcluster.reproduce.verdicts import Paired
 
-BUDGETS = ("small", "paper")  # the user-visible budgets; "tiny" exists for the tests
+# the user-visible budgets; "tiny" exists for the tests. protocol (only where an experiment defines it): the paper's
+# training protocol (clients, rounds, batch, local steps, learning rates, data) with a model a CPU runs in hours
+BUDGETS = ("small", "protocol", "paper")
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class Experiment:
 
     def budget(self, name: str) -> Budget:
         """The named budget; "tiny" (tests only) is the small one cut to a few rounds (and, for the image
-        suites, a handful of clients and samples)."""
+        suites, a handful of clients and samples). A budget the experiment does not define is a KeyError."""
         if name != "tiny":
             return self.budgets[name]
         small = self.budgets["small"]

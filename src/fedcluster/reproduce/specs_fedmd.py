@@ -27,14 +27,23 @@ MIXREG_METRICS = (Metric("err5", "error @5", ".4f"), Metric("err105", "error @10
 
 
 def _mixreg_verdict(config: str):
+    """FedMD paper §V-A..C: two-phase "quickly converges to the same estimation error attainable by the oracle
+    algorithm" (checked: final error within 10 % of the oracle's); the one-shot clustering "performs well" in A, "no
+    longer performs as well" in B and poorly in C; in A random-start IFCA gets stuck on an error floor, in B "IFCA
+    eventually also converges to the oracle estimation error". FedAvg's floor ("significantly outperforms vanilla
+    FedAvg") is not a check: one model for several distinct regressors cannot reach the oracle's error, so it holds
+    by construction."""
     def verdict(r: Results) -> tuple[str, str]:
-        checks = [("two-phase final / oracle", mean_of(r, "", "two-phase", "ratio"), 1.1, "<="),
-                  ("FedAvg final / oracle", mean_of(r, "", "fedavg", "ratio"), 2.0, ">=")]
+        checks: list[Check] = [("two-phase final / oracle", mean_of(r, "", "two-phase", "ratio"), 1.1, "<=")]
         one_shot = mean_of(r, "", "one-shot", "ratio")
         checks.append(("one-shot final / oracle", one_shot, 1.1, "<=") if config == "A"
                       else ("one-shot final / oracle", one_shot, 1.1, ">="))
+        ifca = mean_of(r, "", "ifca-random", "ratio")
         if config == "A":
-            checks.append(("IFCA (random start) final / oracle", mean_of(r, "", "ifca-random", "ratio"), 1.1, ">="))
+            checks.append(("IFCA (random start) final / oracle (stuck on an error floor)", ifca, 1.1, ">="))
+        if config == "B":
+            checks.append(("IFCA (random start) final / oracle ('eventually also converges to the oracle "
+                           "estimation error')", ifca, 1.1, "<="))
         return judge(checks)
     return verdict
 
@@ -47,8 +56,10 @@ def _mixreg(config: str) -> Experiment:
         name=f"s2-mixreg-{config.lower()}",
         title=f"FedMD paper Fig. {'ABC'.index(config) + 1}: mixed linear regression, configuration {config}",
         source=f"FedMD paper §V-A..C, Fig. {'ABC'.index(config) + 1}",
-        claim=("two-phase (moment-descent init + FedX clustering) reaches the oracle's estimation error; FedAvg "
-               "plateaus high; " + MIXREG_PAPER[config]["one-shot"].join(["one-shot clustering ", ""])),
+        claim=("two-phase (moment-descent init + FedX clustering) reaches the oracle's estimation error; "
+               + MIXREG_PAPER[config]["one-shot"].join(["one-shot clustering ", ""])
+               + {"A": "; random-start IFCA stays on an error floor",
+                  "B": "; random-start IFCA eventually also reaches the oracle's error", "C": ""}[config]),
         kind="mixreg", budgets={"small": budget, "paper": budget},
         methods=tuple(Method(m, (), {"final": MIXREG_PAPER[config][m]})
                       for m in ("two-phase", "fedavg", "one-shot", "ifca-random", "oracle")),

@@ -3,6 +3,8 @@ single shifts, label noise, participation), plus the IFCA-vs-FedRC open question
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fedcluster.reproduce.spec import (
     Budget,
     Experiment,
@@ -11,11 +13,11 @@ from fedcluster.reproduce.spec import (
     Results,
     Setting,
     lead,
-    mean_of,
     paired,
     paired_lower,
+    paired_of,
 )
-from fedcluster.reproduce.verdicts import Check, judge, worst
+from fedcluster.reproduce.verdicts import Check, from_table, judge, not_tested, upper, worst
 
 # The FedRC paper's setting, the one definition (``benchmarks/diverse_shift.py --scale paper`` reads it too): the
 # paper says "3-layer CNN"; its public code's Fashion-MNIST model (FemnistCNN) is two 5×5 convolutions without padding
@@ -26,22 +28,45 @@ MLP = "MLP 784-200-10"
 _CNN = PAPER_CNN
 _MLP = ("model=mlp", "model.hidden=[200]")
 _TRAIN = ("lr=0.1", "momentum=0.9", "local_epochs=1")
+FMNIST_C = "[" + ",".join(("identity", "shot_noise", "impulse_noise", "glass_blur", "motion_blur", "shear", "scale",
+                           "rotate", "brightness", "translate", "stripe", "spatter", "dotted_line", "zigzag",
+                           "canny_edges")) + "]"  # the styles the FedRC paper's code draws (MNIST-C without fog)
+_STYLES_CODE = ("scenario.family=mnist-c", f"scenario.styles={FMNIST_C}")
+CIFAR_C = ("corruptions: the 19 CIFAR-10-C corruptions scaled to 28×28 (the FedRC paper uses them on CIFAR-10; "
+           "on Fashion-MNIST it uses Fashion-MNIST-C, the protocol and paper budgets' set)")
 # the small budget trains an MLP: on 2 cores the light CNN is 5-8× slower (FedAvg 37 s vs 7 s a run, FedRC 131 vs
 # 17 s), which puts the ablations with 30-60 runs far past the budget's 20 minutes
 SMALL = Budget(60, 30, MLP, (*_MLP, "batch_size=32", "eval_every=2"), fraction=0.25, test_size=500,
                note="60 clients × ¼ of their data, 30 rounds, 500 images per test client; an MLP instead of "
-                    "the FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores)")
-PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128"),
-               note="the FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used")
+                    "the FedRC paper's CNN (the CNN is 5-8× slower on 2 CPU cores); " + CIFAR_C)
+FMNIST_C_NOTE = ("corruptions: Fashion-MNIST-C, the FedRC paper's set (MNIST-C's as its code draws them: identity, "
+                 "shot and impulse noise, glass and motion blur, shear, scale, rotate, brightness, translate, stripe, "
+                 "spatter, dotted line, zigzag, Canny edges)")
+PAPER = Budget(300, 200, CNN, (*_CNN, "batch_size=128", *_STYLES_CODE),
+               note="the FedRC paper's CNN is not specified beyond '3-layer CNN': its public code's is used; "
+                    + FMNIST_C_NOTE)
+# The FedRC paper's training protocol on a CPU: its clients (300, or 100 in its ablations, with all their data), 200
+# rounds, batch 128 with one local epoch (two local steps a round at 300 clients: 128 + 32 of about 160 training
+# samples), its Fashion-MNIST-C corruptions, every test image; an MLP instead of its CNN. Evaluated every 5 rounds.
+_PROTOCOL_NOTE = ("the FedRC paper's {} clients with all their data, 200 rounds, batch 128 with one local epoch ({}), "
+                  "every test image; an MLP 784-200-10 instead of the paper's "
+                  "'3-layer CNN' (the MLP runs on a CPU in hours); evaluated every 5 rounds; " + FMNIST_C_NOTE)
+PROTOCOL = Budget(300, 200, MLP, (*_MLP, "batch_size=128", "eval_every=5", *_STYLES_CODE),
+                  note=_PROTOCOL_NOTE.format(300, "two local steps a round: 128 + 32 of about 160 training samples"))
+PROTOCOL_100 = Budget(100, 200, MLP, (*_MLP, "batch_size=128", "eval_every=5", *_STYLES_CODE),
+                      note=_PROTOCOL_NOTE.format(100, "four local steps a round: 3 × 128 + 96 of about 480 training "
+                                                      "samples"))
 # the FedRC paper's 100-client ablations (Tables 8-15; CIFAR-10 there, Fashion-MNIST with the CNN here)
-PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128"),
+PAPER_100 = Budget(100, 200, CNN, (*_CNN, "batch_size=128", *_STYLES_CODE),
                    note="the FedRC paper's 100 clients, 200 rounds and batch 128 on Fashion-MNIST with its public "
-                        "code's CNN (the paper: CIFAR-10 with MobileNetV2, which needs CIFAR files)")
+                        "code's CNN (the paper: CIFAR-10 with MobileNetV2, which needs CIFAR files); "
+                        + FMNIST_C_NOTE)
 METRICS = (Metric("local", "local %"), Metric("global", "global %"), Metric("ari", "ARI", ".3f"))
 DIFFS = ("the FedRC paper reads both accuracies at the round of best *training* accuracy; the runner records "
          "validation, so the round of best local validation accuracy is used",
-         "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}), SGD momentum 0.9, 1 local epoch, full "
-         "participation; "
+         "lr 0.1 (top of the FedRC paper's grid {0.01, 0.03, 0.06, 0.1}: the paper picks each method's rate from "
+         "it and reports the best, without saying which rate each method got), SGD momentum 0.9, 1 local epoch, "
+         "full participation; "
          "FedSoft at lr 0.03 from the same grid (at 0.1 its personal models, trained on without restarting, "
          "diverged at round 21 of the small budget, seed 0)")
 SMALL_BATCH = ("batch 32 at the small budget (the FedRC paper: 128, as the paper budget), so that its clients with "
@@ -72,21 +97,26 @@ def _table1_verdict(r: Results) -> tuple[str, str]:
     algorithms, indicating the robustness of FedRC on global distribution. iii) The FedRC-FT method, obtained by
     fine-tuning FedRC for a single local epoch, can achieve local accuracy comparable to that of clustered FL
     methods with personalized local models (such as CFL and FedSoft) while maintaining high global performance."
-    Checked: i) on global accuracy against every method but FedRC-FT (its own fine-tuned variant); ii) FedRC's gap
-    against every other method's; iii) FedRC-FT's global accuracy not below FedRC's beyond the seed noise, and its
-    local accuracy within 2 points of FedSoft's (the FedRC paper: 91.02 vs 91.35) or above."""
+    Checked in that order: i) on global accuracy against every method but FedRC-FT (its own fine-tuned variant),
+    and on local accuracy against the clustered FL baselines with one model per cluster (IFCA, CFL (3), FeSEM,
+    FedEM: iii) sets the personalised CFL and FedSoft apart, and the FedRC paper's own Table 1 has FedSoft's local
+    accuracy far above FedRC's); ii) FedRC's gap against every other method's; iii) FedRC-FT's local accuracy
+    within 2 points of FedSoft's (the FedRC paper: 91.02 vs 91.35) or above, and its global accuracy not below
+    FedRC's beyond the seed noise."""
     others = tuple(x.label for x in TABLE1 if x.label not in ("FedRC", "FedRC-FT"))
     g = with_gap(r)
     return judge([
         ("i) FedRC's global accuracy minus the best other clustered FL baseline's, paired by seed (points)",
          lead(r, "", "FedRC", others, "global"), 0.0, ">="),
+        ("i) FedRC's local accuracy minus the best of IFCA, CFL (3), FeSEM and FedEM, paired by seed (points)",
+         lead(r, "", "FedRC", ("IFCA", "CFL (3)", "FeSEM", "FedEM"), "local"), 0.0, ">="),
         ("ii) the smallest other method's local − global gap minus FedRC's, paired by seed (points)",
          worst((paired(g, "", x.label, "FedRC", "gap") for x in TABLE1 if x.label != "FedRC"), 0.0), 0.0, ">="),
+        ("iii) FedRC-FT's local accuracy minus FedSoft's, paired by seed (points; 'comparable': ≥ −2)",
+         paired(r, "", "FedRC-FT", "FedSoft", "local"), -2.0, ">="),
         ("iii) FedRC-FT's global accuracy minus FedRC's, paired by seed, mean + 2 standard errors (points; "
          "'maintaining high global performance': not lower beyond the seed noise)",
-         paired(r, "", "FedRC-FT", "FedRC", "global").high, 0.0, ">="),
-        ("iii) FedRC-FT's local accuracy minus FedSoft's, paired by seed (points; 'comparable': ≥ −2)",
-         paired(r, "", "FedRC-FT", "FedSoft", "local"), -2.0, ">=")])
+         upper(paired(r, "", "FedRC-FT", "FedRC", "global")), 0.0, ">=")])
 
 
 TABLE1 = (m("FedAvg", "fedavg", "42.12 ± 0.33", "34.35 ± 0.92"),
@@ -105,13 +135,23 @@ TABLE1 = (m("FedAvg", "fedavg", "42.12 ± 0.33", "34.35 ± 0.92"),
 BASE = ("dataset=fashion-mnist", "scenario=diverse-shift", *_TRAIN)
 
 
+def _without_styles(b: Budget) -> Budget:
+    """``b`` for an experiment whose scenarios are not the diverse shift: no corruption family of its own."""
+    return replace(b, overrides=tuple(o for o in b.overrides if o not in _STYLES_CODE),
+                   note=b.note.replace("; " + FMNIST_C_NOTE, "").replace("; " + CIFAR_C, ""))
+
+
 def fedrc_exp(name: str, title: str, source: str, claim: str, methods: tuple[Method, ...], **kw: object) -> Experiment:
     kw.setdefault("overrides", BASE)
     kw.setdefault("verdict", _fedrc_best(tuple(x.label for x in methods)))
     kw.setdefault("metrics", METRICS)
     read = str(kw.pop("read", "best-val"))  # best-train: the FedRC paper's reading (DIFFS[0] then does not apply)
     diffs = DIFFS if read == "best-val" else DIFFS[1:]
-    budgets = {"small": kw.pop("small_budget", SMALL), "paper": kw.pop("paper_budget", PAPER)}
+    paper = kw.pop("paper_budget", PAPER)
+    protocol = PROTOCOL_100 if paper.clients == 100 else PROTOCOL
+    budgets = {"small": kw.pop("small_budget", SMALL), "protocol": protocol, "paper": paper}
+    if "scenario=diverse-shift" not in kw["overrides"]:  # the corruptions belong to the diverse-shift scenario
+        budgets = {k: _without_styles(b) for k, b in budgets.items()}
     return Experiment(name=name, title=title, source=source, claim=claim, kind="suite",
                       budgets=budgets, methods=methods, read=read,
                       differences=(*diffs, SMALL_BATCH, *kw.pop("more", ())), **kw)
@@ -120,9 +160,9 @@ def fedrc_exp(name: str, title: str, source: str, claim: str, methods: tuple[Met
 S4_TABLE1 = fedrc_exp("s4-table1-fmnist",
                       "FedRC paper Table 1, Fashion-MNIST column: diverse distribution shift, K = 3",
                       "FedRC paper Table 1",
-                      "FedRC has higher global accuracy than the other clustered FL baselines (59.00 %) and the "
-                      "smallest local-global gap; FedRC-FT reaches FedSoft's local accuracy while keeping FedRC's "
-                      "global accuracy", TABLE1, read="best-train", verdict=_table1_verdict)
+                      "FedRC has higher global and local accuracy than the other clustered FL baselines (59.00 / "
+                      "66.51 %) and the smallest local-global gap; FedRC-FT reaches FedSoft's local accuracy while "
+                      "keeping FedRC's global accuracy", TABLE1, read="best-train", verdict=_table1_verdict)
 _CORE = tuple(x for x in TABLE1 if x.label in ("FedAvg", "FeSEM", "FedEM", "FedRC"))
 S4_K = fedrc_exp("s4-ablation-k2", "FedRC paper Table 9: K = 2 clusters for 3 concepts",
                  "FedRC paper Table 9 (CIFAR-10 in the FedRC paper)",
@@ -158,18 +198,31 @@ S4_IMBALANCE = fedrc_exp(
     verdict=_imbalance_verdict, paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients; concepts and styles drawn as in the FedRC "
           "paper's §3 (assignment=uniform)",))
+def _hard_verdict(r: Results) -> tuple[str, str]:
+    """FedRC paper §5: "Effectiveness of FedRC remains when using hard clustering. [...] Figure 6(c) shows that using
+    hard clustering with not affect the effectiveness of FedRC" (hard clustering at prediction: TeHC). Checked: TeHC's
+    global accuracy not below FedRC's beyond the seed noise (paired by seed: mean + 2 standard errors ≥ 0). The
+    FedRC paper's text states nothing about TrHC (hard clustering in training too); its Table 15 has it losing 54 %
+    of FedRC's global accuracy (44.37 → 20.5), shown from the table."""
+    drop = paired_of([(a - b) / a for a, b in zip(r.get(("", "FedRC"), {}).get("global", []),
+                                                   r.get(("", "TrHC"), {}).get("global", []), strict=False)])
+    return judge([("TeHC's global accuracy minus FedRC's, paired by seed, mean + 2 standard errors (points; 'does "
+                   "not affect': not lower beyond the seed noise)", upper(paired(r, "", "TeHC", "FedRC", "global")),
+                   0.0, ">="),
+                  from_table("share of FedRC's global accuracy that TrHC loses, (FedRC − TrHC) / FedRC, paired by "
+                             "seed (Table 15: 0.54)", drop, 0.5, ">=")])
+
+
 S4_HARD = fedrc_exp(
     "s4-ablation-tehc-trhc", "FedRC paper Table 15: FedRC with hard clustering at test (TeHC) or train time (TrHC)",
-    "FedRC paper Table 15", "TeHC ≈ FedRC; TrHC (hard during training) loses most of the global accuracy (the "
-                            "FedRC paper: 44.37 → 20.5, −54 %)",
+    "FedRC paper Table 15, §5 (Fig. 6(c))", "hard clustering at prediction (TeHC) does not affect FedRC's "
+                                            "effectiveness (the FedRC paper: 44.37 → 48.03); its Table 15 also has "
+                                            "TrHC (hard during training) losing most of the global accuracy "
+                                            "(44.37 → 20.5, −54 %)",
     (m("FedRC", "fedrc", "", "44.37 (CIFAR-10)", *K3), m("TeHC", "fedrc", "", "48.03 (CIFAR-10)", *K3,
                                                          "algorithm.hard=test"),
      m("TrHC", "fedrc", "", "20.5 (CIFAR-10)", *K3, "algorithm.hard=train")),
-    verdict=lambda r: judge([("|FedRC − TeHC| global (points)", abs(mean_of(r, "", "FedRC", "global")
-                                                                    - mean_of(r, "", "TeHC", "global")), 5.0, "<="),
-                             ("share of FedRC's global accuracy that TrHC loses, (FedRC − TrHC) / FedRC ('most': "
-                              "over half; the FedRC paper: 0.54)", 1 - mean_of(r, "", "TrHC", "global")
-                              / mean_of(r, "", "FedRC", "global"), 0.5, ">=")]),
+    verdict=_hard_verdict,
     paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients",))
 _SINGLE = {"feature-only": ("scenario=hcfl-shift", "scenario.concepts=1"),
@@ -196,6 +249,17 @@ S4_SINGLE = fedrc_exp(
           "label maps on an IID split, label-only = Dirichlet α = 0.1",))
 _NOISE_PAPER = {"pair 0.2": ("52.35", "20.55", "35.25", "57.55", "59.95"),
                 "symmetric 0.2": ("52.60", "30.35", "32.40", "53.00", "55.25")}
+def _noise_verdict(r: Results) -> tuple[str, str]:
+    """FedRC paper App. I (Table 13): "The results show that FedRC outperforms other clustered FL methods and FedAvg
+    in label noise scenarios." The same table is the HCFL paper's Table 4: "Results show that HCFL+ consistently
+    outperform other methods by a large margin" (HCFL+ is not run in this entry)."""
+    return judge([("FedRC global − best other global, paired by seed (points, worst setting)", worst(
+        (lead(r, s, "FedRC", tuple(x.label for x in _SINGLE_METHODS), "global") for s in _NOISE_PAPER), 0.0),
+        0.0, ">="),
+        not_tested("HCFL paper: HCFL+ outperforms the other methods by a large margin",
+                   "HCFL+ is not run in this entry")])
+
+
 S4_NOISE = fedrc_exp(
     "s4-ablation-label-noise", "FedRC paper Table 13: label noise on the diverse-shift federation",
     "FedRC paper Table 13 = HCFL paper Table 4", "FedRC has the best global accuracy under pair and symmetric flips",
@@ -203,9 +267,7 @@ S4_NOISE = fedrc_exp(
     settings=tuple(Setting(k, (f"scenario.noise={k.split()[0]}", "scenario.noise_rate=0.2"),
                            {x.label: {"global": p} for x, p in zip(_SINGLE_METHODS, v, strict=True)})
                    for k, v in _NOISE_PAPER.items()),
-    verdict=lambda r: judge([("FedRC global − best other global, paired by seed (points, worst setting)", worst(
-        (lead(r, s, "FedRC", tuple(x.label for x in _SINGLE_METHODS), "global") for s in _NOISE_PAPER), 0.0),
-        0.0, ">=")]),
+    verdict=_noise_verdict,
     paper_budget=PAPER_100,
     more=("the FedRC paper runs this on CIFAR-10 with 100 clients; its Pairflip/Symflip column names are swapped "
           "relative to the HCFL paper's: we name the flip by what it does",))
@@ -219,22 +281,26 @@ ROBUST_DROP = 5.0  # points of global accuracy a lower participation rate may co
 
 
 def _participation_verdict(r: Results) -> tuple[str, str]:
-    """FedRC paper App. I, Table 6: "Results show FedRC is robust to the partial client participation" (its
-    Table 6: FedRC's global accuracy 62.10 … 65.07 at rates 0.2 … 0.8 against 63.83 at 1.0, at most 1.73 points
-    lower; "robust" is checked as at most ROBUST_DROP = 5 points lower, about three times that); its main text,
-    Fig. 6(a), shows FedRC with the best global accuracy at every rate."""
+    """FedRC paper App. I: "In Table 6, we report the final accuracies on both local and global test datasets to
+    include more details. Results show FedRC is robust to the partial client participation." Its Table 6 has FedRC's
+    global accuracy 62.10 … 65.07 at rates 0.2 … 0.8 against 63.83 at 1.0, at most 1.73 points lower; "robust" is
+    checked as at most ROBUST_DROP = 5 points lower, about three times that. FedRC having the best global accuracy at
+    each rate below 1 is read off Table 6 (at rate 1.0 it is Table 1's comparison, judged by s4-table1-fmnist)."""
     rates = [f"participation {p}" for p in _PART]
     return judge([
-        ("FedRC global − best other global, paired by seed (points, worst rate)",
-         worst((lead(r, s, "FedRC", tuple(_PART_PAPER), "global") for s in rates), 0.0), 0.0, ">="),
         (f"FedRC's global accuracy at a rate < 1 minus at full participation, paired by seed (points, worst rate; "
          f"robust: ≥ −{ROBUST_DROP:g})",
          worst((paired(r, s, "FedRC", "FedRC", "global", setting_b=rates[-1]) for s in rates[:-1]), -ROBUST_DROP),
-         -ROBUST_DROP, ">=")])
+         -ROBUST_DROP, ">="),
+        from_table("FedRC global − best other global, paired by seed (points, worst rate below 1)",
+                   worst((lead(r, s, "FedRC", tuple(_PART_PAPER), "global") for s in rates[:-1]), 0.0), 0.0, ">=")])
+
+
 S4_PARTICIPATION = fedrc_exp(
-    "s4-ablation-participation", "FedRC paper Table 6: share of clients per round 0.2 … 1.0", "FedRC paper Table 6",
-    "FedRC has the best global accuracy at every participation rate and is robust to partial participation (its "
-    "global accuracy stays within 5 points of full participation's at every rate)",
+    "s4-ablation-participation", "FedRC paper Table 6: share of clients per round 0.2 … 1.0",
+    "FedRC paper Table 6, App. I",
+    "FedRC is robust to partial client participation (its global accuracy stays within 5 points of full "
+    "participation's at every rate); its Table 6 also has FedRC with the best global accuracy at every rate",
     tuple(Method(x.label, x.overrides, {}) for x in _PART_METHODS),
     settings=tuple(Setting(f"participation {p}", (f"clients_per_round={p}",),
                            {x: dict(zip(("local", "global"), v[i].split("/"), strict=True))
@@ -242,8 +308,8 @@ S4_PARTICIPATION = fedrc_exp(
     verdict=_participation_verdict,
     more=("the FedRC paper runs this on CIFAR-10 (MobileNetV2)",))
 _Q_BUDGETS = {"small": Budget(100, 100, MLP, (*_MLP, "batch_size=128", "eval_every=2"), fraction=0.25,
-                              test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP"),
-              "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"))}
+                              test_size=500, note="100 clients × ¼ data, 100 rounds, batch 128, an MLP; " + CIFAR_C),
+              "paper": Budget(300, 200, CNN, (*_CNN, "batch_size=128"), note=CIFAR_C)}
 Q_IFCA_FEDRC = Experiment(
     name="q-ifca-vs-fedrc", title="Open question: IFCA vs FedRC in the FedRC paper's one-step regime (batch 128)",
     source="open question; FedRC paper Table 1",
@@ -262,10 +328,6 @@ Q_IFCA_FEDRC = Experiment(
 # client's data for training and 10 % for testing (the test clients fit their weights on 90 % and are scored on 10 %)
 S4_CODE = ("batch_size=128", "drop_last=true", "weight_decay=5e-4", "client_momentum=keep", "test_fit=90-10",
            "scenario.val_fraction=0.1", "scenario.assignment=fedrc-code")
-FMNIST_C = "[" + ",".join(("identity", "shot_noise", "impulse_noise", "glass_blur", "motion_blur", "shear", "scale",
-                           "rotate", "brightness", "translate", "stripe", "spatter", "dotted_line", "zigzag",
-                           "canny_edges")) + "]"  # the styles the FedRC paper's code draws (MNIST-C without fog)
-_STYLES_CODE = ("scenario.family=mnist-c", f"scenario.styles={FMNIST_C}")
 # The FedRC paper as written: its CIFAR-10-C style corruptions, batch 128 (one local epoch: two steps at the small
 # budget's ~225 training samples), momentum 0.9 restarted every round, no weight decay, test clients fit on half
 _WRITTEN = ("scenario.family=cifar-c", "batch_size=128", "scenario.val_fraction=0.1")
