@@ -222,7 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "algorithm=ifca,fedrc algorithm.num_clusters=2,3,4 lr=0.01,0.1 seed=0,1,2")
     sw.add_argument("items", nargs="+", metavar="CONFIG.yaml | key=v1,v2,...",
                     help="an optional config file, then keys with one value (fixed) or several (swept)")
-    sw.add_argument("--workers", type=int, default=1, help="runs at once, each its own process (default 1)")
+    sw.add_argument("--workers", type=int, default=1, help="runs at once, in as many long-lived worker processes "
+                                                           "(default 1)")
+    sw.add_argument("--max-runs", type=int, default=1000, metavar="N",
+                    help="refuse a grid of more than N runs (default 1000), a guard against a mistyped range")
     sw.add_argument("--out", default=None, help="the sweep's folder (default runs/sweep-CONFIG; the same command "
                                                 "again continues it)")
     sw.set_defaults(fn=cmd_sweep)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from fedcluster.app.sweep.execute import LOGS, STATE_FILE, Outcome, Runner, SweepState, check_same_settings, finished
-from fedcluster.app.sweep.grid import Point, expand, parse_axes
+from fedcluster.app.sweep.grid import Point, expand, grid_size, parse_axes
 from fedcluster.config.validation import usable_cpus
 from fedcluster.errors import UserError
 from fedcluster.storage.atomic import writing
@@ -21,6 +21,7 @@ from fedcluster.storage.paths import output_path
 from fedcluster.tracking.compare import load_run
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
+MAX_RUNS = 1000  # the default of --max-runs
 
 
 def default_folder(config: str | None) -> Path:
@@ -29,9 +30,15 @@ def default_folder(config: str | None) -> Path:
 
 def run_sweep(args: argparse.Namespace) -> int:
     config, items = (args.items[0], args.items[1:]) if "=" not in args.items[0] else (None, args.items)
+    max_runs = getattr(args, "max_runs", MAX_RUNS)
     if args.workers < 1:
         raise UserError(f"--workers must be >= 1, got {args.workers}")
+    if max_runs < 1:
+        raise UserError(f"--max-runs must be >= 1, got {max_runs}")
     axes = parse_axes(items)
+    if grid_size(axes) > max_runs:
+        raise UserError(f"this grid has {grid_size(axes)} runs, more than --max-runs {max_runs}; give fewer "
+                        f"values, or pass --max-runs {grid_size(axes)} to run them all")
     points = expand(config, axes)
     folder = output_path(args.out or default_folder(config), f"--out {args.out or default_folder(config)}",
                          folder=True)
@@ -123,8 +130,7 @@ def compare_sweep(path: str | os.PathLike[str], out: str | None) -> int:
     """``fedcluster compare SWEEP_DIR``: the sweep's table and picture again, from what its runs hold now."""
     folder = Path(path)
     state = SweepState.load(folder)
-    if not isinstance(state.data.get("points"), list) or not all(
-            isinstance(e, dict) and {"name", "setting", "algorithm"} <= set(e) for e in state.data["points"]):
+    if not state.data.get("points"):
         raise UserError(f"{folder / STATE_FILE} lists no sweep points; it is damaged: run the sweep's command again")
     if not any(finished(folder / e["name"]) for e in state.data["points"]):
         raise UserError(f"{folder} holds no finished run yet; run the sweep (see {folder / LOGS})")

@@ -26,7 +26,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fedcluster.app.sweep.grid import Point
+from fedcluster.app.sweep.grid import SAFE_NAME, Point
 from fedcluster.app.sweep.pool import Pool, Task
 from fedcluster.config.validation import read_config_file
 from fedcluster.errors import UserError
@@ -61,16 +61,19 @@ class SweepState:
 
     @classmethod
     def load(cls, folder: Path) -> SweepState:
+        """The folder's sweep.json, checked: anything but what a sweep writes is refused in one line."""
         path = folder / STATE_FILE
         if not path.is_file():
             return cls(folder)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             raise UserError(f"{path} is damaged or not a fedcluster sweep file; delete it (the runs stay) or pass "
                             "another --out") from None
-        if not isinstance(data, dict):
-            raise UserError(f"{path} is not a fedcluster sweep file; pass another --out")
+        problem = state_problem(data)
+        if problem:
+            raise UserError(f"{path} is not a sweep file fedcluster wrote ({problem}); delete it (the runs stay) or "
+                            "pass another --out")
         return cls(folder, data)
 
     def diverged(self) -> set[str]:
@@ -85,6 +88,44 @@ class SweepState:
     def save(self) -> None:
         atomic_write(self.folder / STATE_FILE, (json.dumps(self.data, indent=1) + "\n").encode(),
                      "free some space, then run the sweep again")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _point_problem(p: Any) -> str | None:
+    if not isinstance(p, dict):
+        return "a point is not an object"
+    name = p.get("name")
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or name in (".", ".."):
+        return f"a point's name {json.dumps(name)[:80]} is not a folder name a sweep makes"
+    setting = p.get("setting")
+    if not isinstance(setting, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in setting.items()):
+        return f"the point {name} has no setting of key=value texts"
+    if not isinstance(p.get("algorithm"), str):
+        return f"the point {name} names no algorithm"
+    seed = p.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return f"the point {name} has a seed that is not a whole number"
+    return None
+
+
+def state_problem(data: Any) -> str | None:
+    """What is wrong with a sweep.json's contents, or None."""
+    if not isinstance(data, dict):
+        return "not an object"
+    for key in ("diverged", "keys", "items"):
+        if key in data and not _strings(data[key]):
+            return f"{key!r} is not a list of texts"
+    if "diverged" in data and not all(SAFE_NAME.fullmatch(n) for n in data["diverged"]):
+        return "'diverged' names a folder a sweep does not make"
+    if data.get("config") is not None and not isinstance(data["config"], str):
+        return "'config' is not a path"
+    points = data.get("points", [])
+    if not isinstance(points, list):
+        return "'points' is not a list"
+    return next((problem for p in points if (problem := _point_problem(p))), None)
 
 
 def finished(run_dir: Path) -> bool:
