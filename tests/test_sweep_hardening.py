@@ -4,7 +4,6 @@ spellings of one value, a refused point, SIGTERM and a huge grid each end in one
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -86,9 +85,8 @@ def test_a_refused_point_ends_the_sweep_with_a_true_summary(tmp_path: Path,
 
 def test_sigterm_stops_the_sweep_and_its_current_run(tmp_path: Path) -> None:
     folder = tmp_path / "s"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     sweep = subprocess.Popen([sys.executable, "-m", "fedcluster", "sweep", "algorithm=fedavg,ifca", "rounds=100000",
-                              "num_clients=6", "checkpoint_every=1", "--out", str(folder)], env=env,
+                              "num_clients=6", "checkpoint_every=1", "--out", str(folder)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rounds = folder / "fedavg" / "rounds.csv"
     deadline = time.monotonic() + 120
