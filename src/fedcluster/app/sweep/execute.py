@@ -39,6 +39,7 @@ EXIT_USAGE, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
 # keys that do not change what a run computes: a finished run with other values still counts
 NOT_COMPARED = frozenset({"out", "progress", "threads", "workers", "checkpoint_every", "tracking", "tracking_uri",
                           "tracking_experiment", "tensorboard_dir"})
+CLI = "fedcluster.app.cli:main"  # what a worker runs each point with (by name: the command line imports this module)
 EXTENDABLE = "rounds"  # a finished run with fewer rounds is extended in place (``fedcluster resume``)
 
 
@@ -224,7 +225,7 @@ class Runner:
         outcomes: list[Outcome] = []
         waiting = list(todo)
         points = {p.name: p for p in todo}
-        pool = Pool(workers)
+        pool = Pool(workers, CLI)
         try:
             while waiting or pool.busy():
                 while waiting and pool.idle() and stop.signum is None and not self._refused(outcomes):

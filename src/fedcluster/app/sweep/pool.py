@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import multiprocessing
 import os
 import signal
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -54,9 +56,13 @@ def _redirect(path: Path | None) -> None:
     os.close(fd)
 
 
-def _run_command(argv: list[str]) -> int:
-    from fedcluster.app.cli import main
+def _entry(entry: str) -> Callable[[list[str]], int]:
+    """``"package.module:function"`` -> the function (named, not imported here: the command line imports this)."""
+    module, _, name = entry.partition(":")
+    return getattr(importlib.import_module(module), name)
 
+
+def _run_command(main: Callable[[list[str]], int], argv: list[str]) -> int:
     try:
         return main(argv)
     except SystemExit as e:  # argparse
@@ -69,8 +75,9 @@ def _run_command(argv: list[str]) -> int:
         return EXIT_FAILED
 
 
-def serve(conn: Connection) -> None:
-    """A worker's loop: receive a task, run it, send back its exit status; None ends the loop."""
+def serve(conn: Connection, entry: str) -> None:
+    """A worker's loop: receive a task, run it with ``entry`` (the command line's main function), send back its exit
+    status; None ends the loop."""
     os.setpgrp()  # Ctrl-C in the terminal reaches the sweep only; it passes it on once
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
@@ -78,7 +85,7 @@ def serve(conn: Connection) -> None:
     _redirect(None)
     import torch
 
-    import fedcluster.app.cli  # noqa: F401  (imported once, before the first task)
+    main = _entry(entry)  # imported once, before the first task
 
     seed, threads, environ = torch.initial_seed(), torch.get_num_threads(), dict(os.environ)
     while True:
@@ -95,7 +102,7 @@ def serve(conn: Connection) -> None:
         _redirect(task.log)
         try:
             with warnings.catch_warnings():  # its own filters; warnings shown before are shown again
-                rc = _run_command(task.argv)
+                rc = _run_command(main, task.argv)
         except KeyboardInterrupt:  # a second Ctrl-C while the run was already stopping
             rc = 130
         _redirect(None)
@@ -106,9 +113,10 @@ def serve(conn: Connection) -> None:
 
 
 class Worker:
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: Any, entry: str) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=serve, args=(child,), daemon=False, name="fedcluster-sweep-worker")
+        self.process = context.Process(target=serve, args=(child, entry), daemon=False,
+                                       name="fedcluster-sweep-worker")
         self.process.start()
         child.close()
         self.task: Task | None = None
@@ -133,11 +141,13 @@ class Worker:
 
 
 class Pool:
-    """``size`` workers; :meth:`submit` a task to an idle one, :meth:`results` the tasks that ended."""
+    """``size`` workers that run tasks with ``entry`` (``"package.module:function"``, the command line's main);
+    :meth:`submit` a task to an idle one, :meth:`results` the tasks that ended."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, entry: str) -> None:
         self.context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch threads
-        self.workers = [Worker(self.context) for _ in range(size)]
+        self.entry = entry
+        self.workers = [Worker(self.context, entry) for _ in range(size)]
 
     def idle(self) -> list[Worker]:
         return [w for w in self.workers if w.task is None]
@@ -182,7 +192,7 @@ class Pool:
     def _replace(self, worker: Worker) -> Worker:
         with contextlib.suppress(Exception):
             worker.close(timeout=0.1)
-        fresh = Worker(self.context)
+        fresh = Worker(self.context, self.entry)
         self.workers[self.workers.index(worker)] = fresh
         return fresh
 
