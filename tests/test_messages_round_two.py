@@ -44,3 +44,8 @@ def test_init_force_replaces_the_configs_already_there(tmp_path: Path, capsys: p
     assert main(["init", str(tmp_path)]) == 0 and demo.read_text() == "rounds: 1\n"
     assert "--force" in capsys.readouterr().out
     assert main(["init", str(tmp_path), "--force"]) == 0 and demo.read_text() == shipped
+
+
+def test_list_natural_says_where_the_permutation_map_is(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "natural"]) == 0
+    assert "fedrc, hcfl-beta or shift (permutation: concept-swap only)" in capsys.readouterr().out
