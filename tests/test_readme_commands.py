@@ -1,9 +1,9 @@
 """The README's commands, run as a new user would, in a fresh virtual environment (slow: ``pytest -m slow``).
 
-The environment is made with ``--system-site-packages`` (so PyTorch and the other dependencies already installed
-are used and nothing large is downloaded), then the README's pip block is run line by line in a copy of the
-checkout, then every command of its other bash blocks and its Python block in an empty folder. Covered as
-written: the pip block (its PyTorch line finds torch already there), the demo, ``list``, ``--help``, ``report``,
+The environment is made with ``--system-site-packages`` and sees the test's own environment's packages (so
+PyTorch and the other dependencies already installed are used and nothing large is downloaded), then the
+README's pip block is run line by line in a copy of the checkout, then every command of its other bash blocks
+and its Python block in an empty folder. Covered as written: the pip block (its PyTorch line finds torch already there), the demo, ``list``, ``--help``, ``report``,
 ``scenario``, ``compare``, ``reproduce --list``, ``init``, the library block. Run shorter than written (the
 same command with fewer rounds, listed in ``SHORTER``): the Fashion-MNIST runs, ``resume`` and ``sweep``. Not
 run: ``bash scripts/install.sh`` (it installs Debian packages as root), the README's ``pip install fedcluster``
@@ -51,6 +51,10 @@ def test_every_readme_command_works_in_a_fresh_environment(tmp_path: Path) -> No
                                                                ".pytest_cache", "build", "dist"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # this environment's packages (PyTorch, ...) seen from the new one, as a system's would be: nothing downloaded
+    Path(site, "_test_parent.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv)}
     env.pop("PYTHONPATH", None)
     blocks = commands("bash")
