@@ -3,12 +3,12 @@
 The environment is made with ``--system-site-packages`` and sees the test's own environment's packages (so
 PyTorch and the other dependencies already installed are used and nothing large is downloaded), then the
 README's pip block is run line by line in a copy of the checkout, then every command of its other bash blocks
-and its Python block in an empty folder. Covered as written: the pip block (its PyTorch line finds torch already there), the demo, ``list``, ``--help``, ``report``,
-``scenario``, ``compare``, ``reproduce --list``, ``init``, the library block. Run shorter than written (the
-same command with fewer rounds, listed in ``SHORTER``): the Fashion-MNIST runs, ``resume`` and ``sweep``. Not
-run: ``bash scripts/install.sh`` (it installs Debian packages as root), the README's ``pip install fedcluster``
-(no release yet, as the README says) and the two ``reproduce s3-merge`` runs (minutes to hours; ``reproduce`` has
-its own tests).
+and its Python block in an empty folder. Covered as written: the pip block (its PyTorch line finds torch already
+there), the demo, ``list``, ``--help``, ``report``, ``scenario``, ``compare``, ``reproduce --list``, ``init``,
+the library block. Run shorter than written (the same command with fewer rounds, listed in ``SHORTER``): the
+Fashion-MNIST runs, ``resume`` and ``sweep``. Not run: ``bash scripts/install.sh`` (it installs Debian packages
+as root), the README's ``pip install fedcluster`` (no release yet, as the README says) and the two ``reproduce
+s3-merge`` runs (minutes to hours; ``reproduce`` has its own tests).
 """
 
 from __future__ import annotations
