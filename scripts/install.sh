@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_VERSION="${FEDCLUSTER_TORCH_VERSION:-2.13.0}"
 VENV="${FEDCLUSTER_VENV:-.venv}"
-EXTRAS="${FEDCLUSTER_EXTRAS:-all}"  # all = dev (tests, lint) + flower + tracking
+EXTRAS="${FEDCLUSTER_EXTRAS:-all}"  # all = dev (tests, lint) + flower + tracking + wandb
 
 SUDO=""
 if [ "$(id -u)" != "0" ]; then

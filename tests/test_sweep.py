@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import shutil
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
 from fedcluster.app.cli import main
+from fedcluster.app.sweep.execute import Runner, SweepState
 from fedcluster.app.sweep.grid import expand, parse_axes, split_values
-from fedcluster.app.sweep.table import Setting, mark_best, markdown
+from fedcluster.app.sweep.table import Setting, mark_best, markdown, plot
 from fedcluster.errors import ConfigError
 from fedcluster.metrics.statistics import mean_sd
 from fedcluster.tracking.compare import RunRecord
@@ -185,6 +190,62 @@ def test_compare_reads_a_sweep_folder(sweep: Path, tmp_path: Path, capsys: pytes
 
 
 def test_a_folder_with_a_run_of_other_settings_is_refused(sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", *GRID, "rounds=3", "num_clients=6", "--out", str(sweep)]) == 2
+    assert main(["sweep", *GRID, "rounds=2", "num_clients=7", "--out", str(sweep)]) == 2
     err = capsys.readouterr().err
-    assert "rounds=2" in err and "rounds=3" in err and "--out" in err and len(err.strip().splitlines()) == 1
+    assert "num_clients=6" in err and "num_clients=7" in err and "--out" in err and len(err.strip().splitlines()) == 1
+    assert main(["sweep", *GRID, "rounds=1", "num_clients=6", "--out", str(sweep)]) == 2  # fewer rounds: refused
+    err = capsys.readouterr().err
+    assert "rounds=2" in err and "rounds=1" in err and len(err.strip().splitlines()) == 1
+
+
+def _without_times(run_dir: Path) -> list[dict[str, str]]:
+    return [{k: v for k, v in row.items() if "second" not in k and "time" not in k} for row in _rows(run_dir)]
+
+
+def test_the_runs_of_one_worker_equal_runs_in_fresh_processes(sweep: Path, tmp_path: Path) -> None:
+    """Each worker ran four points one after the other: the last equals the same run in a process of its own."""
+    name = "ifca,lr=0.1,seed=1"
+    subprocess.run([sys.executable, "-m", "fedcluster", "run", "algorithm=ifca", "lr=0.1", "seed=1", *TINY,
+                    "progress=false", f"out={tmp_path / 'alone'}"], check=True, capture_output=True)
+    assert _without_times(sweep / name) == _without_times(tmp_path / "alone")
+    assert len(_rows(sweep / name)) == 2
+
+
+def test_more_rounds_extend_the_finished_runs_in_place(sweep: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(sweep, copy)
+    capsys.readouterr()
+    assert main(["sweep", *GRID, "num_clients=6", "checkpoint_every=1", "rounds=3", "--out", str(copy)]) == 0
+    err = capsys.readouterr().err
+    assert "4 done earlier, 0 to resume, 0 to start, 4 to extend to more rounds" in err  # the diverged 4 stay
+    assert "[1/4] " in err and " left" in err and "[4/4] " in err
+    assert main(["run", "algorithm=fedavg", "lr=0.1", "seed=0", *TINY, "rounds=3", "progress=false",
+                 f"out={tmp_path / 'straight'}"]) == 0
+    extended = copy / "fedavg,lr=0.1,seed=0"
+    assert len(_rows(extended)) == 3 and _without_times(extended) == _without_times(tmp_path / "straight")
+    assert json.loads((extended / "summary.json").read_text())["rounds"] == 3
+    assert "extend" not in Path(copy / "sweep.md").read_text()
+
+
+def test_a_method_without_finished_runs_draws_without_a_warning(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    settings = [Setting({"algorithm": "ifca", "lr": "0.1"}, "ifca", 1, [_record(0.5, 0.5)]),
+                Setting({"algorithm": "fedavg", "lr": "0.1"}, "fedavg", 1, [])]  # interrupted before it finished
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
+        warnings.simplefilter("error")
+        plot(settings, ["algorithm", "lr"], tmp_path / "p.png", "t")
+    assert (tmp_path / "p.png").is_file() and not caplog.records
+
+
+
+def test_an_interrupted_run_is_said_to_resume_only_when_it_has_a_checkpoint(tmp_path: Path) -> None:
+    point = expand(None, parse_axes(["rounds=2"]))[0]
+    (tmp_path / point.name).mkdir()
+    runner = Runner(tmp_path, None, SweepState(tmp_path), 1, None)
+    before = runner._outcome(point, 130, 1.0, tmp_path / "log")
+    (tmp_path / point.name / "checkpoint.pt").write_bytes(b"")
+    after = runner._outcome(point, 130, 1.0, tmp_path / "log")
+    assert before.status == after.status == "interrupted"
+    assert "checkpoint" not in before.note.replace("no checkpoint", "") and "starts again" in before.note
+    assert "resumes from its checkpoint" in after.note

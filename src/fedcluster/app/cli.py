@@ -35,6 +35,18 @@ def starting_up() -> Iterator[None]:
         raise StartupInterrupted from None
 
 
+def one_line(text: str) -> str:
+    """A message of several lines as one: its lines joined by "; ", the items of a "- " list by ", "."""
+    parts: list[str] = []
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line.startswith("- ") and parts:
+            parts[-1] += (" " if parts[-1].endswith(":") else ", ") + line[2:]
+        elif line:
+            parts.append(line)
+    return "; ".join(p.rstrip(";") for p in parts)
+
+
 def _split_args(items: list[str]) -> tuple[str | None, list[str]]:
     """The optional leading CONFIG.yaml and the key=value overrides."""
     if items and "=" not in items[0]:
@@ -156,10 +168,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     from fedcluster.config.shipped import FOLDER, copy_into
 
-    written, kept = copy_into(args.folder)
+    written, kept = copy_into(args.folder, force=args.force)
     target = Path(args.folder) / FOLDER
     print(f"fedcluster init: wrote {len(written)} of the {len(written) + len(kept)} config files into {target}"
-          + (f"; kept {len(kept)} already there: {', '.join(p.name for p in kept)}" if kept else ""))
+          + (f"; kept {len(kept)} already there (--force replaces them): {', '.join(p.name for p in kept)}"
+             if kept else ""))
     print(f"next: fedcluster run {target / 'demo.yaml'} algorithm=ifca algorithm.num_clusters=3")
     return 0
 
@@ -222,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "algorithm=ifca,fedrc algorithm.num_clusters=2,3,4 lr=0.01,0.1 seed=0,1,2")
     sw.add_argument("items", nargs="+", metavar="CONFIG.yaml | key=v1,v2,...",
                     help="an optional config file, then keys with one value (fixed) or several (swept)")
-    sw.add_argument("--workers", type=int, default=1, help="runs at once, each its own process (default 1)")
+    sw.add_argument("--workers", type=int, default=1, help="runs at once, in as many long-lived worker processes "
+                                                           "(default 1)")
+    sw.add_argument("--max-runs", type=int, default=1000, metavar="N",
+                    help="refuse a grid of more than N runs (default 1000), a guard against a mistyped range")
     sw.add_argument("--out", default=None, help="the sweep's folder (default runs/sweep-CONFIG; the same command "
                                                 "again continues it)")
     sw.set_defaults(fn=cmd_sweep)
@@ -233,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(fn=cmd_list)
     it = sub.add_parser("init", help="copy the example and paper configs into FOLDER/configs to edit")
     it.add_argument("folder", nargs="?", default=".", metavar="FOLDER", help="default: the current folder")
+    it.add_argument("--force", action="store_true",
+                    help="replace config files already there with the shipped ones (e.g. after an upgrade)")
     it.set_defaults(fn=cmd_init)
     _add_flower(sub)
     return p
@@ -296,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         if not _user_facing(e):
             raise
         if _speaks():  # under torchrun every rank stops alike; rank 0 says it
-            print(f"fedcluster: error: {' '.join(str(e).split())}", file=sys.stderr)
+            print(f"fedcluster: error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into e.g. `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -322,7 +322,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'natural': (None, (
             ('min_samples', 'int', '10', 'draw only writers with at least this many training samples'),
             ('concepts', 'int', '1', 'label-map concepts over the drawn writers (1 = labels as written)'),
-            ('maps', 'fedrc|hcfl-beta|shift|permutation', 'fedrc', 'label maps with concepts > 1: fedrc, hcfl-beta or shift'),
+            ('maps', 'fedrc|hcfl-beta|shift|permutation', 'fedrc', 'label maps with concepts > 1: fedrc, hcfl-beta or shift (permutation: concept-swap only)'),
             ('shift', 'int', '5', 'y → (y + c·shift) mod C with maps=shift'),
             ('val_fraction', 'float', '0.2', "share of each writer's training samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),

@@ -33,8 +33,9 @@ def locate(path: str | Path) -> Path:
     return SHIPPED / p.name
 
 
-def copy_into(folder: str | Path) -> tuple[list[Path], list[Path]]:
-    """Copy the shipped configs into ``folder/configs``; a file already there is kept. (written, kept)."""
+def copy_into(folder: str | Path, force: bool = False) -> tuple[list[Path], list[Path]]:
+    """Copy the shipped configs into ``folder/configs``; a file already there is kept, or with ``force``
+    replaced by the shipped one (after an upgrade). (written, kept)."""
     shipped = names()
     if not shipped:
         raise UserError("this installation of fedcluster holds no configs/ (a broken install?): reinstall it")
@@ -46,7 +47,8 @@ def copy_into(folder: str | Path) -> tuple[list[Path], list[Path]]:
     written, kept = [], []
     for name in shipped:
         source, dest = SHIPPED / name, target / name
-        if dest.exists():  # the user's own edits (or, in a clone, the shipped file itself)
+        if dest.exists() and (not force or dest.resolve() == source.resolve()):  # the user's edits (or, in a
+            # clone, the shipped file itself)
             kept.append(dest)
             continue
         try:

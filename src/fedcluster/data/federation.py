@@ -188,8 +188,9 @@ class Federation:
         lines = [
             f"{self.info.get('name', 'federation')}: {self.num_clients} clients, "
             f"{self.train.num_samples} train / {self.val.num_samples} val samples, "
-            f"{self.test.num_clients} test clients, input {self.input_shape}, "
-            f"{self.num_classes or 'regression'} classes, {self.num_concepts} concepts",
+            f"{_count(self.test.num_clients, 'test client')}, input {self.input_shape}, "
+            f"{_count(self.num_classes, 'class', 'classes') if self.num_classes else 'regression'}, "
+            f"{_count(self.num_concepts, 'concept')}",
             f"  samples per client: min {n.min()}, median {int(np.median(n))}, max {n.max()}",
             "  clients per concept: " + ", ".join(
                 f"{c}:{int((self.true_cluster == c).sum())}" for c in range(self.num_concepts)
@@ -291,3 +292,8 @@ class Federation:
             style_names=self.style_names, extras=self.extras, info=self.info,
         )
         return state
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``1 concept``, ``3 concepts``."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

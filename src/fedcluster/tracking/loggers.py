@@ -15,6 +15,7 @@ file, or a server that does not answer within ``MLFLOW_HTTP_REQUEST_TIMEOUT`` se
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -135,6 +136,17 @@ class MlflowLogger:
         for row in rows:
             self.log_round(row)
 
+    def discard(self) -> None:
+        """Undo :meth:`start` (another logger could not start): the MLflow run is deleted for good."""
+        if self.run_id:
+            with contextlib.suppress(Exception):
+                self.client.delete_run(self.run_id)
+                store = getattr(self.client, "_tracking_client", None)
+                purge = getattr(getattr(store, "store", None), "_hard_delete_run", None)
+                if purge is not None:  # the SQL store keeps deleted runs until `mlflow gc`; this one never ran
+                    purge(self.run_id)
+            self.run_id = ""
+
     def log_round(self, row: Mapping[str, Any]) -> None:
         from mlflow.entities import Metric
 
@@ -165,10 +177,12 @@ class TensorBoardLogger:
         self.cfg = cfg
         self.log_dir = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir / "tensorboard"
         self.writer: Any = None
+        self.before: set[Path] | None = None  # the log folder's files before this writer (None: no folder)
 
     def start(self, rows: Sequence[Mapping[str, float]]) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
+        self.before = set(self.log_dir.iterdir()) if self.log_dir.is_dir() else None
         # purge_step=1: a resumed run drops what an earlier writer logged and logs every kept round again
         self.writer = SummaryWriter(str(self.log_dir), purge_step=1 if rows else None, flush_secs=10)
         table = "\n".join(f"    {k}: {v}" for k, v in flatten_config(self.cfg).items())
@@ -186,6 +200,18 @@ class TensorBoardLogger:
         if self.writer is not None:
             self.writer.close()
 
+    def discard(self) -> None:
+        """Undo :meth:`start`: the writer's events file goes, and its folder if the writer made it."""
+        if self.writer is None:
+            return
+        self.writer.close()
+        self.writer = None
+        with contextlib.suppress(OSError):
+            for path in set(self.log_dir.iterdir()) - (self.before or set()):
+                path.unlink()
+            if self.before is None:
+                self.log_dir.rmdir()
+
 
 class Tracking:
     """Fans the run loop's events out to the chosen loggers (none: every call does nothing).
@@ -198,8 +224,21 @@ class Tracking:
         self.observers = list(observers)
 
     def start(self, rows: Sequence[Mapping[str, float]]) -> None:
-        for o in self.observers:
-            o.start(rows)
+        """Start every logger, or none: when one cannot start, those started before it are undone (no run left
+        FAILED in MLflow, no empty TensorBoard file) and its error goes on."""
+        started: list[RunObserver] = []
+        try:
+            for o in self.observers:
+                o.start(rows)
+                started.append(o)
+        except BaseException:
+            for o in reversed(started):
+                discard = getattr(o, "discard", None)
+                if discard is not None:
+                    with contextlib.suppress(Exception):
+                        discard()
+            self.observers = []
+            raise
 
     def log_round(self, row: Mapping[str, Any]) -> None:
         self._each(lambda o: o.log_round(row))

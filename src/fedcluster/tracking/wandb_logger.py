@@ -50,6 +50,12 @@ class WandbLogger:
         for row in rows:
             self.log_round(row)
 
+    def discard(self) -> None:
+        """Undo :meth:`start` (another logger could not start): the W&B run ends as failed."""
+        if self.run is not None:
+            self.run.finish(exit_code=1)
+            self.run = None
+
     def log_round(self, row: Mapping[str, Any]) -> None:
         metrics = round_metrics(row)
         if metrics:

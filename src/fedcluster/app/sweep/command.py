@@ -12,15 +12,16 @@ import os
 import sys
 from pathlib import Path
 
-from fedcluster.app.sweep.execute import LOGS, STATE_FILE, Runner, SweepState, check_same_settings, finished
-from fedcluster.app.sweep.grid import Point, expand, parse_axes
+from fedcluster.app.sweep.execute import LOGS, STATE_FILE, Outcome, Runner, SweepState, check_same_settings, finished
+from fedcluster.app.sweep.grid import Point, expand, grid_size, parse_axes
 from fedcluster.config.validation import usable_cpus
 from fedcluster.errors import UserError
 from fedcluster.storage.atomic import writing
 from fedcluster.storage.paths import output_path
 from fedcluster.tracking.compare import load_run
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_FAILED, EXIT_USAGE = 1, 2
+MAX_RUNS = 1000  # the default of --max-runs
 
 
 def default_folder(config: str | None) -> Path:
@@ -29,9 +30,15 @@ def default_folder(config: str | None) -> Path:
 
 def run_sweep(args: argparse.Namespace) -> int:
     config, items = (args.items[0], args.items[1:]) if "=" not in args.items[0] else (None, args.items)
+    max_runs = getattr(args, "max_runs", MAX_RUNS)
     if args.workers < 1:
         raise UserError(f"--workers must be >= 1, got {args.workers}")
+    if max_runs < 1:
+        raise UserError(f"--max-runs must be >= 1, got {max_runs}")
     axes = parse_axes(items)
+    if grid_size(axes) > max_runs:
+        raise UserError(f"this grid has {grid_size(axes)} runs, more than --max-runs {max_runs}; give fewer "
+                        f"values, or pass --max-runs {grid_size(axes)} to run them all")
     points = expand(config, axes)
     folder = output_path(args.out or default_folder(config), f"--out {args.out or default_folder(config)}",
                          folder=True)
@@ -49,16 +56,33 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.workers > 1 and not any(i.split("=", 1)[0].strip() == "threads" for i in items):
         threads = max(1, usable_cpus() // args.workers)  # the runs share the cores instead of each taking all
     outcomes = Runner(folder, config, state, args.workers, threads).run_all(points)
-    interrupted = any(o.status == "interrupted" for o in outcomes)
     report(folder, state, points, None)
-    if interrupted:
-        print(f"sweep: interrupted; run the same command again to continue (finished runs are kept, interrupted "
-              f"ones resume from their checkpoints; folder {folder})", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    return conclude(outcomes, folder)
+
+
+def conclude(outcomes: list[Outcome], folder: Path) -> int:
+    """The sweep's last line (on stderr) and exit status: refused, interrupted, failed or done."""
+    refused = [o for o in outcomes if o.status == "failed" and o.rc == EXIT_USAGE]
+    interrupted = [o for o in outcomes if o.status == "interrupted"]
     failed = [o for o in outcomes if o.status == "failed"]
+    if refused:
+        unstarted = sum(o.status == "not started" for o in outcomes)
+        print(f"sweep: stopped: the run {refused[0].name} was refused: {refused[0].note}"
+              + (f"; {unstarted} run(s) not started" if unstarted else "")
+              + "; fix that, then run the same command again to continue", file=sys.stderr)
+        return EXIT_USAGE
+    if interrupted:
+        stopped = [o for o in interrupted if o.name]
+        kept = sum(o.note.startswith("resumes") for o in stopped)
+        parts = [f"{kept} stopped run(s) resume from their checkpoints" if kept else "",
+                 f"{len(stopped) - kept} start again (no checkpoint yet)" if len(stopped) > kept else ""]
+        how = "; ".join(p for p in parts if p)
+        print("sweep: interrupted; run the same command again to continue (finished runs are kept"
+              + (f"; {how}" if how else "") + f"; folder {folder})", file=sys.stderr)
+        return max(o.rc for o in interrupted)
     if failed:
         print(f"sweep: {len(failed)} run(s) failed, e.g. {failed[0].name}: {failed[0].note}", file=sys.stderr)
-        return EXIT_USAGE if failed[0].rc == EXIT_USAGE else EXIT_FAILED
+        return EXIT_FAILED
     return 0
 
 
@@ -106,8 +130,7 @@ def compare_sweep(path: str | os.PathLike[str], out: str | None) -> int:
     """``fedcluster compare SWEEP_DIR``: the sweep's table and picture again, from what its runs hold now."""
     folder = Path(path)
     state = SweepState.load(folder)
-    if not isinstance(state.data.get("points"), list) or not all(
-            isinstance(e, dict) and {"name", "setting", "algorithm"} <= set(e) for e in state.data["points"]):
+    if not state.data.get("points"):
         raise UserError(f"{folder / STATE_FILE} lists no sweep points; it is damaged: run the sweep's command again")
     if not any(finished(folder / e["name"]) for e in state.data["points"]):
         raise UserError(f"{folder} holds no finished run yet; run the sweep (see {folder / LOGS})")

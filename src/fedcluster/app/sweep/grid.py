@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from fedcluster.errors import ConfigError
 
 NAME_KEYS = ("algorithm", "dataset", "scenario", "model")  # their values name themselves in a folder name
 SWEEP_OWNED = ("out",)  # the sweep chooses each run's folder
+MAX_NAME = 120  # bytes of a point's folder name (file systems allow 255; logs/NAME.log and the hash fit beside it)
+SAFE_NAME = re.compile(r"[A-Za-z0-9._+=,-]{1,255}")  # what a point's folder name is made of
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,29 @@ def parse_axes(items: list[str]) -> list[Axis]:
             raise ConfigError(f"{item!r} has an empty value; separate values with single commas")
         if len(set(values)) != len(values):
             raise ConfigError(f"{item!r} gives a value twice")
+        _refuse_same_values(key, values)
         axes[key] = Axis(key, tuple(values))
     return list(axes.values())
+
+
+def _same(value: Any) -> str:
+    """A value as a run reads it, for comparing spellings: ``0.1`` and ``1e-1`` alike, ``1`` and ``1.0`` alike."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(float(value))
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _refuse_same_values(key: str, values: list[str]) -> None:
+    seen: dict[str, str] = {}
+    for v in values:
+        other = seen.setdefault(_same(parse_value(v)), v)
+        if other != v:
+            raise ConfigError(f"{key}={other} and {key}={v} are the same value; give each value of {key} once")
+
+
+def grid_size(axes: list[Axis]) -> int:
+    """The number of points of the grid before methods drop the keys they do not take (an upper bound)."""
+    return math.prod(len(a.values) for a in axes)
 
 
 def _takes(section: str, name: Any, key: str, values: list[Any]) -> bool:
@@ -139,15 +163,20 @@ def _safe(text: str) -> str:
 
 
 def point_name(setting: list[tuple[str, str]], swept: list[str]) -> str:
-    """``ifca,num_clusters=2,lr=0.01,seed=0``: the swept keys (names of methods, data sets, ... bare)."""
+    """``ifca,num_clusters=2,lr=0.01,seed=0``: the swept keys (names of methods, data sets, ... bare); a name longer
+    than ``MAX_NAME`` bytes is cut and ends with a hash of the whole."""
     parts = [_safe(v) if k in NAME_KEYS else f"{_label(k, swept)}={_safe(v)}" for k, v in setting]
-    return ",".join(parts) or "run"
+    name = ",".join(parts) or "run"
+    if len(name) > MAX_NAME:
+        name = f"{name[:MAX_NAME - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    return name
 
 
 def expand(config: str | None, axes: list[Axis]) -> list[Point]:
     """Every point of the grid, resolved; inapplicable section keys dropped; duplicates merged."""
     swept = [a.key for a in axes if len(a.values) > 1]
     points: dict[str, Point] = {}
+    runs: dict[str, str] = {}  # a point's whole config -> its name
     used: set[str] = set()
     chosen_names: dict[str, set[str]] = {s: set() for s in SECTIONS}
     values_of = {a.key: a.values for a in axes}
@@ -167,6 +196,11 @@ def expand(config: str | None, axes: list[Axis]) -> list[Point]:
             raise ConfigError(f"{e} (in the sweep's point {where})" if where else str(e)) from None
         setting = [(k, v) for k, v in kept.items() if k in swept]
         name = point_name(setting, swept)
+        same = json.dumps({k: v for k, v in cfg.to_dict().items() if k != "out"}, sort_keys=True, default=str)
+        if same in runs and runs[same] != name:
+            raise ConfigError(f"the sweep's points {runs[same]} and {name} are the same run (two spellings of one "
+                              "value?); give each value once")
+        runs.setdefault(same, name)
         if name not in points:
             points[name] = Point(name, overrides, {k: v for k, v in setting if k != "seed"}, cfg.seed,
                                  cfg.algorithm, cfg)

@@ -140,7 +140,8 @@ def plot(settings: Sequence[Setting], keys: Sequence[str], path: Path, title: st
         ax.set_title(method)
         ax.set_xlabel(x_key)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a method without finished runs draws nothing to label
+            ax.legend(fontsize=7)
     axes[0][0].set_ylabel("final validation accuracy")
     fig.suptitle(f"{title} (star: best per method)")
     fig.tight_layout()

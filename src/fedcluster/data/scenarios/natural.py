@@ -33,7 +33,7 @@ from fedcluster.data.sources.leaf import WriterDataset
 class NaturalParams:
     min_samples: int = 10  # draw only writers with at least this many training samples
     concepts: int = 1  # label-map concepts over the drawn writers (1 = labels as written)
-    maps: MapKind = "fedrc"  # label maps with concepts > 1: fedrc, hcfl-beta or shift
+    maps: MapKind = "fedrc"  # label maps with concepts > 1: fedrc, hcfl-beta or shift (permutation: concept-swap only)
     shift: int = 5  # y → (y + c·shift) mod C with maps=shift
     val_fraction: float = 0.2  # share of each writer's training samples held out for local validation
     image_size: int | None = None  # downsample to image_size × image_size (null = keep)

@@ -35,9 +35,11 @@ def locate(data_dir: str | Path) -> Path:
     for folder in candidates:
         if (folder / "wnids.txt").is_file() and (folder / "train").is_dir() and (folder / "val").is_dir():
             return folder
-    first = next((c for c in candidates if c.is_dir() and any(c.iterdir())), root)
+    first = next((c for c in candidates if any((c / n).exists() for n in ("wnids.txt", "train", "val"))),
+                 next((c for c in candidates if c.is_dir() and any(c.iterdir())), root))  # the copy, if any
     missing = [n for n in ("wnids.txt", "train", "val") if not (first / n).exists()]
-    raise DatasetNotFoundError("tiny-imagenet", candidates, _EXPECTED, _HOW_TO_GET, missing)
+    searched = [first, *(c for c in candidates if c != first)]
+    raise DatasetNotFoundError("tiny-imagenet", searched, _EXPECTED, _HOW_TO_GET, missing)
 
 
 def regular_file_inside(path: Path, folder: Path) -> Path:
