@@ -21,6 +21,8 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
 
 pytest.importorskip("flwr")
+# ~3 min of real SuperLink/SuperNode processes: out of the default suite, run by CI as a command of its own
+pytestmark = pytest.mark.slow
 
 BASE = ["dataset=digits", "scenario=concept-swap", "num_clients=3", "rounds=3", "model=mlp", "model.hidden=[16]",
         "progress=false", "seed=3"]
