@@ -111,3 +111,21 @@ def test_report_only_without_a_name_rejudges_every_stored_page(checkout: Path,
     assert main(["reproduce", "--report-only", "--seeds", "2", "--publish"]) == 2
     (checkout / "docs" / "reproduction" / f"{NAME}.json").unlink()
     assert main(["reproduce", "--report-only", "--publish"]) == 2
+
+
+def test_records_of_another_protocol_are_not_judged_as_this_one(checkout: Path, capsys: pytest.CaptureFixture) -> None:
+    """A page describes the runs its records hold: when the experiment now names other settings (here another lr),
+    re-judging is refused with the command that reruns it, by name and for every page."""
+    path = checkout / "docs" / "reproduction" / f"{NAME}.json"
+    stored = Stored.load(path)
+    assert stored is not None
+    stored.spec = get(NAME).protocol("small")
+    stored.save(path)
+    assert main(["reproduce", NAME, "--report-only", "--publish"]) == 0
+    stored.spec = stored.spec.replace('"overrides": [', '"overrides": ["lr=0.05", ', 1)
+    stored.save(path)
+    before = _published(checkout)
+    for args in ([NAME, "--report-only", "--publish"], ["--report-only", "--publish"]):
+        assert main(["reproduce", *args]) == 2
+        assert f"fedcluster reproduce {NAME} --budget small --fresh" in capsys.readouterr().err
+    assert _published(checkout) == before

@@ -134,6 +134,14 @@ def guard_published(path: Path, budget: str, seeds: int, what: str) -> None:
                         f"{DEFAULT_OUT}) or use --budget {held.budget} --seeds {held.seeds} or more")
 
 
+def refuse_stale(exp: Experiment, stored: Stored) -> None:
+    """Refuse to judge records made under another protocol than the spec now names (its page would describe runs
+    that did not happen). Older files store only the budget's repr and cannot be told apart."""
+    if stored.spec.startswith("protocol ") and stored.spec != exp.protocol(stored.budget):
+        raise UserError(f"{exp.name}: its stored records were run with other settings than the experiment now names; "
+                        f"rerun it with `fedcluster reproduce {exp.name} --budget {stored.budget} --fresh`")
+
+
 def report_all(args: argparse.Namespace, out: Path) -> int:
     """``--report-only`` without a name: re-judge every stored experiment in ``out`` and rewrite its page and the
     summary (nothing runs)."""
@@ -147,6 +155,7 @@ def report_all(args: argparse.Namespace, out: Path) -> int:
         if stored is None:
             continue
         exp = get(name).trimmed(stored.budget)
+        refuse_stale(exp, stored)
         stored.finished = exp.runs_of(stored.seeds) <= stored.keys()
         write_experiment(exp, stored, out)
         found += 1
@@ -192,6 +201,7 @@ def run_command(args: argparse.Namespace) -> int:
         if stored is None:
             raise UserError(f"{path} holds no results to report; run `fedcluster reproduce {exp.name}` first")
         exp = get(exp.name).trimmed(stored.budget)
+        refuse_stale(exp, stored)
         if publishing and stored.finished and args.seeds is not None:
             guard_published(path, stored.budget, args.seeds, "re-judging")
         if args.seeds is not None:
