@@ -60,7 +60,10 @@ class CLoVEParams(ClusteredParams):
 
 
 @ALGORITHMS.register("clove", "CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, "
-                     "min-cost cluster-model matching", CLoVEParams)
+                     "min-cost cluster-model matching", CLoVEParams,
+                     paper="Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: "
+                           "Personalized Federated Learning through Clustering of Loss Vector Embeddings. "
+                           "International Conference on Machine Learning (ICML), PMLR 306, 2026 (arXiv:2506.22427).")
 class CLoVE(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
         super().__init__(ctx, params)

@@ -51,7 +51,10 @@ class FedEMParams(ClusteredParams):
 
 
 @ALGORITHMS.register("fedem", "FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction",
-                     FedEMParams)
+                     FedEMParams,
+                     paper="Othmane Marfoq, Giovanni Neglia, Aurélien Bellet, Laetitia Kameni, Richard Vidal. "
+                           "Federated Multi-Task Learning under a Mixture of Distributions. Advances in Neural "
+                           "Information Processing Systems (NeurIPS) 34, 2021.")
 class FedEM(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedEMParams) -> None:
         super().__init__(ctx, params)

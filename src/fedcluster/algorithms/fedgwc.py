@@ -100,7 +100,10 @@ class FedGWCParams:
 
 
 @ALGORITHMS.register("fedgwc", "FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral "
-                     "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams)
+                     "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams,
+                     paper="Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. "
+                           "Interaction-Aware Gaussian Weighting for Clustered Federated Learning. International "
+                           "Conference on Machine Learning (ICML), PMLR 267, 2025.")
 class FedGWC(HardClusters):
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
         super().__init__(ctx, params, k0=1)

@@ -45,7 +45,9 @@ class FedSoftParams(ClusteredParams):
 
 
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
-                     FedSoftParams)
+                     FedSoftParams,
+                     paper="Yichen Ruan, Carlee Joe-Wong. FedSoft: Soft Clustered Federated Learning with Proximal "
+                           "Local Updating. Proceedings of the AAAI Conference on Artificial Intelligence 36, 2022.")
 class FedSoft(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         super().__init__(ctx, params)

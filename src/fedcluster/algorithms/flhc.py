@@ -56,7 +56,10 @@ class FLHCParams:
 
 
 @ALGORITHMS.register("flhc", "FL+HC: FedAvg, then agglomerative clustering of client updates once, then FedAvg "
-                     "per cluster", FLHCParams)
+                     "per cluster", FLHCParams,
+                     paper="Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical "
+                           "Clustering of Local Updates to Improve Training on Non-IID Data. International Joint "
+                           "Conference on Neural Networks (IJCNN), 2020.")
 class FLHC(HardClusters):
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1)

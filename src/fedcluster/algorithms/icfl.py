@@ -59,7 +59,9 @@ class ICFLParams:
 
 
 @ALGORITHMS.register("icfl", "ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)",
-                     ICFLParams)
+                     ICFLParams,
+                     paper="Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous "
+                           "Environment. IEEE Transactions on Neural Networks and Learning Systems, 2023.")
 class ICFL(HardClusters):
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
         super().__init__(ctx, params, k0=1)

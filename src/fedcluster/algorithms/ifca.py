@@ -41,7 +41,10 @@ class IFCAParams(ClusteredParams):
 
 
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",
-                     IFCAParams)
+                     IFCAParams,
+                     paper="Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficient Framework for "
+                           "Clustered Federated Learning. Advances in Neural Information Processing Systems "
+                           "(NeurIPS) 33, 2020.")
 class IFCA(ClusteredAlgorithm):
     """Tier 1: the default ``conditional`` formulation; tier 2: the default :class:`HardLoss` rule."""
 

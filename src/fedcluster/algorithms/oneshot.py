@@ -49,7 +49,9 @@ def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:
 
 
 @ALGORITHMS.register("oneshot", "one-shot clustering: local models, k-means once, then FedAvg per cluster",
-                     OneShotParams)
+                     OneShotParams,
+                     paper="Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a"
+                           " Heterogeneous Environment. arXiv:1906.06629, 2019.")
 class OneShot(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: OneShotParams) -> None:
         super().__init__(ctx, params)

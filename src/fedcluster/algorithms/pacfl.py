@@ -66,7 +66,11 @@ class PACFLParams:
 
 
 @ALGORITHMS.register("pacfl", "PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), "
-                     "then FedAvg per cluster", PACFLParams)
+                     "then FedAvg per cluster", PACFLParams,
+                     paper="Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak "
+                           "Shah, Bill Lin. Efficient Distribution Similarity Identification in Clustered Federated "
+                           "Learning via Principal Angles between Client Data Subspaces. Proceedings of the AAAI "
+                           "Conference on Artificial Intelligence 37, 2023.")
 class PACFL(HardClusters):
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
         super().__init__(ctx, params, k0=1)

@@ -59,7 +59,9 @@ class StoCFLParams:
 
 
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
-                     "prox λ toward a global model", StoCFLParams)
+                     "prox λ toward a global model", StoCFLParams,
+                     paper="Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered "
+                           "Federated Learning. arXiv:2303.00897, 2023.")
 class StoCFL(HardClusters):
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
