@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import_registering_modules()
     if args.check and (unread := unread_registrations()):
-        print(f"registered by a module that registers through no registry call: {', '.join(unread)}")
+        print("registered where the source reading cannot see it (call a registry's register or add by name): "
+              + ", ".join(unread))
         return 1
     files = generated_files()
     stale = [path for path, text in files.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
