@@ -17,14 +17,13 @@ from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
-    SplitKind,
     check_data,
     full_test,
     grouped_partition,
     resize_plans,
     scenario_info,
 )
-from fedcluster.data.scenarios.params import LabelSplit, LocalData
+from fedcluster.data.scenarios.params import LocalData, PartLabelSplit
 from fedcluster.data.scenarios.rotation import angle_name, rotator
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import rotate
@@ -45,7 +44,7 @@ def _mixed_rotator(source: np.ndarray, angles: list[float]) -> Transform:
 
 
 @dataclass
-class MixtureParams(LocalData, LabelSplit):
+class MixtureParams(LocalData, PartLabelSplit):
     """``kappa``: share of the mixture clients' samples from ``angles[0]`` (CFL-GP paper sweeps 0.1..0.9). ``exact``:
     exactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as CFL-GP paper words it ("each sample
     ... with probabilities κ and 1 − κ")."""
@@ -53,7 +52,6 @@ class MixtureParams(LocalData, LabelSplit):
     kappa: float = 0.5  # κ: share of the mixture clients' samples from angles[0]
     angles: list[float] = field(default_factory=lambda: [0.0, 180.0])  # rotation of source A and source B (degrees)
     exact: bool = True  # exactly round(κ·n) samples from A per client (false: Binomial(n, κ))
-    split: SplitKind = "iid"
     val_fraction: float = 0.3
 
     def check(self) -> None:

@@ -35,6 +35,14 @@ class LabelSplit(ScenarioParams):
 
 
 @dataclass
+class PartLabelSplit(LabelSplit):
+    """The label split inside each part of a scenario that first splits the data into parts (rotations, sources):
+    none by default."""
+
+    split: SplitKind = "iid"
+
+
+@dataclass
 class Validation(ScenarioParams):
     val_fraction: float = 0.2  # share of each client's samples held out for local validation
 

@@ -20,7 +20,6 @@ from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
-    SplitKind,
     check_data,
     full_test,
     grouped_partition,
@@ -28,7 +27,7 @@ from fedcluster.data.scenarios.common import (
     scenario_info,
     subsample,
 )
-from fedcluster.data.scenarios.params import LabelSplit, LocalData
+from fedcluster.data.scenarios.params import LocalData, PartLabelSplit
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import ROTATED_MNIST_ANGLES, rotate, rotation_clusters
 from fedcluster.data.sources.base import ArrayDataset
@@ -46,7 +45,7 @@ def angle_name(angle: float) -> str:
 
 
 @dataclass
-class RotationParams(LocalData, LabelSplit):
+class RotationParams(LocalData, PartLabelSplit):
     """``angles``: one rotation per part (default the CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP
     paper EMNIST:
     [0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:
@@ -58,7 +57,6 @@ class RotationParams(LocalData, LabelSplit):
     group_by: Literal["quadrant", "angle"] = "quadrant"  # true clusters: nearby angles / each angle
     groups: list[list[float]] | None = None  # explicit grouping of the angles, e.g. [[0,15],[90,105]]
     samples: int | None = None  # random subset of the training set (null = all)
-    split: SplitKind = "iid"
     val_fraction: float = 0.3
 
     def check(self) -> None:
