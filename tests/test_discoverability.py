@@ -4,19 +4,17 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import json
 import os
 import subprocess
 import sys
 import typing
-from pathlib import Path
 
 import pytest
 
 import fedcluster
 from fedcluster.app.cli import main
-from fedcluster.app.describe import RUN_KEY_DOCS, default_of, field_docs, live_params, type_name, value_text
+from fedcluster.app.describe import RUN_KEY_DOCS, default_of, field_docs, type_name, value_text
+from fedcluster.app.regenerate import live_params, registering_modules
 from fedcluster.catalog import names
 from fedcluster.catalog.params import PARAMS
 from fedcluster.catalog.registry import REGISTRIES
@@ -31,28 +29,20 @@ def _python(code: str) -> str:
     return proc.stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("flwr") is None,
-                    reason="imports every module, the Flower ones too: needs flwr (fedcluster[flower])")
-def test_catalog_equals_the_full_registry() -> None:
-    """Importing every module of the package registers exactly the catalog: names, descriptions and the module
-    that registers each name (a module that registers a name the catalog does not list fails here), and
-    fedcluster/catalog/names.py is the text its generator writes from those registrations."""
-    out = _python(
-        "import json\n"
-        "from fedcluster.app.describe import import_every_module, live_names, names_catalog_source\n"
-        "import_every_module()\n"
-        "print(json.dumps({'names': live_names(), 'text': names_catalog_source(live_names())}))")
-    full = json.loads(out)
-    light = {k: {n: list(md) for n, md in r._declared.items()} for k, r in REGISTRIES.items()}
-    regenerate = "regenerate it with `PYTHONPATH=src python -m fedcluster.app.describe`"
-    for kind in REGISTRIES:
-        missing = {n: v for n, v in full["names"][kind].items() if light[kind].get(n) != v}
-        stale = sorted(set(light[kind]) - set(full["names"][kind]))
-        assert not missing and not stale, (
-            f"fedcluster/catalog/names.py is out of date for {kind} (missing or changed {missing}, stale {stale}): "
-            f"{regenerate}")
-    assert (Path(names.__file__).read_text(encoding="utf-8") == full["text"]), \
-        f"fedcluster/catalog/names.py is not the generated text: {regenerate}"
+def test_generated_files_are_current_in_one_pass_without_optional_extras() -> None:
+    """A fresh interpreter that imports only the modules that register something (read from the source, so no
+    optional extra is needed) regenerates exactly the committed catalog, parameter tables, configuration reference
+    and method tables; a registration made where the source reading cannot see it fails here too."""
+    no_flower = ("import sys\nsys.modules['flwr'] = None  # as if the optional flwr were not installed\n"
+                 "from fedcluster.app.regenerate import main\nsys.exit(main(['--check']))")
+    proc = subprocess.run([sys.executable, "-c", no_flower], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_regeneration_reads_exactly_the_registering_modules() -> None:
+    """The source reading finds every module the catalog names, and no module that registers nothing."""
+    modules = {module for r in REGISTRIES.values() for module, _ in r._declared.values()}
+    assert set(registering_modules()) == modules
 
 
 def test_every_name_loads_lazily_from_its_module() -> None:
@@ -73,12 +63,12 @@ def test_every_name_loads_lazily_from_its_module() -> None:
 def test_static_parameter_tables_equal_the_dataclasses() -> None:
     """fedcluster/catalog/params.py (what `list NAME` prints without importing the implementations) is what the
     registered dataclasses give: a parameter added, removed or changed in code fails here until regenerated."""
-    live = live_params()
+    live = live_params({key: getattr(names, key.upper()) for key in REGISTRIES})
     stale = sorted(f"{kind} {name}" for kind in live.keys() | PARAMS.keys()
                    for name in live.get(kind, {}).keys() | PARAMS.get(kind, {}).keys()
                    if live.get(kind, {}).get(name, "missing") != PARAMS.get(kind, {}).get(name, "missing"))
     assert not stale, (f"fedcluster/catalog/params.py is out of date for {stale}: regenerate it with "
-                       "`PYTHONPATH=src python -m fedcluster.app.describe`")
+                       "`PYTHONPATH=src python -m fedcluster.app.regenerate`")
 
 
 @pytest.mark.parametrize("argv", [["list"], ["list", "algorithms"], ["run", "--help"], ["scenario", "--help"],

@@ -61,7 +61,7 @@ def test_reproduction_specs_have_no_internal_references() -> None:
 def test_list_cites_the_papers_it_names() -> None:
     text = describe_name("hcfl-plus")
     assert "HCFL paper" in text and text.endswith(f"HCFL paper: {papers.PAPERS['HCFL paper']}")
-    assert f"ifca: {papers.BASELINES['ifca']}" in describe_name("ifca")
+    assert f"ifca: {papers.paper_of('ifca')}" in describe_name("ifca") and "Ghosh" in papers.paper_of("ifca")
     rotation = describe_name("rotation")  # a scenario: the papers its text names, nothing else
     assert papers.PAPERS["CFL-GP paper"] in rotation and papers.PAPERS["FedMD paper"] in rotation
     assert "papers:" not in describe_name("logistic")

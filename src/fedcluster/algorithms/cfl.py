@@ -32,6 +32,10 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import CFLRule
 
+PAPER = ("Felix Sattler, Klaus-Robert Müller, Wojciech Samek. Clustered Federated Learning: Model-Agnostic "
+         "Distributed Multitask Optimization Under Privacy Constraints. IEEE Transactions on Neural Networks and "
+         "Learning Systems 32(8):3710–3722, 2021.")
+
 
 @dataclass
 class CFLParams:
@@ -53,7 +57,7 @@ class CFLParams:
 
 
 @ALGORITHMS.register("cfl", "CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2",
-                     CFLParams)
+                     CFLParams, paper=PAPER)
 class CFL(HardClusters):
     def __init__(self, ctx: Context, params: CFLParams) -> None:
         super().__init__(ctx, params, k0=1)

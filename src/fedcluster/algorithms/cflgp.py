@@ -71,7 +71,7 @@ class CFLGPParams:
 
 
 @ALGORITHMS.register("cflgp", "CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)",
-                     CFLGPParams)
+                     CFLGPParams, paper="CFL-GP paper")
 class CFLGP(Algorithm):
     fixed_clusters = True
 

@@ -41,6 +41,10 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.grouping import match_clusters_to_models, silhouette_kmeans
 from fedcluster.tiers.weights import best_cluster, segment_mean
 
+PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
+         "Federated Learning through Clustering of Loss Vector Embeddings. International Conference on Machine "
+         "Learning (ICML), PMLR 306, 2026 (arXiv:2506.22427).")
+
 
 @dataclass
 class CLoVEParams(ClusteredParams):
@@ -60,7 +64,7 @@ class CLoVEParams(ClusteredParams):
 
 
 @ALGORITHMS.register("clove", "CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, "
-                     "min-cost cluster-model matching", CLoVEParams)
+                     "min-cost cluster-model matching", CLoVEParams, paper=PAPER)
 class CLoVE(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
         super().__init__(ctx, params)

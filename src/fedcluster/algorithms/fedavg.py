@@ -18,6 +18,12 @@ from fedcluster.engine.fold import train_into
 from fedcluster.engine.params import num_bytes
 from fedcluster.tiers.aggregation import ModelSums
 
+FEDAVG_PAPER = ("H. Brendan McMahan, Eider Moore, Daniel Ramage, Seth Hampson, Blaise Agüera y Arcas. "
+                "Communication-Efficient Learning of Deep Networks from Decentralized Data. AISTATS, PMLR 54, 2017.")
+FEDPROX_PAPER = ("Tian Li, Anit Kumar Sahu, Manzil Zaheer, Maziar Sanjabi, Ameet Talwalkar, Virginia Smith. Federated"
+                 " Optimization in Heterogeneous Networks. Proceedings of Machine Learning and Systems (MLSys) 2, "
+                 "2020.")
+
 
 @dataclass
 class FedAvgParams:
@@ -39,7 +45,8 @@ class FedProxParams(FedAvgParams):
             raise ValueError(f"mu must be >= 0, got {self.mu}")
 
 
-@ALGORITHMS.register("fedavg", "FedAvg: one global model, N_i-weighted model averaging", FedAvgParams)
+@ALGORITHMS.register("fedavg", "FedAvg: one global model, N_i-weighted model averaging", FedAvgParams,
+                     paper=FEDAVG_PAPER)
 class FedAvg(Algorithm):
     fixed_clusters = True
 
@@ -66,7 +73,8 @@ class FedAvg(Algorithm):
         return RoundResult(bytes_up=payload, bytes_down=payload)
 
 
-@ALGORITHMS.register("fedprox", "FedProx: FedAvg with the proximal term (μ/2)‖θ − θ^t‖²", FedProxParams)
+@ALGORITHMS.register("fedprox", "FedProx: FedAvg with the proximal term (μ/2)‖θ − θ^t‖²", FedProxParams,
+                     paper=FEDPROX_PAPER)
 class FedProx(FedAvg):
     def local_solver(self):
         return dataclasses.replace(self.ctx.solver, prox_mu=self.params.mu)

@@ -32,6 +32,9 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation
 from fedcluster.tiers.weight_rules import SoftEM
 
+PAPER = ("Othmane Marfoq, Giovanni Neglia, Aurélien Bellet, Laetitia Kameni, Richard Vidal. Federated Multi-Task "
+         "Learning under a Mixture of Distributions. Advances in Neural Information Processing Systems (NeurIPS) 34, "
+         "2021.")
 MAX_TEST_EM_ITERS = 10_000  # E-steps of a test client (each a pass over the K models' losses): beyond, no change
 
 
@@ -51,7 +54,7 @@ class FedEMParams(ClusteredParams):
 
 
 @ALGORITHMS.register("fedem", "FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction",
-                     FedEMParams)
+                     FedEMParams, paper=PAPER)
 class FedEM(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedEMParams) -> None:
         super().__init__(ctx, params)

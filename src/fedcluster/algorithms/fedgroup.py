@@ -52,6 +52,10 @@ from fedcluster.tiers.grouping import (
     update_directions,
 )
 
+PAPER = ("Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang Chen, Yujuan Tan. FedGroup: Efficient"
+         " Federated Learning via Decomposed Similarity-Based Clustering. IEEE International Symposium on Parallel "
+         "and Distributed Processing with Applications (ISPA), 2021 (arXiv:2010.06870).")
+
 
 @dataclass
 class FedGroupParams:
@@ -78,7 +82,7 @@ def steps_solver(solver: Solver, steps: int, sizes: np.ndarray) -> Solver:
 
 
 @ALGORITHMS.register("fedgroup", "FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer "
-                     "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams)
+                     "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams, paper=PAPER)
 class FedGroup(HardClusters):
     def __init__(self, ctx: Context, params: FedGroupParams) -> None:
         if params.num_groups > ctx.fed.num_clients:

@@ -73,6 +73,10 @@ from fedcluster.tiers.gaussian_weighting import (
     wasserstein_adjusted_score,
 )
 
+PAPER = ("Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. Interaction-Aware Gaussian "
+         "Weighting for Clustered Federated Learning. International Conference on Machine Learning (ICML), PMLR 267, "
+         "2025.")
+
 
 @dataclass
 class FedGWCParams:
@@ -100,7 +104,7 @@ class FedGWCParams:
 
 
 @ALGORITHMS.register("fedgwc", "FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral "
-                     "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams)
+                     "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams, paper=PAPER)
 class FedGWC(HardClusters):
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
         super().__init__(ctx, params, k0=1)

@@ -477,4 +477,4 @@ class FedMD(Algorithm):
 
 
 ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)",
-               FedMDParams)
+               FedMDParams, paper="FedMD paper")

@@ -78,7 +78,7 @@ class FedRCParams(FedEMParams):
 
 
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
-                     FedRCParams)
+                     FedRCParams, paper="FedRC paper")
 class FedRC(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
         super().__init__(ctx, params)

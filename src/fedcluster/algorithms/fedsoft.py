@@ -32,6 +32,9 @@ from fedcluster.engine.params import Params
 from fedcluster.tiers.weight_rules import FedSoftShares
 from fedcluster.tiers.weights import fedsoft
 
+PAPER = ("Yichen Ruan, Carlee Joe-Wong. FedSoft: Soft Clustered Federated Learning with Proximal Local Updating. "
+         "Proceedings of the AAAI Conference on Artificial Intelligence 36, 2022.")
+
 
 @dataclass
 class FedSoftParams(ClusteredParams):
@@ -45,7 +48,7 @@ class FedSoftParams(ClusteredParams):
 
 
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
-                     FedSoftParams)
+                     FedSoftParams, paper=PAPER)
 class FedSoft(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         super().__init__(ctx, params)

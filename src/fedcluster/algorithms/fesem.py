@@ -24,9 +24,12 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.weight_rules import HardDistance
 
+PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jiang. Multi-center Federated Learning: "
+         "Clients Clustering for Better Personalization. World Wide Web 26(1):481–500, 2023.")
+
 
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
-                     ClusteredParams)
+                     ClusteredParams, paper=PAPER)
 class FeSEM(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params)

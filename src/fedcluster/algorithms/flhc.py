@@ -35,6 +35,10 @@ from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups
 
+PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
+         "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "
+         "2020.")
+
 
 @dataclass
 class FLHCParams:
@@ -56,7 +60,7 @@ class FLHCParams:
 
 
 @ALGORITHMS.register("flhc", "FL+HC: FedAvg, then agglomerative clustering of client updates once, then FedAvg "
-                     "per cluster", FLHCParams)
+                     "per cluster", FLHCParams, paper=PAPER)
 class FLHC(HardClusters):
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1)

@@ -104,7 +104,7 @@ class HCFLParams(FedEMParams):
 
 
 @ALGORITHMS.register("hcfl", "HCFL composition: formulation × weights (tiers 1–2) × adaptive × distance (tiers 3–4)",
-                     HCFLParams)
+                     HCFLParams, paper="HCFL paper")
 class HCFL(ClusteredAlgorithm):
     fixed_clusters = False  # splits and removals change K
 

@@ -137,10 +137,10 @@ def build_preset(ctx: Context, params: HCFLPlusParams | HCFLPrimeParams | FedRCA
 
 ALGORITHMS.add("hcfl-plus", build_preset,
                "HCFL+ (HCFL paper): φ + K heads, sample-wise EM, split by eq. 8 on prototype distances, remove; "
-               "backbone=fesem|fedem|fedrc|fedsoft", HCFLPlusParams)
+               "backbone=fesem|fedem|fedrc|fedsoft", HCFLPlusParams, paper="HCFL paper")
 ALGORITHMS.add("hcfl-prime", build_preset,
                "HCFL' (HCFL paper Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split",
-               HCFLPrimeParams)
+               HCFLPrimeParams, paper="HCFL paper")
 ALGORITHMS.add("fedrc-adaptive", build_preset,
                "adaptive FedRC (FedRC paper App. H.4): start with K0 models, remove those with mass below delta",
-               FedRCAdaptiveParams)
+               FedRCAdaptiveParams, paper="FedRC paper")

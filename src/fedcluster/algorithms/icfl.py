@@ -45,6 +45,9 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptive import icfl_bipartition, icfl_connectivity, icfl_threshold
 from fedcluster.tiers.distance import cosine_similarity
 
+PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
+         "Transactions on Neural Networks and Learning Systems, 2023.")
+
 
 @dataclass
 class ICFLParams:
@@ -59,7 +62,7 @@ class ICFLParams:
 
 
 @ALGORITHMS.register("icfl", "ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)",
-                     ICFLParams)
+                     ICFLParams, paper=PAPER)
 class ICFL(HardClusters):
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
         super().__init__(ctx, params, k0=1)

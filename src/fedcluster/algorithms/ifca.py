@@ -33,6 +33,9 @@ from fedcluster.algorithms.base import RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
 
+PAPER = ("Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficient Framework for Clustered Federated "
+         "Learning. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.")
+
 
 @dataclass
 class IFCAParams(ClusteredParams):
@@ -41,7 +44,7 @@ class IFCAParams(ClusteredParams):
 
 
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",
-                     IFCAParams)
+                     IFCAParams, paper=PAPER)
 class IFCA(ClusteredAlgorithm):
     """Tier 1: the default ``conditional`` formulation; tier 2: the default :class:`HardLoss` rule."""
 

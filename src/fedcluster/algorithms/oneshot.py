@@ -27,6 +27,9 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten
 from fedcluster.tiers.weights import best_cluster
 
+PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous "
+         "Environment. arXiv:1906.06629, 2019.")
+
 
 @dataclass
 class OneShotParams(ClusteredParams):
@@ -49,7 +52,7 @@ def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:
 
 
 @ALGORITHMS.register("oneshot", "one-shot clustering: local models, k-means once, then FedAvg per cluster",
-                     OneShotParams)
+                     OneShotParams, paper=PAPER)
 class OneShot(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: OneShotParams) -> None:
         super().__init__(ctx, params)

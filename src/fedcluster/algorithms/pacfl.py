@@ -49,6 +49,10 @@ from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptive import ClusterBook, threshold_clusters
 from fedcluster.tiers.distance import data_signature, subspace_angles
 
+PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
+         "Efficient Distribution Similarity Identification in Clustered Federated Learning via Principal Angles "
+         "between Client Data Subspaces. Proceedings of the AAAI Conference on Artificial Intelligence 37, 2023.")
+
 
 @dataclass
 class PACFLParams:
@@ -66,7 +70,7 @@ class PACFLParams:
 
 
 @ALGORITHMS.register("pacfl", "PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), "
-                     "then FedAvg per cluster", PACFLParams)
+                     "then FedAvg per cluster", PACFLParams, paper=PAPER)
 class PACFL(HardClusters):
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
         super().__init__(ctx, params, k0=1)

@@ -45,6 +45,9 @@ from fedcluster.tiers.adaptive import stocfl_merges
 from fedcluster.tiers.aggregation import server_step, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
+PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning."
+         " arXiv:2303.00897, 2023.")
+
 
 @dataclass
 class StoCFLParams:
@@ -59,7 +62,7 @@ class StoCFLParams:
 
 
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
-                     "prox λ toward a global model", StoCFLParams)
+                     "prox λ toward a global model", StoCFLParams, paper=PAPER)
 class StoCFL(HardClusters):
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients

@@ -16,19 +16,19 @@ writes the same run directory as ``fedcluster run``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedcluster.config.run_config import RunConfig, load_raw, merge_mapping, resolve
+from fedcluster.config.run_config import RunConfig, Source, load, read, resolve
 from fedcluster.errors import ConfigError
 
 if TYPE_CHECKING:
     from fedcluster.data.federation import Federation
     from fedcluster.engine.callbacks import RoundCallback
 
-Config = str | Path | Mapping[str, Any] | None
+Config = Source
 
 
 @dataclass
@@ -43,31 +43,7 @@ class Result:
 
 def load_config(config: Config = None, /, **overrides: Any) -> tuple[RunConfig, dict[str, Any]]:
     """The validated :class:`RunConfig` and the typed algorithm/scenario/model parameters."""
-    return resolve(_raw(config, overrides))
-
-
-def _raw(config: Config, overrides: dict[str, Any]) -> dict[str, Any]:
-    if config is None or isinstance(config, Mapping):
-        raw: dict[str, Any] = {}
-        merge_mapping(raw, plain(dict(config or {})))
-    elif isinstance(config, str | Path):
-        raw = load_raw(config, [])
-    else:
-        raise ConfigError(f"a configuration is a YAML path, a mapping or None, got {type(config).__name__}")
-    merge_mapping(raw, plain(overrides))
-    return raw
-
-
-def plain(value: Any) -> Any:
-    """``value`` with NumPy scalars (``np.int64(4)``, ``np.float32(0.1)``, ``np.bool_``) as Python numbers, in
-    mappings and lists too: they are what a user's NumPy code passes."""
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        return value.item()
-    return value
+    return load(config, overrides)
 
 
 def build_federation(config: Config = None, /, use_cache: bool = True, **overrides: Any) -> Federation:
@@ -93,7 +69,7 @@ def run(config: Config = None, /, federation: Federation | None = None, callback
     from fedcluster.data.federation import Federation
     from fedcluster.engine.runner import Run
 
-    raw = _raw(config, overrides)
+    raw = read(config, overrides)
     ranks = raw.get("ranks", 1)
     if federation is not None:
         if not isinstance(federation, Federation):

@@ -1,9 +1,10 @@
 """Name → builder registries for algorithms, datasets, scenarios and models.
 
-Each registry knows every built-in name and its description from :mod:`fedcluster.catalog.names` without
-importing anything heavy; the module that implements a name is imported the first time the name is
-looked up (``get``) and registers the real entry. Names registered at run time (your own method or
-scenario, see docs/extending.md) need no catalog line.
+Each registry knows every built-in name, its description and the paper it cites from
+:mod:`fedcluster.catalog.names` without importing anything heavy; the module that implements a name is imported
+the first time the name is looked up (``get``) and registers the real entry. A registration is the one
+declaration of a name: ``python -m fedcluster.app.regenerate`` writes the catalog from them. Names registered at
+run time (your own method or scenario, see docs/extending.md) need no catalog line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Entry(Generic[T]):
     obj: T
     description: str
     params: type | None  # dataclass of typed hyper-parameters, or None
+    paper: str | None = None  # the paper it comes from: a name of catalog.papers.PAPERS or a full citation
 
 
 class Registry(Generic[T]):
@@ -36,18 +38,19 @@ class Registry(Generic[T]):
         self._declared: dict[str, tuple[str, str]] = dict(declared or {})  # name -> (module, description)
 
     def register(
-        self, name: str, description: str, params: type | None = None
+        self, name: str, description: str, params: type | None = None, *, paper: str | None = None
     ) -> Callable[[T], T]:
         def deco(obj: T) -> T:
-            self.add(name, obj, description, params)
+            self.add(name, obj, description, params, paper=paper)
             return obj
 
         return deco
 
-    def add(self, name: str, obj: T, description: str, params: type | None = None) -> None:
+    def add(self, name: str, obj: T, description: str, params: type | None = None, *,
+            paper: str | None = None) -> None:
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
-        self._entries[name] = Entry(name, obj, description, params)
+        self._entries[name] = Entry(name, obj, description, params, paper)
 
     def get(self, name: str) -> Entry[T]:
         if name not in self._entries and name in self._declared:
@@ -55,8 +58,8 @@ class Registry(Generic[T]):
             importlib.import_module(module)
             if name not in self._entries:
                 raise RuntimeError(f"fedcluster.catalog says {module} registers {self.kind} {name!r}, "
-                                   "but it does not: regenerate fedcluster/catalog/names.py with "
-                                   "`PYTHONPATH=src python -m fedcluster.app.describe`")
+                                   "but it does not: regenerate the catalog with "
+                                   "`PYTHONPATH=src python -m fedcluster.app.regenerate`")
         if name not in self._entries:
             raise ConfigError(f"unknown {self.kind} {name!r};{did_you_mean(str(name), self.names())} choose one of: "
                               f"{', '.join(self.names())}")
@@ -71,6 +74,12 @@ class Registry(Generic[T]):
         light = {n: d for n, (_, d) in self._declared.items()}
         light.update({n: e.description for n, e in self._entries.items()})
         return {n: light[n] for n in sorted(light)}
+
+    def paper(self, name: str) -> str | None:
+        """The paper ``name`` declares (a name of catalog.papers.PAPERS or a full citation), without importing."""
+        if name in self._entries:
+            return self._entries[name].paper
+        return catalog.PAPER_OF.get(self.kind, {}).get(name)
 
     def registered(self) -> list[Entry[T]]:
         """The entries registered so far, by name (imports nothing)."""

@@ -13,6 +13,7 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError, did_you_mean
 
 SECTIONS = ("algorithm", "scenario", "model")
+Source = str | Path | Mapping[str, Any] | None  # a YAML file, the same keys as a mapping, or None (the defaults)
 MAX_CHUNK_MB = 2**30  # 1 PiB: more than any machine holds (a larger budget is no budget)
 FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a larger step size or decay overflows in training
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -257,6 +259,37 @@ def merge_mapping(raw: dict[str, Any], data: dict[str, Any]) -> None:
                 _apply(raw, key if sk == "name" else f"{key}.{sk}", sv)
         else:
             _apply(raw, key, v)
+
+
+def read(source: Source, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat raw values of a configuration given as the library takes it: a YAML path, a mapping with the same keys
+    (nested sections or dotted keys) or None, with ``overrides`` (the same keys) winning."""
+    if source is None or isinstance(source, Mapping):
+        raw: dict[str, Any] = {}
+        merge_mapping(raw, plain(dict(source or {})))
+    elif isinstance(source, str | Path):
+        raw = load_raw(source, [])
+    else:
+        raise ConfigError(f"a configuration is a YAML path, a mapping or None, got {type(source).__name__}")
+    merge_mapping(raw, plain(dict(overrides)))
+    return raw
+
+
+def load(source: Source = None, overrides: Mapping[str, Any] | None = None) -> tuple[RunConfig, dict[str, Any]]:
+    """The validated :class:`RunConfig` and the typed algorithm/scenario/model parameters of a configuration."""
+    return resolve(read(source, overrides or {}))
+
+
+def plain(value: Any) -> Any:
+    """``value`` with NumPy scalars (``np.int64(4)``, ``np.float32(0.1)``, ``np.bool_``) as Python numbers, in
+    mappings and lists too: they are what a user's NumPy code passes."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
 
 
 def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:

@@ -15,30 +15,22 @@ from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
     MapKind,
-    SplitKind,
-    check_image_size,
     check_ratios,
-    check_split,
-    check_val_fraction,
     full_test,
     label_maps,
     partition,
     resize_plans,
     scenario_info,
 )
+from fedcluster.data.scenarios.params import LabelSplit, LocalData
 from fedcluster.data.shifts.assignment import balanced_assignment, ratio_assignment
 from fedcluster.data.shifts.concept import permutation_label_maps
 from fedcluster.data.sources.base import ArrayDataset
 
 
 @dataclass
-class IIDParams:
-    val_fraction: float = 0.2  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (FedMD paper uses 14)
-
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_image_size(self.image_size)
+class IIDParams(LocalData):
+    """``image_size``: 14 for the FedMD paper's 14×14 MNIST."""
 
 
 @SCENARIOS.register("iid", "uniform random split, one concept (sanity baseline)", IIDParams)
@@ -50,29 +42,17 @@ def iid(data: ArrayDataset, num_clients: int, params: IIDParams, rng: np.random.
 
 
 @dataclass
-class LabelSkewParams:
+class LabelSkewParams(LocalData, LabelSplit):
     """Label shift only. ``split``: dirichlet (per-class Dir(α), HCFL paper/CFL-GP paper/FedRC paper),
     dirichlet-global (FedRC code,
     Dir(α·p_global) per client, equal sizes), classes (``classes_per_client`` classes each, HCFL paper Tables 11–13)
     or iid."""
 
-    alpha: float = 0.5  # Dirichlet concentration α (smaller = more skew)
-    split: SplitKind = "dirichlet"  # label split: dirichlet, dirichlet-global (FedRC code), classes or iid
-    classes_per_client: int = 2  # classes each client holds with split=classes
-    val_fraction: float = 0.2  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
-
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_split(self.alpha, self.classes_per_client)
-        check_image_size(self.image_size)
+    alpha: float = 0.5
 
 
-@SCENARIOS.register(
-    "label-skew",
-    "label shift only: Dirichlet(α) (split=dirichlet|dirichlet-global) or C classes per client (split=classes)",
-    LabelSkewParams,
-)
+@SCENARIOS.register("label-skew", "label shift only: Dirichlet(α) (split=dirichlet|dirichlet-global) or C classes per"
+                    " client (split=classes)", LabelSkewParams)
 def label_skew(data: ArrayDataset, num_clients: int, params: LabelSkewParams, rng: np.random.Generator
                ) -> Federation:
     parts = partition(data.y_train, num_clients, params.split, params.alpha, params.classes_per_client, rng)
@@ -82,7 +62,7 @@ def label_skew(data: ArrayDataset, num_clients: int, params: LabelSkewParams, rn
 
 
 @dataclass
-class ConceptSwapParams:
+class ConceptSwapParams(LocalData, LabelSplit):
     """Label skew + concept shift by label maps (FedRC paper §5.1 / App. H.8, HCFL paper §5.1, CFL-GP paper App. F.7).
 
     ``maps``: fedrc (y, C−1−y, (y+1) mod C, …), hcfl-beta (the HCFL paper's β rule),
@@ -91,22 +71,14 @@ class ConceptSwapParams:
     concept in this ratio (FedRC paper Fig. 6b / Table 12: [8,1,1]); default equal groups.
     """
 
-    alpha: float = 1.0  # Dirichlet concentration α of the label split
     concepts: int = 3  # number of concepts (label maps)
     maps: MapKind = "fedrc"  # label maps: fedrc, hcfl-beta, shift or permutation
     beta: float = 0.2  # β of maps=hcfl-beta
     shift: int = 5  # y → (y + c·shift) mod C with maps=shift
     perms: list[list[int]] | None = None  # one permutation of 0..C-1 per concept (maps=permutation)
     ratios: list[float] | None = None  # clients per concept in this ratio, e.g. [8,1,1] (null = equal)
-    split: SplitKind = "dirichlet"  # label split: dirichlet, dirichlet-global, classes or iid
-    classes_per_client: int = 2  # classes each client holds with split=classes
-    val_fraction: float = 0.2  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
 
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_split(self.alpha, self.classes_per_client)
-        check_image_size(self.image_size)
+    def check(self) -> None:
         if self.perms is not None:
             if self.maps != "permutation":
                 raise ValueError("perms is only used with maps=permutation")
@@ -120,12 +92,8 @@ class ConceptSwapParams:
         check_ratios(self.ratios, self.concepts)
 
 
-@SCENARIOS.register(
-    "concept-swap",
-    "label skew + label-map concepts (maps=fedrc|hcfl-beta|shift|permutation, ratios=[8,1,1]); "
-    "one test client per concept",
-    ConceptSwapParams,
-)
+@SCENARIOS.register("concept-swap", "label skew + label-map concepts (maps=fedrc|hcfl-beta|shift|permutation, "
+                    "ratios=[8,1,1]); one test client per concept", ConceptSwapParams)
 def concept_swap(data: ArrayDataset, num_clients: int, params: ConceptSwapParams, rng: np.random.Generator
                  ) -> Federation:
     if params.concepts > num_clients:

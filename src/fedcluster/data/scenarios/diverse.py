@@ -36,13 +36,12 @@ from fedcluster.data.scenarios.common import (
     check_data,
     check_noise_rate,
     check_ratios,
-    check_split,
-    check_val_fraction,
     full_test,
     label_maps,
     partition,
     scenario_info,
 )
+from fedcluster.data.scenarios.params import LabelSplit, Validation
 from fedcluster.data.shifts.assignment import (
     diverse_shift_assignment,
     fedrc_code_assignment,
@@ -133,14 +132,12 @@ def check_replicas_fit(data: ArrayDataset, replicate: int) -> None:
 
 
 @dataclass
-class _StyledConceptParams:
+class _StyledConceptParams(Validation, LabelSplit):
     """What diverse-shift and hcfl-shift share: label split, styles, concepts, replication, noise."""
 
-    alpha: float = 1.0  # Dirichlet concentration α of the label split
+    split: SplitKind = "dirichlet-global"
     concepts: int = 3  # number of concepts (label maps)
     ratios: list[float] | None = None  # clients per concept in this ratio (assignment=uniform; null = equal)
-    split: SplitKind = "dirichlet-global"  # label split: dirichlet-global (FedRC code), dirichlet, classes or iid
-    classes_per_client: int = 2  # classes each client holds with split=classes
     styles: list[str] | None = None  # corruptions to draw from (null = all of the family)
     family: Family = "cifar-c"  # corruption family: cifar-c (CIFAR-10-C, 19 + original) or mnist-c (MNIST-C)
     severities: list[int] = field(default_factory=lambda: list(SEVERITIES))  # corruption severities to draw from
@@ -148,11 +145,8 @@ class _StyledConceptParams:
     corrupt_test: bool = False  # mix the styles into the test clients (default: clean test set)
     noise: NoiseKind = "none"  # label noise on training labels: none, symmetric or pair
     noise_rate: float = 0.2  # χ, the share of flipped training labels
-    val_fraction: float = 0.2  # share of each client's samples held out for local validation
 
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_split(self.alpha, self.classes_per_client)
+    def check(self) -> None:
         check_noise_rate(self.noise_rate)
         _check_styles(self.styles, self.severities, self.family)
         if self.concepts < 1:
@@ -175,8 +169,7 @@ class DiverseShiftParams(_StyledConceptParams):
 
     assignment: Literal["proportions", "uniform", "fedrc-code"] = "proportions"  # H.8 mix / §3 draws / the code's mix
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if self.assignment == "fedrc-code" and self.concepts != 3:
             raise ValueError(f"assignment=fedrc-code is the FedRC code's 3-concept mix; got concepts={self.concepts}")
         if self.ratios is not None and self.assignment != "uniform":
@@ -184,12 +177,8 @@ class DiverseShiftParams(_StyledConceptParams):
                              "mixes)")
 
 
-@SCENARIOS.register(
-    "diverse-shift",
-    "FedRC benchmark (FedRC paper H.8): LDA + 30% clean / 20% corrupted / 25% per swapped concept (1/5 corrupted); "
-    "assignment=uniform for FedRC paper §3",
-    DiverseShiftParams,
-)
+@SCENARIOS.register("diverse-shift", "FedRC benchmark (FedRC paper H.8): LDA + 30% clean / 20% corrupted / 25% per "
+                    "swapped concept (1/5 corrupted); assignment=uniform for FedRC paper §3", DiverseShiftParams)
 def diverse_shift(data: ArrayDataset | None, num_clients: int, params: DiverseShiftParams,
                   rng: np.random.Generator) -> Federation:
     data = check_data(data, "diverse-shift")
@@ -227,17 +216,13 @@ class HCFLShiftParams(_StyledConceptParams):
 
     beta: float = 0.2  # β of the HCFL paper's label-map rule (Table 1: 0.2, Table 5: 0.4)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         if not 0 <= self.beta <= 1:
             raise ValueError(f"beta must be in [0, 1], got {self.beta}")
 
 
-@SCENARIOS.register(
-    "hcfl-shift",
-    "HCFL benchmark (HCFL paper §5.1): LDA + one of 20 styles + one of 3 β-rule concepts per client (uniform draws)",
-    HCFLShiftParams,
-)
+@SCENARIOS.register("hcfl-shift", "HCFL benchmark (HCFL paper §5.1): LDA + one of 20 styles + one of 3 β-rule "
+                    "concepts per client (uniform draws)", HCFLShiftParams)
 def hcfl_shift(data: ArrayDataset | None, num_clients: int, params: HCFLShiftParams,
                rng: np.random.Generator) -> Federation:
     data = check_data(data, "hcfl-shift")

@@ -17,16 +17,13 @@ from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
-    SplitKind,
     check_data,
-    check_image_size,
-    check_split,
-    check_val_fraction,
     full_test,
     grouped_partition,
     resize_plans,
     scenario_info,
 )
+from fedcluster.data.scenarios.params import LocalData, PartLabelSplit
 from fedcluster.data.scenarios.rotation import angle_name, rotator
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import rotate
@@ -47,7 +44,7 @@ def _mixed_rotator(source: np.ndarray, angles: list[float]) -> Transform:
 
 
 @dataclass
-class MixtureParams:
+class MixtureParams(LocalData, PartLabelSplit):
     """``kappa``: share of the mixture clients' samples from ``angles[0]`` (CFL-GP paper sweeps 0.1..0.9). ``exact``:
     exactly round(κ·n) samples per client (default) or a Binomial(n, κ) count, as CFL-GP paper words it ("each sample
     ... with probabilities κ and 1 − κ")."""
@@ -55,27 +52,17 @@ class MixtureParams:
     kappa: float = 0.5  # κ: share of the mixture clients' samples from angles[0]
     angles: list[float] = field(default_factory=lambda: [0.0, 180.0])  # rotation of source A and source B (degrees)
     exact: bool = True  # exactly round(κ·n) samples from A per client (false: Binomial(n, κ))
-    split: SplitKind = "iid"  # label split: iid, dirichlet, dirichlet-global or classes
-    alpha: float = 1.0  # Dirichlet concentration α of the label split
-    classes_per_client: int = 2  # classes each client holds with split=classes
-    val_fraction: float = 0.3  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
+    val_fraction: float = 0.3
 
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_split(self.alpha, self.classes_per_client)
-        check_image_size(self.image_size)
+    def check(self) -> None:
         if not 0 <= self.kappa <= 1:
             raise ValueError(f"kappa must be in [0, 1], got {self.kappa}")
         if len(self.angles) != 2 or self.angles[0] % 360 == self.angles[1] % 360:
             raise ValueError(f"angles must be two different rotations, got {self.angles}")
 
 
-@SCENARIOS.register(
-    "mixture",
-    "CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)",
-    MixtureParams,
-)
+@SCENARIOS.register("mixture", "CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with "
+                    "ratio κ, else 180°)", MixtureParams)
 def mixture(data: ArrayDataset | None, num_clients: int, params: MixtureParams, rng: np.random.Generator
             ) -> Federation:
     data = check_data(data, "mixture")

@@ -18,29 +18,24 @@ from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
     MapKind,
-    check_image_size,
-    check_val_fraction,
     label_maps,
     resize_plans,
     scenario_info,
 )
+from fedcluster.data.scenarios.params import LocalData
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.data.sources.leaf import WriterDataset
 
 
 @dataclass
-class NaturalParams:
+class NaturalParams(LocalData):
     min_samples: int = 10  # draw only writers with at least this many training samples
     concepts: int = 1  # label-map concepts over the drawn writers (1 = labels as written)
     maps: MapKind = "fedrc"  # label maps with concepts > 1: fedrc, hcfl-beta or shift (permutation: concept-swap only)
     shift: int = 5  # y → (y + c·shift) mod C with maps=shift
-    val_fraction: float = 0.2  # share of each writer's training samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (null = keep)
 
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_image_size(self.image_size)
+    def check(self) -> None:
         if self.min_samples < 1:
             raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
         if self.concepts < 1:
@@ -49,11 +44,8 @@ class NaturalParams:
             raise ValueError("maps=permutation is not offered here; use fedrc, hcfl-beta or shift")
 
 
-@SCENARIOS.register(
-    "natural",
-    "the data set's own clients (FEMNIST writers): num_clients writers drawn, concepts=C adds label-map concepts",
-    NaturalParams,
-)
+@SCENARIOS.register("natural", "the data set's own clients (FEMNIST writers): num_clients writers drawn, concepts=C "
+                    "adds label-map concepts", NaturalParams)
 def natural(data: ArrayDataset | None, num_clients: int, params: NaturalParams, rng: np.random.Generator
             ) -> Federation:
     if not isinstance(data, WriterDataset):

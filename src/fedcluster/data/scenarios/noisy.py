@@ -36,18 +36,14 @@ class LabelNoiseParams(LabelSkewParams):
 
     noise: Literal["symmetric", "pair"] = "symmetric"  # symmetric or pair flips
     noise_rate: float = 0.2  # χ, the share of flipped training labels
-    alpha: float = 1.0  # Dirichlet concentration α of the label split
+    alpha: float = 1.0
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check(self) -> None:
         check_noise_rate(self.noise_rate)
 
 
-@SCENARIOS.register(
-    "label-noise",
-    "label skew + symmetric/pair label flips at rate χ on training labels (HCFL paper Table 4, FedRC paper Table 13)",
-    LabelNoiseParams,
-)
+@SCENARIOS.register("label-noise", "label skew + symmetric/pair label flips at rate χ on training labels (HCFL paper "
+                    "Table 4, FedRC paper Table 13)", LabelNoiseParams)
 def label_noise(data: ArrayDataset | None, num_clients: int, params: LabelNoiseParams, rng: np.random.Generator
                 ) -> Federation:
     data = check_data(data, "label-noise")

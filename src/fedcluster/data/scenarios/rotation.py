@@ -20,17 +20,14 @@ from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, Transform, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import (
-    SplitKind,
     check_data,
-    check_image_size,
-    check_split,
-    check_val_fraction,
     full_test,
     grouped_partition,
     resize_plans,
     scenario_info,
     subsample,
 )
+from fedcluster.data.scenarios.params import LocalData, PartLabelSplit
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import ROTATED_MNIST_ANGLES, rotate, rotation_clusters
 from fedcluster.data.sources.base import ArrayDataset
@@ -48,7 +45,7 @@ def angle_name(angle: float) -> str:
 
 
 @dataclass
-class RotationParams:
+class RotationParams(LocalData, PartLabelSplit):
     """``angles``: one rotation per part (default the CFL-GP paper's eight; FedMD paper/IFCA: [0,90,180,270]; CFL-GP
     paper EMNIST:
     [0,180]). ``split``/``alpha``/``classes_per_client``: label shift inside each part (CFL-GP paper App. F.8:
@@ -59,17 +56,10 @@ class RotationParams:
     angles: list[float] = field(default_factory=lambda: [float(a) for a in ROTATED_MNIST_ANGLES])  # degrees
     group_by: Literal["quadrant", "angle"] = "quadrant"  # true clusters: nearby angles / each angle
     groups: list[list[float]] | None = None  # explicit grouping of the angles, e.g. [[0,15],[90,105]]
-    split: SplitKind = "iid"  # label split inside each part: iid, dirichlet, dirichlet-global or classes
-    alpha: float = 1.0  # Dirichlet concentration α of the label split
-    classes_per_client: int = 2  # classes each client holds with split=classes
     samples: int | None = None  # random subset of the training set (null = all)
-    val_fraction: float = 0.3  # share of each client's samples held out for local validation
-    image_size: int | None = None  # downsample to image_size × image_size (null = keep; FedMD paper: 14)
+    val_fraction: float = 0.3
 
-    def __post_init__(self) -> None:
-        check_val_fraction(self.val_fraction)
-        check_split(self.alpha, self.classes_per_client)
-        check_image_size(self.image_size)
+    def check(self) -> None:
         if not self.angles:
             raise ValueError("angles must list at least one angle")
         if len({a % 360 for a in self.angles}) != len(self.angles):
@@ -86,12 +76,8 @@ class RotationParams:
         return rotation_clusters(self.angles)
 
 
-@SCENARIOS.register(
-    "rotation",
-    "rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, [0,90,180,270] FedMD paper); "
-    "nearby angles share a cluster",
-    RotationParams,
-)
+@SCENARIOS.register("rotation", "rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, "
+                    "[0,90,180,270] FedMD paper); nearby angles share a cluster", RotationParams)
 def rotation(data: ArrayDataset | None, num_clients: int, params: RotationParams, rng: np.random.Generator
              ) -> Federation:
     data = check_data(data, "rotation")

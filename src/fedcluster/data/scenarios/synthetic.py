@@ -93,11 +93,8 @@ class MixedRegressionParams:
         return int(samples * (kw["d"] + 1) * 12 + n.size * 64)
 
 
-@SCENARIOS.register(
-    "mixed-regression",
-    "FedMD paper mixed linear regression (config=A|B|C|custom; k, d, sizes, p, noise override)",
-    MixedRegressionParams,
-)
+@SCENARIOS.register("mixed-regression", "FedMD paper mixed linear regression (config=A|B|C|custom; k, d, sizes, p, "
+                    "noise override)", MixedRegressionParams)
 def mixed_regression_scenario(data: ArrayDataset | None, num_clients: int, params: MixedRegressionParams,
                               rng: np.random.Generator) -> Federation:
     _synthetic_only(data, "mixed-regression")
@@ -135,11 +132,8 @@ class CFLGPLinesParams:
         return samples * 2 * 12 + num_clients * 64
 
 
-@SCENARIOS.register(
-    "cflgp-lines",
-    "CFL-GP paper §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally",
-    CFLGPLinesParams,
-)
+@SCENARIOS.register("cflgp-lines", "CFL-GP paper §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally",
+                    CFLGPLinesParams)
 def cflgp_lines_scenario(data: ArrayDataset | None, num_clients: int, params: CFLGPLinesParams,
                          rng: np.random.Generator) -> Federation:
     _synthetic_only(data, "cflgp-lines")
