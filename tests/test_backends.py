@@ -12,9 +12,9 @@ from torch import nn
 
 import fedcluster
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.backends.remote import RemoteTrainer
-from fedcluster.engine.backends.sharded import ShardedTrainer
+from fedcluster.engine.distributed.sharded import ShardedTrainer
+from fedcluster.engine.protocol import Backend
 
 ROOT = Path(fedcluster.__file__).parent
 

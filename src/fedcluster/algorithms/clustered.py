@@ -28,11 +28,11 @@ import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.evaluation import client_outputs, per_sample_losses
 from fedcluster.engine.fold import train_into
 from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, distances, num_bytes, subset
+from fedcluster.engine.protocol import Backend
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptive import ClusterBook

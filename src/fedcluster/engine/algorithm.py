@@ -10,7 +10,7 @@ rule; for one-hot rows it is the assigned model's prediction).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,10 +19,10 @@ import torch
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine import inference
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
 from fedcluster.engine.inference import StackForward
 from fedcluster.engine.params import Params, get_params, num_units, stack
+from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
@@ -56,16 +56,6 @@ class Context:
                                                      self.cfg.model_params)))
         torch.random.set_rng_state(gen_state)
         return {n: v.to(self.device) for n, v in stack(models).items()}
-
-
-@dataclass
-class RoundResult:
-    """Communication of one round (bytes actually exchanged) and algorithm-specific metrics."""
-
-    bytes_up: int
-    bytes_down: int
-    extra: dict[str, float] = field(default_factory=dict)
-    clusters: dict[str, Any] | None = None  # per-cluster data makeup (tracking.clusters), → clusters.jsonl
 
 
 class Algorithm(ABC):

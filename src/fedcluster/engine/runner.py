@@ -28,7 +28,6 @@ from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.callbacks import (
     Announce,
@@ -47,6 +46,7 @@ from fedcluster.engine.holdout import with_fit_rows
 from fedcluster.engine.interrupts import sigint_held
 from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import model_footprint
+from fedcluster.engine.protocol import Backend
 from fedcluster.engine.round_evaluation import device_scores, evaluate, to_host  # noqa: F401  (re-exported)
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver

@@ -29,8 +29,8 @@ from flwr.serverapp import Grid
 from fedcluster.algorithms.base import RoundResult
 from fedcluster.config.bounds import MAX_WAIT_SECONDS
 from fedcluster.config.run_config import RunConfig
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.backends.remote import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
+from fedcluster.engine.protocol import Backend
 from fedcluster.engine.runner import Run
 from fedcluster.errors import ConfigError
 from fedcluster.flower.records import RUN, from_record, request_content, wire_bytes

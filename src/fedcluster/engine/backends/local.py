@@ -1,6 +1,6 @@
 """The in-process backend: one :class:`Trainer` call trains a whole cohort's units in this process.
 
-It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.backends.protocol.Backend`:
+It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.protocol.Backend`:
 local training, the E-step's per-sample losses, per-client computations) with one of the training kernels
 (:mod:`fedcluster.engine.kernels`: ``sequential``, ``vectorized``, ``dense``, ``unit-loop``) or with the ``pool``
 path, the sequential kernel split over worker processes with one thread each (the fast path for CNNs on the
@@ -262,7 +262,7 @@ class Trainer:
         """Values of the ``clients`` of ``split`` (default: all; [len(clients), ...]) that ``compute`` works out
         from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)`` (a
         tensor stays where it is: the caller copies it to the host with its other results); a run spread over
-        processes (engine.backends.sharded) computes each client's values where its data are and gathers them."""
+        processes (engine.distributed.sharded) computes each client's values where its data are and gathers them."""
         out = compute(split)
         return out if isinstance(out, torch.Tensor) else np.asarray(out)
 

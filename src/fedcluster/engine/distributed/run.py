@@ -2,7 +2,7 @@
 
 Every rank runs the same program (``torchrun --nproc-per-node N -m fedcluster run ...``, or ``fedcluster run
 ... ranks=N``, which starts torchrun's elastic agent itself: :mod:`fedcluster.app.launch`). Each rank trains its
-own clients (the sharded backend, :mod:`fedcluster.engine.backends.sharded`) and holds only their inputs
+own clients (the sharded backend, :mod:`fedcluster.engine.distributed.sharded`) and holds only their inputs
 (:mod:`fedcluster.engine.distributed.shares`). A method setting whose server reads every input
 (:meth:`Algorithm.reads_every_input`) is refused with more than one rank.
 
@@ -28,12 +28,12 @@ from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.sharded import ShardedSplit
 from fedcluster.engine.algorithm import RoundResult
-from fedcluster.engine.backends.protocol import Backend
-from fedcluster.engine.backends.sharded import ShardedTrainer
 from fedcluster.engine.distributed.follower import FollowerRunDir
 from fedcluster.engine.distributed.group import rank, start, world_size
+from fedcluster.engine.distributed.sharded import ShardedTrainer
 from fedcluster.engine.distributed.shares import load_share, own_clients
 from fedcluster.engine.distributed.state import check_same_state, share_state
+from fedcluster.engine.protocol import Backend
 from fedcluster.engine.runner import Run, summarize
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
