@@ -173,3 +173,11 @@ def test_every_engine_folder_is_a_room() -> None:
     assert folders <= set(ENGINE_ROOMS), folders - set(ENGINE_ROOMS)
     assert engine_room("fedcluster.engine.runner") == "loop" and engine_room("fedcluster.engine.params") == "shared"
     assert engine_room("fedcluster.engine.backends.local") == "backends" and engine_room("fedcluster.data") is None
+
+
+def test_the_run_loop_is_given_where_clients_work_not_subclassed() -> None:
+    """Where the clients work is a placement passed as ``Run(..., backend=...)``; no module subclasses the loop."""
+    subclasses = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name}" for p in sorted(ROOT.rglob("*.py"))
+                  for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)
+                  and any(isinstance(b, ast.Name) and b.id == "Run" for b in node.bases)]
+    assert not subclasses, subclasses

@@ -37,7 +37,7 @@ class Checkpointing(RoundCallback):
         state = state_to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
         saved = {"round": end.round, "elapsed": end.elapsed, "config": self.cfg.to_dict(), "algorithm": state,
                  "rows": end.rows}
-        if self.cfg.client_momentum == "keep":  # the clients' kept SGD buffers (engine.momentum)
+        if self.cfg.client_momentum == "keep":  # the clients' kept SGD buffers (engine.training.momentum)
             saved["client_momentum"] = state_to_device(self.trainer.momentum_state(), torch.device("cpu"))
         self.dir.save_checkpoint(saved)
         self.last = end.round

@@ -23,9 +23,9 @@ import torch
 from torch import nn
 
 from fedcluster.data.federation import Split
-from fedcluster.engine.kernels import LossFn
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.kernels import LossFn
 
 
 @dataclass
