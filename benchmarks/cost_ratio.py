@@ -24,7 +24,7 @@ import torch
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.federation import Federation
-from fedcluster.engine.evaluation import model_outputs, per_sample_losses
+from fedcluster.engine.evaluation.scores import model_outputs, per_sample_losses
 from fedcluster.engine.runner import Run, evaluate  # internal on purpose: times run_round and evaluation apart
 from fedcluster.tiers.weights import soft_em
 

@@ -41,7 +41,7 @@ def child(args: list[str]) -> None:
     from fedcluster.engine.distributed import group
 
     cfg, typed = resolve(load_raw(None, args))
-    run = launch.run_class()(cfg, typed)
+    run = launch.new_run(cfg, typed)
     gc.collect()
     trainer, splits = run.ctx.trainer, (run.fed.train, run.fed.val, run.fed.test)
     print(json.dumps({"rank": group.rank(), "held": held_bytes(run.fed),

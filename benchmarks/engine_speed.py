@@ -41,11 +41,11 @@ from torch.utils.data import DataLoader, TensorDataset
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.device import configure, device_name, resolve_device
-from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import footprint
 from fedcluster.engine.params import get_params, repeat
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.kernels import auto_path
 from fedcluster.errors import UserError
 from fedcluster.models import build_model
 

@@ -20,7 +20,7 @@ import time
 import _common  # noqa: F401  (first: pins BLAS threads before numpy/torch load)
 import numpy as np
 
-import fedcluster.engine.algorithm as algorithm  # internal: switches the one-model-per-row path off
+import fedcluster.engine.evaluation.prediction as prediction  # internal: switches the one-model-per-row path off
 from fedcluster.algorithms.spectral import gram_features, spectral_features
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.round_evaluation import evaluate
@@ -34,15 +34,15 @@ def evaluation(repeats: int) -> None:
         "rounds=2", "threads=1", "progress=false", f"out={tempfile.mkdtemp()}/run"]))
     run = Run(cfg, typed)
     run.execute()
-    hard = algorithm.one_hot_rows
+    hard = prediction.one_hot_rows
     times: dict[str, list[float]] = {"one model per row": [], "all K models mixed": []}
     for _ in range(repeats):
         for label in times:
-            algorithm.one_hot_rows = hard if label == "one model per row" else (lambda w: False)
+            prediction.one_hot_rows = hard if label == "one model per row" else (lambda w: False)
             t0 = time.perf_counter()
             evaluate(run.alg, run.fed)
             times[label].append(time.perf_counter() - t0)
-    algorithm.one_hot_rows = hard
+    prediction.one_hot_rows = hard
     rows = len(run.fed.val.y) + len(run.fed.test.y)
     for label, ts in times.items():
         print(f"IFCA K=8 evaluation, {rows} rows, {label}: {statistics.median(ts):.2f} s (median of {repeats})")

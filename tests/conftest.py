@@ -19,7 +19,7 @@ from fedcluster.catalog.registry import load_builtins
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine import runner
 from fedcluster.engine.device import check_engine
-from fedcluster.engine.kernels import auto_path
+from fedcluster.engine.training.kernels import auto_path
 from fedcluster.reproduce import run_common
 from fedcluster.storage import state_file
 

@@ -14,7 +14,7 @@ import torch
 
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine.evaluation import mix_predictions
+from fedcluster.engine.evaluation.scores import mix_predictions
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import RunDir

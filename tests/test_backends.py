@@ -12,9 +12,9 @@ from torch import nn
 
 import fedcluster
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.backends.remote import RemoteTrainer
-from fedcluster.engine.backends.sharded import ShardedTrainer
+from fedcluster.engine.distributed.sharded import ShardedTrainer
+from fedcluster.engine.protocol import Backend
 
 ROOT = Path(fedcluster.__file__).parent
 
@@ -56,7 +56,7 @@ def test_the_backends_know_nothing_of_the_round_loop_or_the_methods() -> None:
     from test_layers import fedcluster_imports
 
     above = ("fedcluster.engine.runner", "fedcluster.engine.callbacks", "fedcluster.engine.checkpointing",
-             "fedcluster.engine.distributed.run", "fedcluster.engine.algorithm", "fedcluster.algorithms",
+             "fedcluster.engine.distributed.ranks", "fedcluster.engine.algorithm", "fedcluster.algorithms",
              "fedcluster.flower")
     found = [f"{p.name}:{line} imports {m}" for p in sorted((ROOT / "engine" / "backends").glob("*.py"))
              for m, line in fedcluster_imports(p) if m.startswith(above)]

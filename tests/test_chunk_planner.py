@@ -9,7 +9,7 @@ import torch
 
 from fedcluster.engine import memory
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.inference import inference_rows
+from fedcluster.engine.evaluation.inference import inference_rows
 from fedcluster.engine.memory import FREE_SHARE, balanced_chunk, footprint, free_bytes, inference_row_bytes
 from fedcluster.models import build_model
 

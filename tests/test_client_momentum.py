@@ -1,4 +1,4 @@
-"""client_momentum=keep: each client's SGD momentum buffer carried across rounds (engine.momentum)."""
+"""client_momentum=keep: each client's SGD momentum buffer carried across rounds (engine.training.momentum)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import torch
 
 from fedcluster.app.cli import main
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.batches import make_schedule
-from fedcluster.engine.kernels import per_sample_loss
-from fedcluster.engine.multihead import MultiHead, MultiHeadLoss
 from fedcluster.engine.params import Params, get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.batches import make_schedule
+from fedcluster.engine.training.kernels import per_sample_loss
+from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
 from fedcluster.models.base import build_model
 
 SOLVER = Solver(lr=0.1, momentum=0.9, weight_decay=5e-4, batch_size=16)
@@ -108,7 +108,7 @@ def test_sequential_keep_equals_one_persistent_torch_optimizer() -> None:
 
 @HOST_ONLY
 def test_dense_keeps_joined_head_buffers_like_the_reference() -> None:
-    """A shared body with K heads (engine.multihead) on the dense path: the K heads' buffers are split back."""
+    """A shared body with K heads (engine.training.multihead) on the dense path: the K heads' buffers are split back."""
     x, y, module, init = _data()
     heads = MultiHead(module, 2)
     packed = {k: v[:1] for k, v in get_params_stack(heads).items()}

@@ -15,9 +15,9 @@ from fedcluster.algorithms.hcfl import RoundView
 from fedcluster.algorithms.oneshot import kmeans_models
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine.checkpointing import to_device
 from fedcluster.engine.params import flatten
 from fedcluster.engine.runner import Run
+from fedcluster.engine.transfer import state_to_device
 from fedcluster.storage.state_file import load_state, save_state
 from fedcluster.tiers.weights import fedsoft
 from fedcluster.tracking.report import report_run
@@ -165,7 +165,7 @@ def test_checkpoint_state_round_trips(method: str, extra: list[str], tmp_path: P
         a.alg.run_round(t, a.stream[t])
     save_state(tmp_path / "state", a.alg.state_dict(), "checkpoint")  # the checkpoint's file format
     b = _run(common + [f"out={tmp_path / 'b'}"])
-    b.alg.load_state_dict(to_device(load_state(tmp_path / "state", "checkpoint"), b.device))  # as a resume does
+    b.alg.load_state_dict(state_to_device(load_state(tmp_path / "state", "checkpoint"), b.device))  # as a resume does
     ra, rb = a.alg.run_round(2, a.stream[2]), b.alg.run_round(2, b.stream[2])
     assert (ra.bytes_up, ra.bytes_down, ra.clusters) == (rb.bytes_up, rb.bytes_down, rb.clusters)
     for n, v in a.alg.models.items():

@@ -19,14 +19,14 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.algorithm import Context
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.checkpointing import to_device
 from fedcluster.engine.device import check_engine, resolve_device
-from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run, evaluate
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.kernels import auto_path
+from fedcluster.engine.transfer import state_to_device
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
 
@@ -146,7 +146,7 @@ def test_every_algorithm_called_directly_keeps_its_tensors_on_the_device(tmp_pat
         alg.run_round(t, stream[t])
         evaluate(alg, fed)
         counts.append(alg.num_clusters)
-    alg.load_state_dict(to_device(to_device(alg.state_dict(), torch.device("cpu")), device))
+    alg.load_state_dict(state_to_device(state_to_device(alg.state_dict(), torch.device("cpu")), device))
     alg.run_round(3, stream[3])
     evaluate(alg, fed)
     assert not strict_device.problems, "\n".join(sorted(set(strict_device.problems)))
@@ -251,8 +251,8 @@ CPU_CHUNKS = {
 
 @pytest.mark.parametrize("model", list(CPU_CHUNKS))
 def test_cpu_chunk_sizes_at_the_benchmark_setting_are_pinned(model: str) -> None:
-    from fedcluster.engine.dense import chunk_units
     from fedcluster.engine.params import repeat
+    from fedcluster.engine.training.dense import chunk_units
 
     dense, budgeted = CPU_CHUNKS[model]
     torch.manual_seed(0)

@@ -28,7 +28,7 @@ from fedcluster.app import launch
 from fedcluster.app.cli import main
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR
-from fedcluster.engine.backends.sharded import owned
+from fedcluster.engine.distributed.sharded import owned
 from fedcluster.engine.distributed.state import state_fingerprint
 from fedcluster.storage.state_file import load_state
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.batches import make_schedule
-from fedcluster.engine.dense import dense_layers
-from fedcluster.engine.multihead import MultiHead
 from fedcluster.engine.params import get_params, repeat, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.batches import make_schedule
+from fedcluster.engine.training.dense import dense_layers
+from fedcluster.engine.training.multihead import MultiHead
 from fedcluster.models import build_model
 
 

@@ -11,8 +11,8 @@ import torch
 
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.federation import Split
-from fedcluster.engine.evaluation import client_scores, per_sample_losses
-from fedcluster.engine.holdout import scored_rows, with_fit_rows
+from fedcluster.engine.evaluation.holdout import scored_rows, with_fit_rows
+from fedcluster.engine.evaluation.scores import client_scores, per_sample_losses
 from fedcluster.engine.runner import Run
 from fedcluster.tiers.weights import best_cluster, em_weights
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine.algorithm import on_host
-from fedcluster.engine.evaluation import mix_predictions
-from fedcluster.engine.inference import StackForward
+from fedcluster.engine.evaluation.inference import StackForward
+from fedcluster.engine.evaluation.prediction import on_host
+from fedcluster.engine.evaluation.scores import mix_predictions
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.models import build_model

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from fedcluster.engine.evaluation import model_outputs
-from fedcluster.engine.inference import StackForward
+from fedcluster.engine.evaluation.inference import StackForward
+from fedcluster.engine.evaluation.scores import model_outputs
 from fedcluster.engine.params import get_params, stack
 from fedcluster.models import build_model
 

@@ -1,6 +1,6 @@
 """Inference on an accelerator is vectorised: the forward calls of an E-step and an evaluation do not grow with
 the number of clients or models, and the rows per call follow the free memory. The accelerator is simulated
-on the CPU by giving ``engine.inference.row_budget`` a free-memory figure (what CUDA's mem_get_info gives)."""
+on the CPU by giving ``evaluation.inference.row_budget`` a free-memory figure (what CUDA's mem_get_info gives)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine import inference
-from fedcluster.engine.evaluation import model_outputs
-from fedcluster.engine.inference import CHUNK, StackForward, inference_rows
+from fedcluster.engine.evaluation import inference
+from fedcluster.engine.evaluation.inference import CHUNK, StackForward, inference_rows
+from fedcluster.engine.evaluation.scores import model_outputs
 from fedcluster.engine.memory import inference_row_bytes
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run, evaluate
@@ -24,7 +24,7 @@ GIB = 2**30
 
 @pytest.fixture
 def forwards(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Simulate an accelerator with 1 GiB free and count the model forward calls of engine.inference."""
+    """Simulate an accelerator with 1 GiB free and count the model forward calls of engine.evaluation.inference."""
     calls = [0]
     real = inference.functional_call
 
@@ -177,8 +177,8 @@ def test_body_features_of_a_cohort_are_one_forward_call(shared: bool, forwards: 
     the number of rows (chunks of 4096 on the CPU) or clusters, when the memory holds them (8 GiB free here);
     the same features as the per-cluster path."""
     monkeypatch.setattr(inference, "row_budget", lambda device: 8 * GIB)
-    from fedcluster.engine.features import CHUNK as FEATURE_CHUNK
-    from fedcluster.engine.features import BodyFeatures
+    from fedcluster.engine.evaluation.features import CHUNK as FEATURE_CHUNK
+    from fedcluster.engine.evaluation.features import BodyFeatures
 
     torch.manual_seed(0)
     module = build_model("light-cnn", (1, 12, 12), 10)

@@ -117,3 +117,67 @@ def test_the_check_reads_the_imports_it_judges() -> None:
     assert "fedcluster.models.params" in {m for m, _ in fedcluster_imports(ROOT / "tiers" / "adaptive.py")}
     assert _layer("fedcluster.algorithms.base") == "algorithms" and _layer("fedcluster.errors") is None
     assert "fedcluster.config.yaml_dialect" in module_graph()["fedcluster.config.validation"]
+
+
+# -- inside the engine: its rooms, each importing only rooms on lower floors ----------------------------------
+ENGINE_ROOMS = {  # room -> floor
+    "shared": 0,  # engine/<module>.py in ENGINE_SHARED: parameters, host-to-device copies, memory, devices
+    "training": 1, "evaluation": 1,  # engine/training/, engine/evaluation/: local training; scores and forwards
+    "contract": 2,  # engine/<module>.py in ENGINE_CONTRACT: what methods and backends agree on
+    "backends": 3,  # engine/backends/: where clients' work runs in this process or on remote nodes
+    "distributed": 4,  # engine/distributed/: a run over the ranks of a torchrun job
+    "loop": 5,  # every other engine/<module>.py: the run loop, its callbacks and its evaluation step
+}
+ENGINE_SHARED = {"params", "transfer", "solver", "memory", "device", "sampling", "interrupts"}
+ENGINE_CONTRACT = {"protocol", "algorithm", "placement"}
+
+
+def engine_room(module: str) -> str | None:
+    """The room of a module inside fedcluster.engine (None outside the engine, or the package's __init__)."""
+    parts = module.split(".")
+    if parts[:2] != ["fedcluster", "engine"] or len(parts) < 3:
+        return None
+    if parts[2] in ENGINE_ROOMS:
+        return parts[2]
+    return "shared" if parts[2] in ENGINE_SHARED else "contract" if parts[2] in ENGINE_CONTRACT else "loop"
+
+
+def engine_back_arrows() -> list[str]:
+    """Imports inside the engine from one room to another room that is not on a lower floor."""
+    bad = []
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        own = engine_room(".".join(["fedcluster", *path.relative_to(ROOT).with_suffix("").parts]))
+        if own is None:
+            continue
+        for module, line in fedcluster_imports(path):
+            target = engine_room(module)
+            if target is not None and target != own and ENGINE_ROOMS[target] >= ENGINE_ROOMS[own]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {module} ({target})")
+    return bad
+
+
+def test_engine_rooms_only_import_lower_floors() -> None:
+    assert not engine_back_arrows(), "\n".join(engine_back_arrows())
+
+
+def test_no_circle_between_engine_rooms() -> None:
+    graph: dict[str, set[str]] = {room: set() for room in ENGINE_ROOMS}
+    for module, targets in module_graph().items():
+        if (own := engine_room(module)) is not None:
+            graph[own] |= {t for target in targets if (t := engine_room(target)) not in (None, own)}
+    assert not circles(graph), circles(graph)
+
+
+def test_every_engine_folder_is_a_room() -> None:
+    folders = {p.name for p in (ROOT / "engine").iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert folders <= set(ENGINE_ROOMS), folders - set(ENGINE_ROOMS)
+    assert engine_room("fedcluster.engine.runner") == "loop" and engine_room("fedcluster.engine.params") == "shared"
+    assert engine_room("fedcluster.engine.backends.local") == "backends" and engine_room("fedcluster.data") is None
+
+
+def test_the_run_loop_is_given_where_clients_work_not_subclassed() -> None:
+    """Where the clients work is a placement passed as ``Run(..., backend=...)``; no module subclasses the loop."""
+    subclasses = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name}" for p in sorted(ROOT.rglob("*.py"))
+                  for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)
+                  and any(isinstance(b, ast.Name) and b.id == "Run" for b in node.bases)]
+    assert not subclasses, subclasses

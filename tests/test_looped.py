@@ -1,4 +1,4 @@
-"""``engine=unit-loop`` (engine.looped): units one by one with dense convolutions. On the CPU it trains the models
+"""``engine=unit-loop`` (training.looped): units one by one with dense convolutions. On the CPU it trains the models
 of the vectorised path and of the sequential reference to float tolerance (momentum, weight decay, proximal term,
 per-sample weights, uneven clients, kept momentum); the CUDA-graph bookkeeping (a captured step is not applied
 twice) is checked with a stand-in graph; an accelerator picks it automatically for models with large activations
@@ -15,13 +15,13 @@ from fake_device import FakeDevice
 
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
-from fedcluster.engine import looped
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training import looped
+from fedcluster.engine.training.kernels import auto_path
 from fedcluster.models import build_model
 
 pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/conftest.py)

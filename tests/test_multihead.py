@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.models import build_model
 
 SIZES = [37, 64, 5, 90]

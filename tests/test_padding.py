@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from fedcluster.engine import kernels
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.kernels import PAD_TOLERANCE, step_groups
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training import kernels
+from fedcluster.engine.training.kernels import PAD_TOLERANCE, step_groups
 
 # --strict-device: these build their models and inputs themselves and call them directly (no run moves them)
 HOST_ONLY = pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")

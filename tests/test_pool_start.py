@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine import pool
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.multihead import MultiHead, MultiHeadLoss
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training import pool
+from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
 from fedcluster.models import build_model
 
 SIZES = [37, 64, 5, 90]

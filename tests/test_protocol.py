@@ -10,27 +10,31 @@ import pytest
 import torch
 from test_clustered import _one_thread  # noqa: F401  (autouse: one intra-op thread for tiny models)
 
-from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.config.run_config import RunConfig, load_raw, resolve
+from fedcluster.data.federation import Federation
 from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.backends.remote import ClientsFailed, RemoteTrainer, Request, node_trainer, serve
+from fedcluster.engine.placement import Placement
 from fedcluster.engine.runner import Run
 
 
-class LoopbackRun(Run):
-    """The run with a RemoteTrainer whose requests go to one in-memory trainer per client."""
+class Loopback(Placement):
+    """Clients on a RemoteTrainer whose requests go to one in-memory trainer per client."""
 
-    def make_trainer(self, module: torch.nn.Module) -> Trainer:
-        fed, path = self.fed, self.cfg.engine
-        nodes = {c: node_trainer(module, *fed.train.client(c), c, fed.num_clients, fed.task, self.cfg.seed, path)
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> Trainer:
+        nodes = {c: node_trainer(module, *fed.train.client(c), c, fed.num_clients, fed.task, cfg.seed, cfg.engine)
                  for c in range(fed.num_clients)}
         siblings: dict[int, dict[int, Trainer]] = {c: {} for c in nodes}
-        self.requests: list[Request] = []
 
         def send(requests: list[Request]) -> list[dict[str, np.ndarray]]:
             self.requests += requests
             return [serve(nodes[r.client], r, siblings[r.client]) for r in requests]
 
-        return RemoteTrainer(module, fed.train.x, fed.train.y, fed.train.ptr, fed.task, self.cfg.seed, send)
+        return RemoteTrainer(module, fed.train.x, fed.train.y, fed.train.ptr, fed.task, cfg.seed, send)
 
 
 def _config(tmp: Path, name: str, extra: list[str]):
@@ -48,9 +52,10 @@ def test_per_client_requests_equal_in_process(extra: list[str], tmp_path: Path) 
     ref = Run(cfg, typed)
     ref.execute()
     cfg2, typed2 = _config(tmp_path, "b", extra)
-    rem = LoopbackRun(cfg2, typed2)
+    loopback = Loopback()
+    rem = Run(cfg2, typed2, backend=loopback)
     rem.execute()
-    assert rem.requests, "the remote trainer must have been used"
+    assert loopback.requests, "the remote trainer must have been used"
     np.testing.assert_array_equal(rem.alg.assignment(), ref.alg.assignment())
     np.testing.assert_allclose(rem.alg.omega, ref.alg.omega, atol=1e-6)
     for name, v in ref.alg.models.items():
@@ -59,20 +64,20 @@ def test_per_client_requests_equal_in_process(extra: list[str], tmp_path: Path) 
 
 def test_requests_carry_plain_arrays_and_scalars(tmp_path: Path) -> None:
     cfg, typed = _config(tmp_path, "a", ["algorithm=fedrc", "rounds=1"])
-    run = LoopbackRun(cfg, typed)
-    run.execute()
-    kinds = {r.kind for r in run.requests}
+    loopback = Loopback()
+    Run(cfg, typed, backend=loopback).execute()
+    kinds = {r.kind for r in loopback.requests}
     assert kinds == {"train", "losses"}
-    for r in run.requests:
+    for r in loopback.requests:
         assert all(isinstance(a, np.ndarray) for a in r.arrays.values())
         assert all(isinstance(v, int | float | str | bool) for v in r.config.values())
-    clients = [r.client for r in run.requests if r.kind == "train"]
+    clients = [r.client for r in loopback.requests if r.kind == "train"]
     assert sorted(clients) == list(range(6))  # one request per client, with its K units
 
 
 def test_loss_requests_refuse_partial_clients(tmp_path: Path) -> None:
     cfg, typed = _config(tmp_path, "a", ["algorithm=ifca"])
-    run = LoopbackRun(cfg, typed)
+    run = Run(cfg, typed, backend=Loopback())
     ptr = run.fed.train.ptr
     with pytest.raises(ValueError, match="every training row"):
         run.ctx.trainer.losses(run.alg.models, np.arange(ptr[0], ptr[1] - 1))
@@ -93,7 +98,7 @@ def test_a_failing_transport_raises_clients_failed() -> None:
 def test_the_divergence_watch_sees_units_trained_on_nodes(tmp_path: Path) -> None:
     """A node whose local training blew up (its reply holds NaN) is reported by the watch, as in process."""
     cfg, typed = _config(tmp_path, "nan", ["algorithm=fedavg"])
-    run = LoopbackRun(cfg, typed)
+    run = Run(cfg, typed, backend=Loopback())
     tr = run.ctx.trainer
     inner = tr.send
 

@@ -1,4 +1,4 @@
-"""Local training folded into the aggregation (engine.fold): for FedAvg, IFCA and FedRC, whose aggregation weights
+"""Local training folded into the aggregation (backends.fold): for FedAvg, IFCA and FedRC, whose aggregation weights
 are known before training, each vectorised call's trained models are added to the K weighted sums as the call
 finishes and freed, so the trained units held at once do not grow with clients × K, and the results equal the
 path that trains the whole cohort and then aggregates."""

@@ -8,7 +8,7 @@ Two model layouts (``algorithm.split``):
 unit per client, starting from its cluster's model;
 * shared feature extractor φ + K heads (HCFL+ HCFL paper Sec. 4.1, FedRC Table 11) — ``self.models`` still holds K
   stacked SplitModels whose ``body.*`` entries are identical. A soft method trains one unit per client
-  with the body and all K heads (engine.multihead, HCFL paper eq. 6–7); a hard one trains body + its head.
+  with the body and all K heads (engine.training.multihead, HCFL paper eq. 6–7); a hard one trains body + its head.
   The server averages φ over every client that trained and head k over the clients that trained it.
 
 Aggregation (FedRC paper Alg. 1 step 4 / step 5): θ_k ← θ_k + η_g Σ_i A_{ik} (θ_{i,k} − θ_k) / Σ_i A_{ik}
@@ -28,12 +28,13 @@ import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.data.federation import Split
-from fedcluster.engine.backends.protocol import Backend
-from fedcluster.engine.evaluation import client_outputs, per_sample_losses
-from fedcluster.engine.fold import train_into
-from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
+from fedcluster.engine.backends.fold import train_into
+from fedcluster.engine.evaluation.prediction import tier_weights, untrained_omega
+from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, distances, num_bytes, subset
+from fedcluster.engine.protocol import Backend
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
@@ -198,7 +199,7 @@ class ClusteredAlgorithm(Algorithm):
     def train_aggregate_single(self, clients: np.ndarray, cluster: np.ndarray, weights: np.ndarray, round_: int,
                                solver: Solver | None = None) -> None:
         """:meth:`train_single` from the clients' clusters, then :meth:`aggregate` with weights A [m, K]; without a
-        shared body each chunk of trained clients is folded into the K sums as it finishes (engine.fold)."""
+        shared body each chunk of trained clients is folded into the K sums as it finishes (engine.backends.fold)."""
         if self.split:
             self.aggregate(self.train_single(clients, cluster, round_, solver), weights)
             return
@@ -210,7 +211,7 @@ class ClusteredAlgorithm(Algorithm):
     def train_aggregate_pairs(self, clients: np.ndarray, gamma: np.ndarray, weights: np.ndarray, round_: int,
                               solver: Solver | None = None) -> None:
         """:meth:`train_pairs` with weights γ, then :meth:`aggregate` with weights A [m, K]; without a shared body
-        each chunk of trained pairs is folded into the K sums as it finishes (engine.fold)."""
+        each chunk of trained pairs is folded into the K sums as it finishes (engine.backends.fold)."""
         if self.split:
             self.aggregate(self.train_pairs(clients, gamma, round_, solver), weights)
             return
@@ -275,10 +276,6 @@ class ClusteredAlgorithm(Algorithm):
         return (num_bytes(subset(one, "body.")) if body else 0) + models * num_bytes(subset(one, "head."))
 
     # -- evaluation --------------------------------------------------------------------------
-    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
-        """The K models (φ once when shared) mixed by Ω (``scoring_omega``) or, for test clients, ``fit_weights``."""
-        return self.omega_prediction(split, self.scoring_omega()) if participating else self.test_prediction(split)
-
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard
         method, cluster 0 for ARI); as FedRC paper App. H.2 does for any client that did not train, it runs the
@@ -289,15 +286,8 @@ class ClusteredAlgorithm(Algorithm):
             return self.omega
         key = (self.rounds_done, id(self.models))
         if self._scoring is None or self._scoring[0] != key:
-
-            def weights(split: Split) -> np.ndarray:  # each missing client's Ω row from its own rows
-                part = split.rows(missing[split.owner()])
-                return np.asarray(self.test_weights(self.outputs(part.x), part), dtype=np.float64)
-
-            w = self.ctx.trainer.per_client(self.ctx.fed.train, weights)
-            omega = self.omega.copy()
-            omega[missing] = w[missing]
-            self._scoring = (key, omega)
+            self._scoring = (key, untrained_omega(self.omega, missing, self.test_weights, self.outputs,
+                                                  self.ctx.trainer.per_client, self.ctx.fed.train))
         return self._scoring[1]
 
     def assignment(self) -> np.ndarray:
@@ -307,11 +297,8 @@ class ClusteredAlgorithm(Algorithm):
         """Non-participating clients: the method's tier-2 rule on their labelled data with the models fixed (soft
         EM: E-steps, as FedRC paper App. H.2 does for FedRC/FedEM; hard rules: the cluster with the lowest mean loss,
         FedRC paper H.8)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).T.double()
-        both = torch.cat([losses, split.y.double().unsqueeze(1)], 1).cpu().numpy()  # losses and labels: one copy
-        y = both[:, -1].astype(np.int64) if self.ctx.fed.task == "classification" else both[:, -1]
-        ll = self.formulation.loglik(both[:, :-1], split.x, y, self.state.stats)
-        return self.weighting.test(ll, split.owner(), split.num_clients, self.num_clusters)
+        return tier_weights(outputs, split, self.ctx.fed.task, self.formulation, self.state.stats, self.weighting,
+                            self.num_clusters)
 
     def own_outputs(self, local: Params, split: Split, clients: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
         """[K', N, out] outputs of each client's own models ``local`` [m, K', ...] on its rows of ``split``

@@ -14,7 +14,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.engine.fold import train_into
+from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.params import num_bytes
 from fedcluster.tiers.aggregation import ModelSums
 

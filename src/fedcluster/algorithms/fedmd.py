@@ -55,9 +55,9 @@ from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.spectral import orthogonal_iteration
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.evaluation import model_outputs, per_sample_losses
-from fedcluster.engine.kernels import per_sample_loss
+from fedcluster.engine.evaluation.scores import model_outputs, per_sample_losses
 from fedcluster.engine.params import Params, flatten, num_bytes, select
+from fedcluster.engine.training.kernels import per_sample_loss
 from fedcluster.errors import ConfigError
 from fedcluster.metrics.regression import regression_extras
 

@@ -27,7 +27,7 @@ import torch
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.data.federation import Split
-from fedcluster.engine import inference
+from fedcluster.engine.evaluation import inference
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptive import ClusterBook, merge_clusters, remove_clusters, reposition, split_off

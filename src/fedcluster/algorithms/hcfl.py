@@ -49,7 +49,7 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, replace_solver
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.features import BodyFeatures
+from fedcluster.engine.evaluation.features import BodyFeatures
 from fedcluster.engine.params import Params, flatten
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import ADAPTATIONS, GapSplits

@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if cfg.ranks > 1 and not in_torchrun():  # ranks=N: start N processes under torchrun
             return launch.launch_run(args.items, cfg)
-        run = launch.run_class()(cfg, typed)
+        run = launch.new_run(cfg, typed)
     lead = world_from_env()[0] == 0  # under torchrun only rank 0 speaks
     if lead:  # said once the trackers have started, so that one that cannot start is said first
         run.announcement = run.fed.summary()
@@ -99,7 +99,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print(f"fedcluster: {plan.run_dir.path} has finished all {plan.done} rounds; nothing to do "
               f"(pass rounds=N with N > {plan.done} to extend it)")
         return 0
-    summary = launch.run_class()(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
+    summary = launch.new_run(plan.cfg, plan.typed, resume=True, run_dir=plan.run_dir).execute()
     _report(summary)
     return 0
 

@@ -1,7 +1,7 @@
 """Starting a run over several processes: ``fedcluster run ... ranks=N`` and ``fedcluster resume`` under
-torchrun's elastic agent (:func:`launch`), the run loop each process runs (:func:`run_class`), rank > 0's side of
+torchrun's elastic agent (:func:`launch`), the run loop each process runs (:func:`new_run`), rank > 0's side of
 a resume, and the one-line reports of a rank that failed or lost its peer. The rounds themselves are
-:mod:`fedcluster.engine.distributed.run`'s.
+:mod:`fedcluster.engine.distributed.ranks`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fedcluster.config.run_config import RunConfig, load_raw, resolve
 from fedcluster.engine.distributed.env import check_ranks, collective_timeout, in_torchrun
 from fedcluster.engine.distributed.follower import FollowerRunDir
 from fedcluster.engine.distributed.group import RankLost
-from fedcluster.engine.distributed.run import DistributedRun
+from fedcluster.engine.distributed.ranks import Ranks
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import default_run_dir
 
@@ -26,9 +26,10 @@ EXIT_RANK_LOST = 4  # a rank whose peer went away (the launcher names the rank t
 LAUNCHED = "FEDCLUSTER_LAUNCHED"  # set by :func:`launch` in its ranks: they leave the one-line report to it
 
 
-def run_class() -> type[Run]:
-    """The run loop for this process: :class:`DistributedRun` under torchrun, else the in-process one."""
-    return DistributedRun if in_torchrun() else Run
+def new_run(cfg: RunConfig, typed: dict[str, Any], **kwargs: Any) -> Run:
+    """The run loop for this process: under torchrun with this rank's clients (:class:`Ranks`), else with every
+    client in this process."""
+    return Run(cfg, typed, backend=Ranks() if in_torchrun() else None, **kwargs)
 
 
 def follower_resume(path: Path, overrides: list[str]) -> tuple[RunConfig, dict[str, Any]]:
@@ -121,5 +122,5 @@ def resume_follower(path: Path, overrides: list[str]) -> int:
     if run_dir.checkpoint.exists() and (path / "summary.json").is_file() \
             and int(run_dir.load_checkpoint()["round"]) == cfg.rounds:
         return 0
-    DistributedRun(cfg, typed, resume=True, run_dir=run_dir).execute()
+    Run(cfg, typed, resume=True, run_dir=run_dir, backend=Ranks()).execute()
     return 0

@@ -55,7 +55,7 @@ class RunConfig:
     seed: int = 0
     data_seed: int | None = None  # defaults to seed
     data_dir: str | None = None
-    test_fit: Literal["half", "all", "90-10"] = "half"  # test clients: fit on a share, score the rest (engine.holdout)
+    test_fit: Literal["half", "all", "90-10"] = "half"  # test clients: fit on a share, score the rest (holdout)
     normalize: bool | None = None  # standardise image inputs per channel (data.normalize); None: dataset default
     out: str | None = None
     eval_every: int = 1

@@ -52,7 +52,7 @@ class Split(ClientRows):
     y: torch.Tensor
     ptr: np.ndarray
     # Rows a non-participating client may use to choose its cluster weights (the others are scored);
-    # None: every row does both (engine.holdout).
+    # None: every row does both (engine.evaluation.holdout).
     fit: np.ndarray | None = None
 
     def __post_init__(self) -> None:
@@ -96,7 +96,7 @@ class Split(ClientRows):
         return Split(self.x.to(device), self.y.to(device), self.ptr, self.fit)
 
     def with_fit(self, fit: np.ndarray | None) -> Split:
-        """The same rows with another ``fit`` mask (engine.holdout)."""
+        """The same rows with another ``fit`` mask (engine.evaluation.holdout)."""
         return Split(self.x, self.y, self.ptr, fit)
 
     def rows(self, keep: np.ndarray) -> Split:

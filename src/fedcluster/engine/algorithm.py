@@ -1,16 +1,15 @@
 """The Algorithm protocol the runner drives (methods in ``fedcluster.algorithms`` implement it): the run
-context, the round result, and K models with weights Ω.
+context and K models with weights Ω (the round result is the contract's, :mod:`fedcluster.engine.protocol`).
 
 The server of a clustered-FL method keeps K models (stacked parameters) and a client × cluster
-weight matrix Ω (one-hot for hard methods, a simplex row for soft ones). Prediction for a client
-mixes the models' softmax outputs with its row of Ω: Σ_k ω_{i;k} softmax(m_k(x)) (FedEM/FedRC's
-rule; for one-hot rows it is the assigned model's prediction).
+weight matrix Ω (one-hot for hard methods, a simplex row for soft ones). What it predicts with is computed by
+:mod:`fedcluster.engine.evaluation.prediction` from the models, Ω and the method's rule for test clients.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,11 +17,10 @@ import torch
 
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation, Split
-from fedcluster.engine import inference
-from fedcluster.engine.backends.protocol import Backend
-from fedcluster.engine.evaluation import mix_predictions, per_sample_losses
-from fedcluster.engine.inference import StackForward
+from fedcluster.engine.evaluation import prediction as predicting
+from fedcluster.engine.evaluation.inference import StackForward
 from fedcluster.engine.params import Params, get_params, num_units, stack
+from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
@@ -58,16 +56,6 @@ class Context:
         return {n: v.to(self.device) for n, v in stack(models).items()}
 
 
-@dataclass
-class RoundResult:
-    """Communication of one round (bytes actually exchanged) and algorithm-specific metrics."""
-
-    bytes_up: int
-    bytes_down: int
-    extra: dict[str, float] = field(default_factory=dict)
-    clusters: dict[str, Any] | None = None  # per-cluster data makeup (tracking.clusters), → clusters.jsonl
-
-
 class Algorithm(ABC):
     """One clustered-FL method: K models, client weights Ω and a round procedure. The server state is one
     :class:`~fedcluster.tiers.cluster_state.ClusterState` (``self.state``); ``models`` and ``omega`` are its fields."""
@@ -91,7 +79,7 @@ class Algorithm(ABC):
     @classmethod
     def streams_aggregation(cls, params: Any) -> bool:
         """Whether the method, with ``params``, knows its aggregation weights before local training and folds each
-        vectorised call's trained models into its K weighted sums as the call finishes (engine.fold), so that its
+        vectorised call's trained models into its K weighted sums as the call finishes (backends.fold), so that its
         training memory does not grow with clients × K; False for methods that read every client's trained model."""
         return False
 
@@ -107,26 +95,28 @@ class Algorithm(ABC):
         """Each client's cluster (argmax of its Ω row)."""
         return self.omega.argmax(1)
 
-    def test_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor:
-        """Ω rows of non-participating test clients: the cluster with the lowest loss on their
-        labelled data (how the FedRC paper's reference code assigns test clients for hard methods)."""
-        losses = per_sample_losses(outputs, split.y, self.ctx.fed.task).double()  # [K, N], on the device
-        index = to_device(split.owner(), outputs.device)
-        total = losses.new_zeros((len(losses), split.num_clients)).index_add_(1, index, losses)  # in row order
-        return torch.nn.functional.one_hot(total.argmin(0), self.num_clusters).float()
+    def test_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor | np.ndarray:
+        """The rule for clients that never trained (test clients): weights from the K models' ``outputs`` on their
+        labelled rows; here the cluster with the lowest loss (engine.evaluation.prediction)."""
+        return predicting.lowest_loss_weights(outputs, split, self.ctx.fed.task, self.num_clusters)
 
     def fit_weights(self, outputs: torch.Tensor, split: Split) -> torch.Tensor | np.ndarray:
-        """``test_weights`` fitted on the rows of ``split`` in its ``fit`` mask only (engine.holdout), so that a
+        """``test_weights`` fitted on the rows of ``split`` in its ``fit`` mask only (evaluation.holdout), so that a
         test client's cluster choice is not made on the labels it is scored on (all rows without a mask)."""
-        if split.fit is None:
-            return self.test_weights(outputs, split)
-        return self.test_weights(outputs[:, to_device(split.fit, outputs.device)], split.rows(split.fit))
+        return predicting.fit_weights(outputs, split, self.test_weights)
 
-    def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
+    def scoring_omega(self) -> np.ndarray:
+        """Ω as evaluation mixes the participating clients' predictions with (methods may fill rows first)."""
+        return self.omega
+
+    def prediction(self, split: Split, participating: bool) -> predicting.Prediction:
         """What to predict with (the one evaluation hook): [K', N, out] outputs on every sample of ``split`` and the
-        [clients, K'] weights that mix them. Here the K models with Ω rows (val: the clients trained) or
-        ``fit_weights`` (test clients)."""
-        return self.omega_prediction(split, self.omega) if participating else self.test_prediction(split)
+        [clients, K'] weights that mix them. Here the K models with the rows of :meth:`scoring_omega` (val: the
+        clients trained) or ``test_weights`` fitted on the test clients' ``fit`` rows (engine.evaluation.prediction)."""
+        if participating:
+            return predicting.omega_prediction(self._forward, self.models, split, self.scoring_omega(),
+                                               self.body_shared)
+        return predicting.test_prediction(self._forward, self.models, split, self.test_weights, self.body_shared)
 
     body_shared = False  # True: the K models share one feature extractor (``body.*`` stored once)
 
@@ -135,41 +125,12 @@ class Algorithm(ABC):
         return self._forward(self.models if models is None else models, x, self.body_shared)
 
     def chosen_outputs(self, split: Split, cluster: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each client's rows through its ``cluster``'s model alone (CPU): [1, N, out] with weight 1, the Ω-mix of a
-        one-hot Ω without running the other K − 1 models on every row."""
-        outputs = self._forward.chosen(self.models, split.x, np.asarray(cluster)[split.owner()], self.body_shared)
-        return outputs, torch.ones(split.num_clients, 1, device=split.x.device)
-
-    def omega_prediction(self, split: Split, omega: np.ndarray) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
-        """Clients mixing the K models with Ω rows ``omega``; on the CPU, when every row is one-hot (a hard method),
-        each client's own model only (:meth:`chosen_outputs`: the same predictions, 1/K of the work)."""
-        if inference.row_budget(split.x.device) is None and one_hot_rows(omega):
-            return self.chosen_outputs(split, on_host(omega).argmax(1))
-        return self.outputs(split.x), omega
-
-    def test_prediction(self, split: Split) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
-        """Test clients, weighted by ``fit_weights``. On the CPU with a ``fit`` mask (engine.holdout) the K models
-        run on the rows that choose the weights only (with K > 1); when the choice is hard, each client's other rows
-        run its chosen model alone (:meth:`chosen_outputs`), otherwise the K models run on them too."""
-        if inference.row_budget(split.x.device) is not None or split.fit is None or self.num_clusters == 1:
-            outputs = self.outputs(split.x)
-            return outputs, self.fit_weights(outputs, split)
-        fit = np.asarray(split.fit, dtype=bool)
-        fit_rows, other_rows = torch.as_tensor(np.flatnonzero(fit)), torch.as_tensor(np.flatnonzero(~fit))
-        fitted = self.outputs(split.x[fit_rows])
-        weights = self.test_weights(fitted, split.rows(fit))
-        if one_hot_rows(weights):
-            return self.chosen_outputs(split, on_host(weights).argmax(1))
-        outputs = fitted.new_empty((len(fitted), len(split.x), *fitted.shape[2:]))
-        outputs[:, fit_rows] = fitted
-        outputs[:, other_rows] = self.outputs(split.x[other_rows])
-        return outputs, weights
+        """Each client's rows through its ``cluster``'s model alone (engine.evaluation.prediction)."""
+        return predicting.chosen_outputs(self._forward, self.models, split, cluster, self.body_shared)
 
     def predict(self, split: Split, participating: bool) -> torch.Tensor:
         """Mixed predictions Σ_k w_{i;k} p_k(x) for every sample of ``split`` from :meth:`prediction`."""
-        outputs, weights = self.prediction(split, participating)
-        w = to_device(weights, outputs.device, torch.float32)
-        return mix_predictions(outputs, w, split.owner(), self.ctx.fed.task)
+        return predicting.mixed(self.prediction(split, participating), split, self.ctx.fed.task)
 
     def state_dict(self) -> dict[str, Any]:
         return {"models": self.models, "omega": self.omega}
@@ -187,13 +148,3 @@ class Algorithm(ABC):
     def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
         return to_device(self.ctx.fed.train.sizes[clients], self.ctx.device, torch.float64)
 
-
-def one_hot_rows(weights: np.ndarray | torch.Tensor) -> bool:
-    """Whether every row of ``weights`` (on the host or the CPU) is one-hot: a hard assignment."""
-    w = on_host(weights)
-    return w.ndim == 2 and bool(((w == 0) | (w == 1)).all() and (w.sum(1) == 1).all())
-
-
-def on_host(weights: np.ndarray | torch.Tensor) -> np.ndarray:
-    """``weights`` as a NumPy array (a tensor copied to the host first)."""
-    return weights.cpu().numpy() if isinstance(weights, torch.Tensor) else np.asarray(weights)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from fedcluster.engine.algorithm import RoundResult
+from fedcluster.engine.protocol import RoundResult
 from fedcluster.tracking.run_dir import RunDir
 
 Row = dict[str, Any]

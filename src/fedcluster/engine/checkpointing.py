@@ -16,21 +16,11 @@ import torch
 from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.callbacks import RoundCallback, RoundEnd, Row
+from fedcluster.engine.protocol import Backend
+from fedcluster.engine.transfer import state_to_device
 from fedcluster.tracking.checkpoint_schema import CheckpointSchemaError, check_algorithm_state
 from fedcluster.tracking.run_dir import RunDir
-
-
-def to_device(state: Any, device: torch.device) -> Any:
-    """A checkpointed algorithm state with its tensors on ``device`` (checkpoints are written from the CPU)."""
-    if isinstance(state, torch.Tensor):
-        return state.to(device)
-    if isinstance(state, dict):
-        return {k: to_device(v, device) for k, v in state.items()}
-    if isinstance(state, list | tuple):
-        return type(state)(to_device(v, device) for v in state)
-    return state
 
 
 class Checkpointing(RoundCallback):
@@ -44,11 +34,11 @@ class Checkpointing(RoundCallback):
     def on_round(self, end: RoundEnd) -> None:
         if end.round % self.cfg.checkpoint_every and not end.last:
             return
-        state = to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
+        state = state_to_device(self.alg.state_dict(), torch.device("cpu"))  # portable: CPU tensors
         saved = {"round": end.round, "elapsed": end.elapsed, "config": self.cfg.to_dict(), "algorithm": state,
                  "rows": end.rows}
-        if self.cfg.client_momentum == "keep":  # the clients' kept SGD buffers (engine.momentum)
-            saved["client_momentum"] = to_device(self.trainer.momentum_state(), torch.device("cpu"))
+        if self.cfg.client_momentum == "keep":  # the clients' kept SGD buffers (engine.training.momentum)
+            saved["client_momentum"] = state_to_device(self.trainer.momentum_state(), torch.device("cpu"))
         self.dir.save_checkpoint(saved)
         self.last = end.round
 
@@ -63,14 +53,14 @@ def restore(run_dir: RunDir, cfg: RunConfig, alg: Algorithm, module: torch.nn.Mo
     if run_dir.checkpoint.exists() or run_dir.checkpoint.is_symlink():  # a broken link is refused, not absent
         state = run_dir.load_checkpoint()
         shapes = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-        check_algorithm_state(state["algorithm"], to_device(alg.state_dict(), torch.device("cpu")),
+        check_algorithm_state(state["algorithm"], state_to_device(alg.state_dict(), torch.device("cpu")),
                               shapes, str(run_dir.checkpoint),
                               (fed.num_clients, fed.train.num_samples, fed.num_classes),
                               alg.fixed_clusters)
         if (problem := alg.state_problem(state["algorithm"], state["round"])) is not None:
             raise CheckpointSchemaError(f"checkpoint {run_dir.checkpoint} does not fit this run: {problem}; it "
                                         "was not loaded (it was modified): start the run again with another out=")
-        alg.load_state_dict(to_device(state["algorithm"], device))
+        alg.load_state_dict(state_to_device(state["algorithm"], device))
         if cfg.client_momentum == "keep":
             load_momentum(state, run_dir, trainer, device)
         first, elapsed = state["round"], state["elapsed"]
@@ -95,7 +85,7 @@ def load_momentum(state: dict[str, Any], run_dir: RunDir, trainer: Backend, devi
         raise CheckpointSchemaError(f"checkpoint {where} holds no client momentum buffers but this run keeps "
                                     "them (client_momentum=keep); start the run again with another out=")
     try:
-        trainer.load_momentum_state(to_device(saved, device))
+        trainer.load_momentum_state(state_to_device(saved, device))
     except (ValueError, TypeError, AttributeError) as e:
         raise CheckpointSchemaError(f"checkpoint {where} has client momentum buffers that do not fit ({e}); "
                                     "start the run again with another out=") from None

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 
 from fedcluster.engine.algorithm import Algorithm
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.callbacks import RoundCallback
 from fedcluster.engine.params import Params
+from fedcluster.engine.protocol import Backend
 from fedcluster.errors import DivergedError
 
 GROWTH = 1e3  # rule 2: model norm over the reference norm

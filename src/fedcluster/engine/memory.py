@@ -98,7 +98,7 @@ UNMEASURED_ROW = 2**20  # bytes per row assumed for a model that cannot be measu
 def inference_row_bytes(module: nn.Module, input_shape: tuple[int, ...], sample: torch.Tensor | None = None) -> int:
     """Bytes one input row costs one model in a vectorised no-grad forward: ``INFERENCE_COPIES`` times its
     activations (every leaf module's output: an upper bound, since a no-grad pass frees them as it goes) plus
-    its input; the sizing rule of ``engine.inference``'s rows per call."""
+    its input; the sizing rule of ``engine.evaluation.inference``'s rows per call."""
     fp = footprint(module, input_shape, sample)
     activations = UNMEASURED_ROW if fp is None else INFERENCE_COPIES * fp.activations
     return activations + math.prod(input_shape) * 4

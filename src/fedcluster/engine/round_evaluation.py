@@ -10,7 +10,7 @@ import torch
 from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.divergence import DivergenceWatch
-from fedcluster.engine.evaluation import client_scores_on_device, mean_over_clients
+from fedcluster.engine.evaluation.scores import client_scores_on_device, mean_over_clients
 from fedcluster.metrics.clustering import clustering_ari
 
 

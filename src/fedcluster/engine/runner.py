@@ -1,7 +1,9 @@
 """The run loop: build everything from a config, then for each round play it, evaluate it when due and hand it to
 the loop's callbacks (the divergence watch, rounds.csv and clusters.jsonl, tracking, progress, checkpoints:
 :mod:`fedcluster.engine.callbacks`); a resumed run first restores its checkpoint
-(:mod:`fedcluster.engine.checkpointing`)."""
+(:mod:`fedcluster.engine.checkpointing`). Where the clients work is a part the loop is given
+(``backend=``, :mod:`fedcluster.engine.placement`): in this process by default, on the ranks of a torchrun job, or
+on Flower nodes."""
 
 from __future__ import annotations
 
@@ -26,9 +28,7 @@ from fedcluster.config.notes import note
 from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
-from fedcluster.engine.algorithm import Algorithm, Context, RoundResult
-from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.protocol import Backend
+from fedcluster.engine.algorithm import Algorithm, Context
 from fedcluster.engine.budget import check_federation_fits, fit_run
 from fedcluster.engine.callbacks import (
     Announce,
@@ -42,14 +42,17 @@ from fedcluster.engine.callbacks import (
 from fedcluster.engine.checkpointing import Checkpointing, restore
 from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
 from fedcluster.engine.divergence import DivergenceWatch
-from fedcluster.engine.evaluation import missing_validation_note
-from fedcluster.engine.holdout import with_fit_rows
+from fedcluster.engine.evaluation.holdout import with_fit_rows
+from fedcluster.engine.evaluation.scores import missing_validation_note
+from fedcluster.engine.in_process import InProcess
 from fedcluster.engine.interrupts import sigint_held
-from fedcluster.engine.kernels import auto_path
 from fedcluster.engine.memory import model_footprint
+from fedcluster.engine.placement import Placement
+from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.round_evaluation import device_scores, evaluate, to_host  # noqa: F401  (re-exported)
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.kernels import auto_path
 from fedcluster.errors import DivergedError, InterruptedRun
 from fedcluster.models.base import build_model
 from fedcluster.storage.atomic import writing
@@ -74,12 +77,16 @@ def versions(device: torch.device | None = None) -> dict[str, str]:
 
 
 class Run:
-    """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict."""
+    """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict. ``backend`` is where the clients
+    work (:class:`~fedcluster.engine.placement.Placement`; default: in this process), ``callbacks`` are called
+    after the loop's own each round."""
 
     def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
                  fed: Federation | None = None, run_dir: RunDir | None = None,
-                 callbacks: Sequence[RoundCallback] = ()) -> None:
+                 callbacks: Sequence[RoundCallback] = (), backend: Placement | None = None) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
+        self.placement = backend if backend is not None else InProcess()
+        run_dir = self.placement.prepare(cfg, run_dir)
         self.announcement: str | None = None  # printed once the trackers have started (the CLI's summary)
         self.user_callbacks = list(callbacks)  # called after the run's own, each round's files already written
         if cfg.threads is not None:
@@ -126,7 +133,7 @@ class Run:
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
         fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
-        if cfg.engine == "auto":  # on an accelerator large models train unit by unit (engine.looped)
+        if cfg.engine == "auto":  # on an accelerator large models train unit by unit (engine.training.looped)
             fp = model_footprint(cfg, typed, self.fed)
             path = self._auto_path(activation_bytes=fp and fp.activations)
         if (message := missing_validation_note(self.fed.val)) is not None:
@@ -140,27 +147,24 @@ class Run:
         self.ctx = Context(cfg, self.fed, module, trainer, solver)
         self.alg: Algorithm = ALGORITHMS.get(cfg.algorithm).obj(self.ctx, typed["algorithm"])
         self.stream = participation_stream(self.fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
+        self.placement.check(self.alg, cfg)
 
     def load_federation(self) -> Federation:
-        """The run's federation, built or read from the cache (engine.distributed.run reads its clients' part)."""
-        return build_federation(self.cfg, self.typed["scenario"])
+        """The run's federation, built or read from the cache (or as the placement reads it: a rank its share)."""
+        fed = self.placement.load_federation(self.cfg, self.typed, self.device)
+        return fed if fed is not None else build_federation(self.cfg, self.typed["scenario"])
 
     def hold(self, fed: Federation) -> Federation:
-        """The part of the federation this process keeps: all of it here (engine.distributed.run keeps its
-        clients' inputs only)."""
-        return fed
+        """The part of the federation this process keeps (the placement's: all of it, or a rank's clients)."""
+        return self.placement.hold(fed)
 
     def make_trainer(self, module: torch.nn.Module) -> Backend:
-        """The clients' work (local training, E-step losses): in process here; the Flower adapter
-        (fedcluster.flower) overrides this with a trainer that sends the same work to the nodes."""
-        cfg = self.cfg
-        return Trainer(module, self.fed.train.x, self.fed.train.y, self.fed.train.ptr, self.fed.task,
-                       seed=cfg.seed, path=self.engine_path, workers=cfg.workers, precision=cfg.precision,
-                       chunk_mb=cfg.chunk_mb, client_momentum=cfg.client_momentum)
+        """The clients' work (local training, E-step losses, per-client computations), from the placement."""
+        return self.placement.backend(module, self.fed, self.cfg, self.engine_path, self.device)
 
     def play_round(self, t: int) -> RoundResult:
-        """One round with this round's sampled clients (the Flower adapter drops failed nodes here)."""
-        return self.alg.run_round(t, self.stream[t])
+        """One round with this round's sampled clients, as the placement plays it."""
+        return self.placement.play_round(self.alg, t, self.stream[t])
 
     def execute(self) -> dict[str, Any]:
         try:
@@ -254,7 +258,9 @@ class Run:
                 f"out={self.dir.path} may be reused")
 
     def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
-        assign = self.alg.assignment()
+        assign = self.alg.assignment()  # may gather from every rank (a client never trained): all of them take part
+        if not self.placement.lead:
+            return summarize(rows) | {"wall_seconds": elapsed, "run_dir": str(self.dir.path)}
         trained = self.stream.ever_sampled(self.cfg.rounds)
         self.dir.write_clients([
             {"client": i, "true_cluster": int(self.fed.true_cluster[i]), "cluster": int(assign[i]),

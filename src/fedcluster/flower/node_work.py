@@ -15,7 +15,7 @@ import torch
 
 from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.backends.remote import Arrays, Request, node_trainer, serve
-from fedcluster.engine.kernels import auto_path
+from fedcluster.engine.training.kernels import auto_path
 
 
 @dataclass

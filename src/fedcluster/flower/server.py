@@ -1,8 +1,9 @@
 """The ServerApp: the server side of any registered algorithm, with the clients' work sent to the nodes.
 
-:class:`FlowerRun` is the in-process :class:`~fedcluster.engine.runner.Run` (same round loop, metrics, run
-directory, checkpoints) with two changes: its trainer is an :class:`~fedcluster.engine.backends.remote.RemoteTrainer`
-whose requests :class:`NodeLink` carries to the nodes, and each round first drops the sampled clients whose
+:class:`FlowerNodes` places the clients of the in-process :class:`~fedcluster.engine.runner.Run` (same round loop,
+metrics, run directory, checkpoints) on the nodes: its backend is an
+:class:`~fedcluster.engine.backends.remote.RemoteTrainer` whose requests :class:`NodeLink` carries to the nodes, and
+each round first drops the sampled clients whose
 node is not connected; a round in which a node fails (error or no reply within ``timeout``) is replayed
 from the state before it without that node, as long as ``min_clients`` remain (else it is skipped and the
 models stay unchanged). ``rounds.csv`` gets ``failed_clients`` and ``skipped``; ``bytes_up``/``bytes_down``
@@ -26,11 +27,13 @@ import torch
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from fedcluster.algorithms.base import RoundResult
 from fedcluster.config.bounds import MAX_WAIT_SECONDS
 from fedcluster.config.run_config import RunConfig
-from fedcluster.engine.backends.protocol import Backend
+from fedcluster.data.federation import Federation
+from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.backends.remote import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
+from fedcluster.engine.placement import Placement
+from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.runner import Run
 from fedcluster.errors import ConfigError
 from fedcluster.flower.records import RUN, from_record, request_content, wire_bytes
@@ -138,29 +141,32 @@ class NodeLink:
         return [got[r.client] for r in requests]
 
 
-class FlowerRun(Run):
-    """The in-process run loop with the clients' work on Flower nodes (see the module docstring)."""
+class FlowerNodes(Placement):
+    """The run loop's clients on Flower nodes (see the module docstring): ``Run(cfg, typed,
+    backend=FlowerNodes(link))``."""
 
-    def __init__(self, cfg: RunConfig, typed: dict[str, Any], link: NodeLink) -> None:
+    def __init__(self, link: NodeLink) -> None:
         self.link = link
-        super().__init__(cfg, typed)
+        self.true_cluster = np.zeros(0, dtype=np.int64)  # the server federation's tags, to check the nodes' against
 
-    def make_trainer(self, module: torch.nn.Module) -> Backend:
-        tr = self.fed.train
-        if self.cfg.client_momentum == "keep":
+    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> Backend:
+        if cfg.client_momentum == "keep":
             raise ConfigError("client_momentum=keep is not offered on Flower (the nodes keep no state between "
                               "rounds); use client_momentum=reset, or `fedcluster run`")
-        return RemoteTrainer(module, tr.x, tr.y, tr.ptr, self.fed.task, self.cfg.seed, self.link.send)
+        tr = fed.train
+        self.true_cluster = fed.true_cluster
+        return RemoteTrainer(module, tr.x, tr.y, tr.ptr, fed.task, cfg.seed, self.link.send)
 
-    def play_round(self, t: int) -> RoundResult:
-        cohort = np.asarray(self.stream[t], dtype=np.int64)
+    def play_round(self, alg: Algorithm, t: int, clients: np.ndarray) -> RoundResult:
+        cohort = np.asarray(clients, dtype=np.int64)
         live = self.link.refresh(t)
-        other = sorted(p for p in live if self.link.true_cluster[p] != int(self.fed.true_cluster[p]))
+        other = sorted(p for p in live if self.link.true_cluster[p] != int(self.true_cluster[p]))
         if other:  # the tag is for scoring only, but a mismatch means the nodes hold other data than scored
             raise RuntimeError(f"the nodes of partitions {other} report another ground-truth cluster than the "
                                "server's federation: they were built from another config or data")
         failed = {int(c) for c in cohort if int(c) not in live}
-        before = copy.deepcopy(self.alg.state_dict())
+        before = copy.deepcopy(alg.state_dict())
         self.link.bytes_up = self.link.bytes_down = 0
         skipped = 0.0
         while True:
@@ -168,16 +174,16 @@ class FlowerRun(Run):
             if len(active) < self.link.options.min_clients:
                 log.warning("round %d: %d of %d clients left (< flower.min_clients=%d); round skipped", t + 1,
                             len(active), len(cohort), self.link.options.min_clients)
-                self.alg.load_state_dict(copy.deepcopy(before))
+                alg.load_state_dict(copy.deepcopy(before))
                 res, skipped = RoundResult(bytes_up=0, bytes_down=0), 1.0
                 break
             try:
-                res = self.alg.run_round(t, active)
+                res = alg.run_round(t, active)
                 break
             except ClientsFailed as e:
                 log.warning("round %d: clients %s failed; replaying the round without them", t + 1, sorted(e.clients))
                 failed |= e.clients
-                self.alg.load_state_dict(copy.deepcopy(before))
+                alg.load_state_dict(copy.deepcopy(before))
         res.bytes_up, res.bytes_down = self.link.bytes_up, self.link.bytes_down
         res.extra.update(failed_clients=float(len(failed)), skipped=skipped)
         return res
@@ -189,5 +195,5 @@ def serve_run(grid: Grid, config_yaml: str, options: FlowerOptions) -> dict[str,
 
     cfg, typed = resolve_text(config_yaml)
     link = NodeLink(grid, config_yaml, options)
-    run = FlowerRun(cfg, typed, link)
+    run = Run(cfg, typed, backend=FlowerNodes(link))
     return run.execute()

@@ -13,7 +13,7 @@ step goes through :func:`server_step`:
 Weights are float64; the means are formed in the models' dtype (fp32), exactly as each method did before.
 
 Where the weights are known before local training, the weighted sums can be formed as the trained models come in,
-call by call (:class:`ModelSums`, :class:`ClusterSums`; engine.fold): no method then holds every client's trained
+call by call (:class:`ModelSums`, :class:`ClusterSums`; backends.fold): no method then holds every client's trained
 model. Added in one piece, they compute exactly what :func:`server_update` / :func:`cluster_update` compute;
 added in several, the sum over units is split into partial sums (equal to float rounding).
 """

@@ -221,7 +221,7 @@ def cflgp_lines(
     CFL-GP paper has clients draw a fresh minibatch of size ``batch`` every round and gives no local data
     size. Here every client owns a pool of ``pool_size`` i.i.d. samples (default 2,000 = T·b for CFL-GP paper's
     T = 200 rounds and b = 10) and each round's minibatch is drawn at random from the whole pool (a new
-    permutation per round, engine.batches): without replacement within a round, with replacement across
+    permutation per round, engine.training.batches): without replacement within a round, with replacement across
     rounds, so a sample can come back (a 200-round run with b = 10 sees about 63 % of a 2,000 pool). With a
     pool much larger than T·b this approaches CFL-GP paper's fresh draws. ``batch`` is stored in ``info`` for the
     engine. CFL-GP paper's initial lines θ_1 ~ U(−a, a), θ_2 = 0 are ``model=linear model.init_range=a``.

@@ -1,1 +1,1 @@
-"""Where the clients' work of a round runs: in process, on this rank's share of the clients, or on remote nodes."""
+"""Where the clients' work of a round runs: in this process or on remote nodes (over ranks: engine.distributed)."""

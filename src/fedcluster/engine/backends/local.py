@@ -1,16 +1,16 @@
 """The in-process backend: one :class:`Trainer` call trains a whole cohort's units in this process.
 
-It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.backends.protocol.Backend`:
+It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.protocol.Backend`:
 local training, the E-step's per-sample losses, per-client computations) with one of the training kernels
-(:mod:`fedcluster.engine.kernels`: ``sequential``, ``vectorized``, ``dense``, ``unit-loop``) or with the ``pool``
-path, the sequential kernel split over worker processes with one thread each (the fast path for CNNs on the
-CPU, which are compute bound and scale better over processes than over intra-op threads).
+(:mod:`fedcluster.engine.training.kernels`: ``sequential``, ``vectorized``, ``dense``, ``unit-loop``) or with
+the ``pool`` path, the sequential kernel split over worker processes with one thread each (the fast path for CNNs on
+the CPU, which are compute bound and scale better over processes than over intra-op threads).
 
 The trainer works on the device of the federation's tensors it is given (the run moves them once). On a GPU the
 vectorised path is the fast path; its units are trained in chunks sized by the memory plan of
 :mod:`fedcluster.engine.memory` (the state held for the call first, the chunk from what is left). For methods whose
 aggregation weights are known before training, :meth:`Trainer.train_folded` adds each chunk's trained models to the
-K weighted sums as the chunk finishes (engine.fold).
+K weighted sums as the chunk finishes (engine.backends.fold).
 """
 
 from __future__ import annotations
@@ -28,19 +28,8 @@ from torch import nn
 
 from fedcluster.data.federation import Split
 from fedcluster.engine import memory
-from fedcluster.engine.batches import make_schedule
-from fedcluster.engine.dense import dense_layers, train_dense
-from fedcluster.engine.evaluation import per_sample_losses
-from fedcluster.engine.inference import StackForward
-from fedcluster.engine.kernels import (
-    Batch,
-    LossFn,
-    build_batch,
-    per_sample_loss,
-    slice_batch,
-    train_sequential,
-    train_vectorized,
-)
+from fedcluster.engine.evaluation.inference import StackForward
+from fedcluster.engine.evaluation.scores import per_sample_losses
 from fedcluster.engine.memory import (
     HELD_COPIES,
     MAX_UNITS,
@@ -52,12 +41,23 @@ from fedcluster.engine.memory import (
     footprint,
     unit_bytes,
 )
-from fedcluster.engine.momentum import ClientMomentum, unit_keys
-from fedcluster.engine.multihead import MultiHeadLoss
 from fedcluster.engine.params import Params
-from fedcluster.engine.pool import start_pool, stop_pool
-from fedcluster.engine.precision import autocast
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.batches import make_schedule
+from fedcluster.engine.training.dense import dense_layers, train_dense
+from fedcluster.engine.training.kernels import (
+    Batch,
+    LossFn,
+    build_batch,
+    per_sample_loss,
+    slice_batch,
+    train_sequential,
+    train_vectorized,
+)
+from fedcluster.engine.training.momentum import ClientMomentum, unit_keys
+from fedcluster.engine.training.multihead import MultiHeadLoss
+from fedcluster.engine.training.pool import start_pool, stop_pool
+from fedcluster.engine.training.precision import autocast
 from fedcluster.engine.transfer import to_device
 
 LOSS_CHUNK = 4096  # training rows per forward pass of the E-step losses
@@ -83,7 +83,7 @@ class Trainer:
                              "or sequential")
         autocast(self.device, precision)  # validates ``precision``
         self.client_momentum = client_momentum
-        # client_momentum=keep: each (client, cluster model)'s SGD buffer across rounds (engine.momentum)
+        # client_momentum=keep: each (client, cluster model)'s SGD buffer across rounds (engine.training.momentum)
         self.momentum = ClientMomentum(self.device) if client_momentum == "keep" else None
         self._loaded_momentum: dict[str, Any] = {}  # checkpointed buffers of siblings not made yet
         self.module, self.x, self.y, self.ptr = module.to(self.device), x, y, ptr
@@ -112,7 +112,7 @@ class Trainer:
         if t.momentum is not None and (saved := self._loaded_momentum.pop(str(len(self._siblings) + 1), None)):
             t.momentum.load_state_dict(saved)
         t.pending = self.pending
-        # the dense path knows the standard losses and engine.multihead's per-head loss
+        # the dense path knows the standard losses and engine.training.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
         return t
@@ -156,7 +156,7 @@ class Trainer:
     def train_folded(self, sums: Any, init: Params, clients: np.ndarray, solver: Solver, round_: int,
                      weights: list[np.ndarray] | None = None, stream: int = 0,
                      init_index: np.ndarray | None = None) -> None:
-        """:meth:`train` call by call, each call's trained units ``lo:hi`` added to ``sums`` (engine.fold.Sums) as
+        """:meth:`train` call by call, each call's trained units ``lo:hi`` added to ``sums`` (backends.fold.Sums) as
         the call finishes and then freed: the round holds the sums and one call's units."""
         clients = np.asarray(clients, dtype=np.int64)
         size = self.fold_size(solver.batch_size, len(clients), sums.group)
@@ -197,7 +197,7 @@ class Trainer:
         elif self.dense is not None:
             out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
         elif self.path == "unit-loop" and batch.weight.dim() == 3:  # per-head weights: vectorised below
-            from fedcluster.engine.looped import train_looped  # imports this module
+            from fedcluster.engine.training.looped import train_looped  # imports this module
 
             out = train_looped(self.module, self.x, self.y, batch, solver, self.loss, self.precision)
         else:
@@ -262,7 +262,7 @@ class Trainer:
         """Values of the ``clients`` of ``split`` (default: all; [len(clients), ...]) that ``compute`` works out
         from the rows of the split it is given, each client's from its own rows only. Here ``compute(split)`` (a
         tensor stays where it is: the caller copies it to the host with its other results); a run spread over
-        processes (engine.backends.sharded) computes each client's values where its data are and gathers them."""
+        processes (engine.distributed.sharded) computes each client's values where its data are and gathers them."""
         out = compute(split)
         return out if isinstance(out, torch.Tensor) else np.asarray(out)
 

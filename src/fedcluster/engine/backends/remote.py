@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.kernels import LossFn
-from fedcluster.engine.multihead import MultiHead, MultiHeadLoss
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.kernels import LossFn
+from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
 
 TRAIN, LOSSES = "train", "losses"
 Arrays = dict[str, np.ndarray]
@@ -104,7 +104,7 @@ class RemoteTrainer(Trainer):
 
     def sibling(self, module: nn.Module, loss: LossFn) -> Trainer:
         if not isinstance(module, MultiHead):
-            raise NotImplementedError("remote training knows the plain model and engine.multihead's MultiHead")
+            raise NotImplementedError("remote training knows the plain model and engine.training.multihead's MultiHead")
         return RemoteTrainer(self.module, self.x, self.y, self.ptr, self.task, self.seed, self.send,
                              heads=len(module.heads))
 

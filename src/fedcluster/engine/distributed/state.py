@@ -18,8 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from fedcluster.engine.checkpointing import to_device
 from fedcluster.engine.distributed.group import RankLost, rank
+from fedcluster.engine.transfer import state_to_device
 from fedcluster.errors import UserError
 from fedcluster.storage.state_file import decode_state, encode_state
 
@@ -90,7 +90,7 @@ def share_state(alg: Any, device: torch.device) -> None:
     except (RuntimeError, dist.DistBackendError) as e:
         raise RankLost(str(e)) from None
     if not lead:
-        alg.load_state_dict(to_device(decode_state(spec["tree"], received), device))
+        alg.load_state_dict(state_to_device(decode_state(spec["tree"], received), device))
 
 
 def check_same_state(state: Any, round_: int, device: torch.device) -> None:

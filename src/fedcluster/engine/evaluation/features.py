@@ -1,8 +1,9 @@
 """Features z = g(x; φ) of a stacked model's feature extractor (HCFL+ prototypes, HCFL paper eq. 11–12).
 
-The bodies of a model stack (``body.*`` entries) run through :class:`~fedcluster.engine.inference.StackForward`,
-so convolutional extractors get the same traced, inference-optimised forward as the E-step. A model whose
-body has no parameters (``logistic``, ``linear``: a plain flatten) gives the flattened inputs.
+The bodies of a model stack (``body.*`` entries) run through
+:class:`~fedcluster.engine.evaluation.inference.StackForward`, so convolutional extractors get the same traced,
+inference-optimised forward as the E-step. A model whose body has no parameters (``logistic``, ``linear``: a
+plain flatten) gives the flattened inputs.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedcluster.engine import inference
-from fedcluster.engine.inference import StackForward
+from fedcluster.engine.evaluation import inference
+from fedcluster.engine.evaluation.inference import StackForward
 from fedcluster.engine.params import Params
 from fedcluster.models.base import SplitModel
 

@@ -9,8 +9,8 @@ from torch import nn
 from torch.func import functional_call
 
 from fedcluster.data.federation import Split
-from fedcluster.engine import inference
-from fedcluster.engine.holdout import scored_rows
+from fedcluster.engine.evaluation import inference
+from fedcluster.engine.evaluation.holdout import scored_rows
 from fedcluster.engine.params import Params, num_units
 from fedcluster.engine.transfer import to_device
 
@@ -49,7 +49,7 @@ def mix_predictions(outputs: torch.Tensor, weights: torch.Tensor, owner: np.ndar
 def client_scores_on_device(pred: torch.Tensor, split: Split, task: str) -> torch.Tensor:
     """[clients, 2] float64 on ``pred``'s device: each client's accuracy (NaN for regression) and mean loss of
     the mixed predictions ``pred`` over the scored rows of ``split`` (all rows, or those outside its ``fit`` mask:
-    engine.holdout); NaN for a client without scored rows. Summed in row order, as :func:`client_scores` does."""
+    evaluation.holdout); NaN for a client without scored rows. Summed in row order, as :func:`client_scores` does."""
     scored = scored_rows(split)
     owner = split.owner()[scored]
     counts = np.bincount(owner, minlength=split.num_clients)
@@ -75,7 +75,7 @@ def client_scores_on_device(pred: torch.Tensor, split: Split, task: str) -> torc
 
 def client_scores(pred: torch.Tensor, split: Split, task: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-client accuracy (NaN for regression) and mean loss of mixed predictions ``pred`` over the scored
-    rows of ``split`` (all rows, or those outside its ``fit`` mask: engine.holdout); the per-sample scores are
+    rows of ``split`` (all rows, or those outside its ``fit`` mask: evaluation.holdout); the per-sample scores are
     the only thing copied back from the device."""
     scored = scored_rows(split)  # rows outside the mask are left out, not weighted 0: inf × 0 would be NaN
     owner = split.owner()[scored]

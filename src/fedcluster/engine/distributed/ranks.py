@@ -1,8 +1,8 @@
-"""The run loop on one rank of a torchrun job: :class:`DistributedRun`.
+"""Where the clients work on one rank of a torchrun job: the :class:`Ranks` placement of the run loop.
 
 Every rank runs the same program (``torchrun --nproc-per-node N -m fedcluster run ...``, or ``fedcluster run
 ... ranks=N``, which starts torchrun's elastic agent itself: :mod:`fedcluster.app.launch`). Each rank trains its
-own clients (the sharded backend, :mod:`fedcluster.engine.backends.sharded`) and holds only their inputs
+own clients (the sharded backend, :mod:`fedcluster.engine.distributed.sharded`) and holds only their inputs
 (:mod:`fedcluster.engine.distributed.shares`). A method setting whose server reads every input
 (:meth:`Algorithm.reads_every_input`) is refused with more than one rank.
 
@@ -25,73 +25,75 @@ import numpy as np
 import torch
 
 from fedcluster.config.run_config import RunConfig
+from fedcluster.data.build import build_federation
 from fedcluster.data.federation import Federation
 from fedcluster.data.sharded import ShardedSplit
-from fedcluster.engine.algorithm import RoundResult
-from fedcluster.engine.backends.protocol import Backend
-from fedcluster.engine.backends.sharded import ShardedTrainer
+from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.distributed.follower import FollowerRunDir
 from fedcluster.engine.distributed.group import rank, start, world_size
+from fedcluster.engine.distributed.sharded import ShardedTrainer
 from fedcluster.engine.distributed.shares import load_share, own_clients
 from fedcluster.engine.distributed.state import check_same_state, share_state
-from fedcluster.engine.runner import Run, summarize
+from fedcluster.engine.placement import Placement
+from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 
-class DistributedRun(Run):
-    """The in-process run loop on one rank of a torchrun job (module docstring)."""
+class Ranks(Placement):
+    """This rank of a torchrun job: its clients' inputs and work, rank 0's state after each round, rank 0 the only
+    writer (module docstring). ``Run(cfg, typed, backend=Ranks())``."""
 
-    def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
-                 fed: Federation | None = None, run_dir: RunDir | None = None) -> None:
+    def __init__(self) -> None:
+        self.rank, self.world = 0, 1
+        self.device = torch.device("cpu")
+
+    def prepare(self, cfg: RunConfig, run_dir: RunDir | None) -> RunDir | None:
+        """Joins the process group; ranks > 0 write nothing (no progress, no tracking, a read-only run directory)."""
         start(cfg.device)
         self.rank, self.world = rank(), world_size()
+        self.lead = self.rank == 0
         if self.rank != 0:
             cfg.progress = False
             cfg.tracking = []
             path = run_dir.path if run_dir is not None else Path(cfg.out or "runs/rank-follower")
-            run_dir = FollowerRunDir(path)
-        elif run_dir is None and not cfg.out:  # the default folder is rank 0's to name
-            run_dir = RunDir(default_run_dir(cfg.algorithm, cfg.scenario))
-        super().__init__(cfg, typed, resume, fed, run_dir)
+            return FollowerRunDir(path)
+        if run_dir is None and not cfg.out:  # the default folder is rank 0's to name
+            return RunDir(default_run_dir(cfg.algorithm, cfg.scenario))
+        return run_dir
 
-    def load_federation(self) -> Federation:
+    def load_federation(self, cfg: RunConfig, typed: dict[str, Any], device: torch.device) -> Federation:
         """Rank 0 builds the federation and the others read their clients' share of it (engine.distributed.shares)."""
         if self.world == 1:
-            return super().load_federation()
-        return load_share(self.cfg, self.typed["scenario"], self.rank, self.world, self.device)
+            return build_federation(cfg, typed["scenario"])
+        return load_share(cfg, typed["scenario"], self.rank, self.world, device)
 
     def hold(self, fed: Federation) -> Federation:
         """Only this rank's clients' inputs."""
         return own_clients(fed, self.rank, self.world)
 
-    def _build(self, fed: Federation | None) -> None:
-        super()._build(fed)
-        if self.world > 1 and (why := self.alg.reads_every_input()) is not None:
-            raise UserError(f"{self.cfg.algorithm} with {why} needs every client's inputs in one process; run "
-                            "it without ranks (ranks=1), or choose another setting")
-
-    def make_trainer(self, module: torch.nn.Module) -> Backend:
-        cfg, tr = self.cfg, self.fed.train
+    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> Backend:
         if cfg.client_momentum == "keep":
             raise ConfigError("client_momentum=keep runs in one process: use ranks=1 (the ranks would each hold "
                               "only their own clients' buffers)")
+        self.device = device
+        tr = fed.train
         local = tr.local()
-        trainer = ShardedTrainer(module, local.x, local.y, local.ptr, self.fed.task, seed=cfg.seed,
-                                 path=self.engine_path, workers=cfg.workers, precision=cfg.precision,
-                                 chunk_mb=cfg.chunk_mb)
+        trainer = ShardedTrainer(module, local.x, local.y, local.ptr, fed.task, seed=cfg.seed, path=path,
+                                 workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb)
         trainer.split = tr if isinstance(tr, ShardedSplit) else None
         return trainer
 
-    def play_round(self, t: int) -> RoundResult:
-        res = super().play_round(t)
-        share_state(self.alg, self.device)
-        check_same_state(self.alg.state_dict(), t + 1, self.device if self.device.type == "cuda" else
+    def check(self, alg: Algorithm, cfg: RunConfig) -> None:
+        if self.world > 1 and (why := alg.reads_every_input()) is not None:
+            raise UserError(f"{cfg.algorithm} with {why} needs every client's inputs in one process; run "
+                            "it without ranks (ranks=1), or choose another setting")
+
+    def play_round(self, alg: Algorithm, round_: int, clients: np.ndarray) -> RoundResult:
+        """The round, then rank 0's state on every rank and a check that the ranks agree."""
+        res = super().play_round(alg, round_, clients)
+        share_state(alg, self.device)
+        check_same_state(alg.state_dict(), round_ + 1, self.device if self.device.type == "cuda" else
                          torch.device("cpu"))
         return res
-
-    def finish(self, rows: list[dict[str, Any]], val_acc: np.ndarray, elapsed: float) -> dict[str, Any]:
-        self.alg.assignment()  # may gather from every rank (a client never trained): all of them take part
-        if self.rank == 0:
-            return super().finish(rows, val_acc, elapsed)
-        return summarize(rows) | {"wall_seconds": elapsed, "run_dir": str(self.dir.path)}

@@ -1,9 +1,10 @@
-"""What a backend does for the algorithms and the round loop: the clients' side of a round.
+"""The engine's contract: what a backend does for the algorithms and the round loop (the clients' side of a round,
+:class:`Backend`) and what a round returns (:class:`RoundResult`). Every room of the engine may import it.
 
 An algorithm asks its backend (``ctx.trainer``) for the clients' work and never learns where that work runs:
 
 * :class:`~fedcluster.engine.backends.local.Trainer` – in this process, one call for a whole cohort;
-* :class:`~fedcluster.engine.backends.sharded.ShardedTrainer` – each rank of a torchrun job trains its own
+* :class:`~fedcluster.engine.distributed.sharded.ShardedTrainer` – each rank of a torchrun job trains its own
   clients and one ``all_reduce`` gives every rank the cohort's results;
 * :class:`~fedcluster.engine.backends.remote.RemoteTrainer` – one request per client, carried to the client's
   node by a transport (``fedcluster.flower`` supplies one).
@@ -14,6 +15,7 @@ Everything else (aggregation, Ω and γ, clustering, splits and merges) is the s
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -21,9 +23,19 @@ import torch
 from torch import nn
 
 from fedcluster.data.federation import Split
-from fedcluster.engine.kernels import LossFn
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.kernels import LossFn
+
+
+@dataclass
+class RoundResult:
+    """Communication of one round (bytes actually exchanged) and algorithm-specific metrics."""
+
+    bytes_up: int
+    bytes_down: int
+    extra: dict[str, float] = field(default_factory=dict)
+    clusters: dict[str, Any] | None = None  # per-cluster data makeup (tracking.clusters), → clusters.jsonl
 
 
 @runtime_checkable

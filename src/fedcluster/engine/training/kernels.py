@@ -7,7 +7,8 @@ E-step responsibilities γ_{i,j;k} for FedEM/FedRC). The paths:
   unit, one unit after the other (what FL frameworks do, minus their DataLoader/deep-copy overhead);
 * ``vectorized`` (:func:`train_vectorized`) – all units' parameters stacked, one ``torch.func.vmap(grad(...))``
   call per step; the fast path for linear models and MLPs, whose per-client work is too small for a CPU;
-* ``dense`` (:mod:`fedcluster.engine.dense`) and ``unit-loop`` (:mod:`fedcluster.engine.looped`), and ``pool``,
+* ``dense`` (:mod:`fedcluster.engine.training.dense`) and ``unit-loop``
+  (:mod:`fedcluster.engine.training.looped`), and ``pool``,
   the sequential path split over worker processes by the in-process backend
   (:mod:`fedcluster.engine.backends.local`).
 
@@ -28,11 +29,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from fedcluster.engine.batches import Schedule
 from fedcluster.engine.memory import MAX_UNITS
 from fedcluster.engine.params import Params
-from fedcluster.engine.precision import autocast
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.batches import Schedule
+from fedcluster.engine.training.precision import autocast
 from fedcluster.engine.transfer import to_device
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> per-sample loss
@@ -111,7 +112,7 @@ def build_batch(
     w = schedule.mask.clone()
     if weights is not None:
         # [n_i] arrays weight each sample; [n_i, K] arrays weight each (sample, output head) pair and
-        # need a loss that returns [batch, K] (e.g. engine.multihead's shared body + K heads).
+        # need a loss that returns [batch, K] (e.g. engine.training.multihead's shared body + K heads).
         gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
                                 for u, wu in enumerate(weights)])
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
@@ -293,9 +294,9 @@ def auto_path(model_name: str, device: str | torch.device = "cpu", precision: st
     (fp32 only), a process pool for CNNs (compute bound), torch.func vectorisation for anything else. On an
     accelerator: the vectorised cohort, or units one by one with dense convolutions (``unit-loop``) for a model
     whose ``activation_bytes`` per sample (engine.memory.footprint) are too large to gain from vectorising
-    (engine.looped.prefers_loop: ResNet-18, MobileNet-V2)."""
+    (engine.training.looped.prefers_loop: ResNet-18, MobileNet-V2)."""
     if torch.device(device).type != "cpu":
-        from fedcluster.engine.looped import prefers_loop  # imports this module
+        from fedcluster.engine.training.looped import prefers_loop  # imports this module
 
         return "unit-loop" if prefers_loop(activation_bytes) else "vectorized"
     if model_name in ("logistic", "linear", "linear-nobias", "mlp"):

@@ -14,8 +14,8 @@ from typing import Protocol
 import numpy as np
 
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.protocol import Backend
 from fedcluster.engine.params import Params
+from fedcluster.engine.protocol import Backend
 from fedcluster.engine.solver import Solver
 
 

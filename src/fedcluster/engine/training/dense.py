@@ -22,7 +22,7 @@ CACHE_BYTES = 6 * 2**20  # weights of one chunk of units (with activations, well
 def dense_layers(module: nn.Module) -> list[list[str]] | None:
     """Parameter-name prefixes of the Linear layers, one group per layer, if ``module`` is a
     Flatten/Linear/ReLU stack ending in a Linear layer (a SplitModel), or such a body with K Linear heads
-    (engine.multihead's MultiHead: its last group lists the K heads); else None."""
+    (engine.training.multihead's MultiHead: its last group lists the K heads); else None."""
     heads = getattr(module, "heads", None)
     if isinstance(heads, nn.ModuleList):
         body = _linear_prefixes(module.body, "body")

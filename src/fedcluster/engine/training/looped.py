@@ -25,8 +25,8 @@ from torch import nn
 from torch.func import functional_call, grad
 
 from fedcluster.engine.params import Params
-from fedcluster.engine.precision import autocast
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.precision import autocast
 
 STREAMS = 4  # CUDA streams whose units' steps may overlap
 MAX_GRAPHS = 8  # batch widths captured per stream; other widths run eagerly
@@ -60,7 +60,7 @@ class _Lane:
 def train_looped(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch, solver: Solver,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], precision: str = "fp32",
                  graphs: bool | None = None) -> Params:
-    """Train every unit of ``batch`` (engine.kernels.Batch) one by one; returns the stack [U, ...].
+    """Train every unit of ``batch`` (engine.training.kernels.Batch) one by one; returns the stack [U, ...].
     ``graphs`` (default: on CUDA) captures and replays each step as a CUDA graph."""
     graphs = x.device.type == "cuda" if graphs is None else graphs
     if batch.weight.dim() != 3:
