@@ -2,7 +2,8 @@
 vectors, composed by FL+HC, FedGroup and CLoVE (``fedcluster.algorithms.flhc``, ``fedgroup``, ``clove``).
 
 * FL+HC (Briggs et al. 2020, Sec. III): :func:`agglomerative_groups` — agglomerative clustering of the clients'
-  updates to the global model, cut at a distance threshold or at a cluster count.
+  updates to the global model, cut at a distance threshold or at a cluster count; :func:`merge_heights` and
+  :func:`gap_threshold` read the threshold off the dendrogram's gap.
 * FedGroup (Duan et al. 2021, Sec. IV-B): :func:`update_directions` (truncated SVD of the update matrix ΔW),
   :func:`decomposed_cosine` (M_ij = cos(Δw_i, v_j), the rows whose Euclidean distance is EDC),
   :func:`edc_distance`, :func:`kmeans_groups`, :func:`most_similar` (the newcomer cold start) and
@@ -49,6 +50,32 @@ def agglomerative_groups(updates: np.ndarray, linkage: Linkage = "ward", metric:
     model = AgglomerativeClustering(n_clusters=n, distance_threshold=distance_threshold, linkage=linkage,
                                     metric=metric, compute_full_tree=True)
     return first_seen_order(model.fit_predict(x))
+
+
+def merge_heights(updates: np.ndarray, linkage: Linkage = "ward", metric: Metric = "euclidean") -> np.ndarray:
+    """The n − 1 merge heights of the full agglomerative tree of the rows of ``updates`` (ascending)."""
+    x = np.asarray(updates, dtype=np.float64)
+    if len(x) < 2:
+        return np.zeros(0)
+    model = AgglomerativeClustering(n_clusters=None, distance_threshold=0.0, linkage=linkage, metric=metric,
+                                    compute_full_tree=True, compute_distances=True).fit(x)
+    return np.sort(model.distances_)
+
+
+def gap_threshold(heights: np.ndarray, gap_ratio: float) -> float | None:
+    """A distance threshold read off a dendrogram's merge ``heights``, or None when the tree shows one cluster.
+
+    The median merge stands for a merge inside a cluster (so fewer than half of the merges may join two clusters:
+    K ≤ n/2). The tree has more than one cluster when its last merge is at least ``gap_ratio`` times the median;
+    the cut then lies halfway, on a log scale, between the two (√(median · last)), inside the gap that opens
+    between the merges within clusters and those across them."""
+    h = np.sort(np.asarray(heights, dtype=np.float64))
+    if len(h) < 2:
+        return None
+    median, last = float(np.median(h)), float(h[-1])
+    if median <= 0 or last < gap_ratio * median:
+        return None
+    return float(np.sqrt(median * last))
 
 
 # -- FedGroup ----------------------------------------------------------------------------------------
