@@ -122,8 +122,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('cluster_round', 'int', '10', 'n: FedAvg rounds before the clustering step (0-based round that clusters)'),
             ('linkage', 'ward|complete|average|single', 'ward', 'agglomerative linkage (the paper recommends ward)'),
             ('metric', 'euclidean|manhattan|cosine', 'euclidean', 'distance between updates (ward needs euclidean)'),
-            ('distance_threshold', 'float', '1.0', 'stop merging above this linkage distance (scale of ‖Δθ_i‖; see docstring)'),
+            ('distance_threshold', 'float|null', 'null', 'stop merging above this linkage distance (null: from the gap)'),
             ('num_clusters', 'int|null', 'null', 'cut the tree at this many clusters instead of at the threshold'),
+            ('gap_ratio', 'float', '1.8', 'no threshold given: several clusters when the last merge is this many medians'),
         )),
         'hcfl': (None, (
             ('num_clusters', 'int', '1', 'K^0'),
