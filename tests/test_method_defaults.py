@@ -91,3 +91,52 @@ def test_fedgrouprox_proximal_term_keeps_clients_near_their_group_model(tmp_path
         return float(delta.norm(dim=1).mean())
 
     assert update_norm(1.0) < 0.8 * update_norm(0.0)
+
+
+# -- CLoVE -----------------------------------------------------------------------------------------------------
+def _concepts_kept_whole(run: Run) -> bool:
+    truth, model_of = run.fed.true_cluster, run.alg.model_of
+    return all(len(np.unique(model_of[truth == c])) == 1 for c in np.unique(truth))
+
+
+@pytest.mark.parametrize("route", ["silhouette", "finch"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_clove_on_the_demo_keeps_each_concept_on_one_model(tmp_path: Path, seed: int, route: str) -> None:
+    """CLoVE Sec. 3 at its default K̂ = 4: clients of one concept share a model and at least two concepts are told
+    apart. Measured: the silhouette route ends at 2 clusters on seeds 0–2 (two concepts share a model from the
+    first rounds), FINCH at 3, 2, 3 (ARI 1.0, 0.52, 1.0)."""
+    run = _run(tmp_path, ["algorithm=clove", f"algorithm.route={route}", f"seed={seed}"], rounds=15)
+    assert _concepts_kept_whole(run) and len(np.unique(run.alg.model_of)) >= 2 and run.alg.converged
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_clove_can_answer_one_cluster(tmp_path: Path, seed: int) -> None:
+    """With the gap-statistic test, the first round's near-identical loss vectors (K̂ random models) are one
+    cluster: K^t = 1 is a possible answer."""
+    run = _run(tmp_path, ["algorithm=clove", "algorithm.one_cluster_test=true", f"seed={seed}"], rounds=1)
+    assert len(np.unique(run.alg.model_of)) == 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gap_statistic_tells_one_blob_from_two(seed: int) -> None:
+    from fedcluster.tiers.grouping import prefers_one_cluster
+
+    rng = np.random.default_rng(seed)
+    blob = rng.standard_normal((12, 4))
+    assert prefers_one_cluster(blob, seed)
+    assert not prefers_one_cluster(np.concatenate([blob[:6], blob[6:] + 6.0]), seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_finch_recovers_separated_groups_and_stops_there(seed: int) -> None:
+    """FINCH (Sarfraz et al. 2019): first-neighbour links never join points of two far-apart groups, and merging
+    the partitions' means brings 15 points down to a few clusters (3 on seeds 0–1; on seed 2 one group stays in
+    two parts, whose means lie farther apart than the early-exit bound)."""
+    from fedcluster.tiers.finch import finch_partitions
+
+    rng = np.random.default_rng(seed)
+    centres = np.eye(4)[:3] * 5 + 1
+    points = np.concatenate([c + 0.1 * rng.standard_normal((5, 4)) for c in centres])
+    truth = np.repeat(np.arange(3), 5)
+    last = finch_partitions(points)[-1]
+    assert all(len(np.unique(truth[last == c])) == 1 for c in np.unique(last)) and 3 <= len(np.unique(last)) <= 4

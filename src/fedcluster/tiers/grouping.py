@@ -149,6 +149,32 @@ def silhouette_kmeans(embedding: np.ndarray, k_max: int, seed: int, k_min: int =
     return first_seen_order(labels)
 
 
+def prefers_one_cluster(points: np.ndarray, seed: int, references: int = 20) -> bool:
+    """The gap statistic's test of one cluster against two (Tibshirani, Walther & Hastie 2001): True when
+    Gap(1) ≥ Gap(2) − s_2, the within-cluster dispersion log W_k compared with that of ``references`` uniform
+    samples of the points' bounding box (in their principal axes). A silhouette cannot say "one cluster";
+    this can."""
+    x = np.asarray(points, dtype=np.float64)
+    if len(x) < 3 or np.allclose(x, x[0]):
+        return True
+    centred = x - x.mean(0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2]
+    rotated = centred @ axes.T
+    low, high = rotated.min(0), rotated.max(0)
+    rng = np.random.default_rng([seed, 41])
+
+    def log_dispersions(y: np.ndarray) -> tuple[float, float]:
+        one = float(((y - y.mean(0)) ** 2).sum())
+        two = float(KMeans(n_clusters=2, n_init=10, random_state=seed).fit(y).inertia_)
+        return np.log(max(one, 1e-300)), np.log(max(two, 1e-300))
+
+    observed = log_dispersions(rotated)
+    drawn = np.array([log_dispersions(rng.uniform(low, high, size=rotated.shape)) for _ in range(references)])
+    gap = drawn.mean(0) - np.array(observed)
+    spread = drawn[:, 1].std() * np.sqrt(1 + 1 / references)
+    return bool(gap[0] >= gap[1] - spread)
+
+
 def match_clusters_to_models(cost: np.ndarray) -> np.ndarray:
     """Min-cost matching of client clusters (rows) to models (columns; cost = the cluster's summed loss on the
     model, CLoVE Sec. 3): the model of each cluster, distinct models (Hungarian algorithm)."""
