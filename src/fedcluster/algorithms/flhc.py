@@ -87,7 +87,6 @@ class FLHC(HardClusters):
 
     def cluster_step(self, round_: int) -> RoundResult:
         """Alg. 1's clustering step on every client's update to the global model."""
-        p = self.params
         everyone = np.arange(self.ctx.fed.num_clients, dtype=np.int64)
         local, delta = self.train(round_, everyone, np.zeros(len(everyone), dtype=np.int64))
         updates = delta.double().cpu().numpy()
