@@ -140,3 +140,22 @@ def test_finch_recovers_separated_groups_and_stops_there(seed: int) -> None:
     truth = np.repeat(np.arange(3), 5)
     last = finch_partitions(points)[-1]
     assert all(len(np.unique(truth[last == c])) == 1 for c in np.unique(last)) and 3 <= len(np.unique(last)) <= 4
+
+
+# -- FedGWC ------------------------------------------------------------------------------------------------------
+def test_fedgwc_rewards_read_the_per_step_loss_trajectories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FedGWC Sec. 3.2: the Gaussian reward compares each client's losses at each of its S local steps with the
+    cohort's; the trajectories come from the trainer's per-step losses (S = the steps every sampled client took)."""
+    import fedcluster.algorithms.fedgwc as fedgwc
+
+    seen: list[np.ndarray] = []
+    original = fedgwc.gaussian_rewards
+
+    def spy(losses: np.ndarray, *args: object, **kwargs: object) -> np.ndarray:
+        seen.append(np.asarray(losses))
+        return original(losses, *args, **kwargs)
+
+    monkeypatch.setattr(fedgwc, "gaussian_rewards", spy)
+    _run(tmp_path, ["algorithm=fedgwc", "local_epochs=2", "batch_size=16"], rounds=2)
+    assert seen and all(t.shape[1] >= 4 and np.isfinite(t).all() for t in seen)
+    assert all(t[:, 0].mean() > t[:, -1].mean() for t in seen)  # local training lowers the mini-batch loss
