@@ -15,7 +15,11 @@ rows already there, so an interrupted run loses nothing):
 Then ``--plot`` draws ``sweep-ari.png``, ``sweep-val.png`` (ARI and best validation accuracy against K) and
 ``kt.png`` (K^t over the rounds of the adaptive methods, seed 0) into ``--figures`` and prints the table.
 
-Usage: python benchmarks/choosing_k.py [--parts table,sweep] [--seeds 0,1,2] [--out runs/choosing-k] [--plot]
+``--only KEY[,KEY]`` runs the chosen rows only (the keys of ``TABLE``, or ``ifca-k4``-style sweep keys), e.g. to
+check one row of the page's table without its other 101 runs.
+
+Usage: python benchmarks/choosing_k.py [--parts table,sweep] [--only KEYS] [--seeds 0,1,2] [--out runs/choosing-k]
+       [--plot]
 """
 
 from __future__ import annotations
@@ -57,23 +61,27 @@ TABLE: dict[str, tuple[str, dict[str, Any]]] = {
     "pacfl": ("PACFL", {"name": "pacfl", "nu": 20}),
     "fedrc-adaptive": ("adaptive FedRC", {"name": "fedrc-adaptive"}),
     "hcfl-plus": ("HCFL+ (FedRC)", {"name": "hcfl-plus", "backbone": "fedrc", "rho": 0.3}),
-    # ward heights on this federation after 5 FedAvg rounds: within an angle ≤ 0.9, across ≥ 2.1
+    # ward heights on this federation after 5 FedAvg rounds: within an angle ≤ 0.78, across ≥ 1.96
     "flhc": ("FL+HC", {"name": "flhc", "cluster_round": 5, "distance_threshold": 1.5}),
+    "flhc-gap": ("FL+HC (threshold from the gap)", {"name": "flhc", "cluster_round": 5}),
+    "fedgrouprox": ("FedGrouProx", {"name": "fedgrouprox", "num_groups": K}),
     "fedgwc": ("FedGWC", {"name": "fedgwc"}),
     "clove": ("CLoVE (K̂ = 6)", {"name": "clove", "num_clusters": 6}),
+    "clove-finch": ("CLoVE, FINCH (K̂ = 6)", {"name": "clove", "num_clusters": 6, "route": "finch"}),
 }
 SWEEP = {"ifca": ("IFCA", "num_clusters"), "fedrc": ("FedRC", "num_clusters"), "fedgroup": ("FedGroup", "num_groups")}
 SWEEP_K = [1, 2, 3, 4, 6]
-ADAPTIVE = ["cfl", "icfl", "stocfl", "pacfl", "fedrc-adaptive", "hcfl-plus", "flhc", "fedgwc", "clove"]
+ADAPTIVE = ["cfl", "icfl", "stocfl", "pacfl", "fedrc-adaptive", "hcfl-plus", "flhc", "flhc-gap", "fedgwc", "clove",
+            "clove-finch"]
 
 
-def runs(parts: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(part, key, algorithm section) of every run."""
+def runs(parts: list[str], only: list[str] | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    """(part, key, algorithm section) of every run (``only``: the rows with these keys)."""
     out = [("table", key, alg) for key, (_, alg) in TABLE.items()] if "table" in parts else []
     if "sweep" in parts:
         out += [("sweep", f"{name}-k{k}", {"name": name, knob: k}) for name, (_, knob) in SWEEP.items()
                 for k in SWEEP_K]
-    return out
+    return out if only is None else [r for r in out if r[1] in only]
 
 
 def found_clusters(rows: list[dict[str, Any]]) -> float:
@@ -91,7 +99,7 @@ def measure(args: argparse.Namespace) -> None:
     for seed in [int(s) for s in args.seeds.split(",")]:
         cfg = {**FEDERATION, "rounds": args.rounds, "seed": seed}
         fed = None
-        for part, key, alg in runs(args.parts.split(",")):
+        for part, key, alg in runs(args.parts.split(","), args.only.split(",") if args.only else None):
             if (part, key, seed) in done:
                 continue
             if fed is None:
@@ -188,6 +196,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", default="table,sweep")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--only", default="", help="comma-separated row keys: run these rows only")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--test-size", type=int, default=1000, help="images per test client (one per angle)")
     ap.add_argument("--out", default="runs/choosing-k")

@@ -5,12 +5,14 @@ with the choices of the authors' code (github.com/davedleo/FedGWC, ``agents/serv
 
 Per round, for every cluster c (one at the start), with its sampled members:
 
-1. each trains θ_c; the server averages them (FedAvg inside c) and records each one's loss trajectory ℓ_i;
+1. each trains θ_c; the server averages them (FedAvg inside c) and records each one's loss trajectory ℓ_i, its
+   mini-batch loss at each local step (the trainer's per-step losses, :meth:`train_steps`), cut to the S steps
+   every sampled member took;
 2. Gaussian rewards r_i of the trajectories against the members' N_i-weighted mean and variance (eq. 1;
    :func:`~fedcluster.tiers.gaussian_weighting.gaussian_rewards`, ``loss_sampling_size`` as in the code);
 3. the interaction matrix P^c (n_c × n_c, start 1/n_c²) moves on the sampled rows and columns:
    P_ij ← (1 − α) P_ij + α r_i / Σ r with α = (sampled members)/n_c (eq. 5; :func:`update_interaction`); the
-   running mean squared change mse_c ← (1 − α) mse_c + α · change;
+   running mean squared change mse_c ← (1 − α) mse_c + α · change · (n_c / 100)²;
 4. when mse_c < ε for ``patience`` consecutive rounds, c is clustered: W_ij = exp(−β ‖u_i − u_j‖²) on the
    unbiased perception vectors u_i (rows of P without the entries i and j; :func:`interaction_affinity`),
    spectral clustering into n = 2 … ``max_clusters`` parts, the n with the lowest Davies–Bouldin score kept if
@@ -24,12 +26,15 @@ the clients' sorted class frequencies, :func:`wasserstein_adjusted_score`, highe
 the clusters still open to a split) and the ``splits`` count.
 
 Adapted to fedcluster's one cohort per round (the code samples m clients inside every cluster):
-* the loss trajectory has two points, the client's mean training loss under θ_c before local training and under
-  its trained θ_i after it. The paper's trajectory is the loss at each of the S local steps; the trainer returns
-  no per-step losses (that would need the engine to return each unit's step losses: new plumbing), so the
-  two-point trajectory is read with the trainer's loss pass, the E-step's. Its rewards are noisier than an
-  S-step average: on 40 digits clients, a quarter sampled per round, the running mse stalls near 1e-4, above
-  the paper's ε = 1e-5, so small federations need a larger ``eps`` (2e-4 there);
+* ε made independent of the cluster's size: P's entries are about r_i / Σ r ≈ 1/m and move by α times their
+  noise, so a round's mean squared change scales as 1/n_c² (α/m = 1/n_c). The change is multiplied by
+  (n_c / 100)², which leaves it as it is on a cluster of 100 clients (the paper's CIFAR-100 federations) and
+  lets the paper's ε = 1e-5 mean the same on any federation. Measured on 40 digits clients (a 3:1 concept
+  split, a quarter sampled per round, seeds 0–2): mse_c ≈ 5e-5 at round 40, ≈ 2e-5 at round 80, below ε and a
+  split (ARI 1.0) at rounds 107–115; unscaled it stays above ε past round 125. The running mse starts at 1, as in
+  the code, and forgets it at the rate (1 − α) per round (about 40 rounds at α = 0.25);
+* the local steps S differ between clients of different sizes (the run's epochs and batch size); the trajectory
+  keeps the steps every sampled member of the cluster took (the code runs a fixed S = ``num_local_iters``);
 * ``patience`` defaults to round(M / cohort size), the rounds that see every client once (the code's
   round(n_c / m)); the code caps the tried n at n_c/m, which forbids any split under full participation, so here
   n goes to ``max_clusters`` (the code's overall cap, 4) and at most n_c − 1;
@@ -63,7 +68,7 @@ from fedcluster.algorithms.state_checks import (
 )
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
-from fedcluster.engine.params import Params
+from fedcluster.engine.params import select
 from fedcluster.tiers.gaussian_weighting import (
     best_spectral_split,
     class_frequencies,
@@ -76,6 +81,16 @@ from fedcluster.tiers.gaussian_weighting import (
 PAPER = ("Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. Interaction-Aware Gaussian "
          "Weighting for Clustered Federated Learning. International Conference on Machine Learning (ICML), PMLR 267, "
          "2025.")
+
+
+REFERENCE_CLIENTS = 100  # ε is the paper's for a cluster of this many clients (its CIFAR-100 federations)
+
+
+def common_steps(trajectory: np.ndarray) -> np.ndarray:
+    """The loss trajectories [m, S] cut to the local steps every sampled client took (NaN marks steps past a
+    client's last; each takes at least one)."""
+    taken = int(np.isfinite(trajectory).sum(1).min())
+    return trajectory[:, :max(taken, 1)]
 
 
 @dataclass
@@ -124,26 +139,15 @@ class FedGWC(HardClusters):
 
         return self.ctx.trainer.per_client(fed.train, counts)
 
-    def _mean_losses(self, models: Params, clients: np.ndarray, column: np.ndarray) -> np.ndarray:
-        """Each client's mean training loss under model ``column[i]`` of the stack ``models`` (one loss pass)."""
-        ptr, sizes = self.ctx.fed.train.ptr, self.ctx.fed.train.sizes[clients]
-        rows = np.concatenate([np.arange(ptr[c], ptr[c + 1]) for c in clients])
-        owner = np.repeat(np.arange(len(clients)), sizes)
-        per_sample = self.ctx.trainer.losses(models, rows)[np.arange(len(rows)), column[owner]]
-        return np.bincount(owner, per_sample, len(clients)) / np.maximum(sizes, 1)
-
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
-        before = self._mean_losses(self.models, clients, pos)
-        local, _ = self.train(round_, clients, pos)
-        after = self._mean_losses(local, clients, np.arange(len(clients)))
+        local, trajectory = self.ctx.trainer.train_steps(select(self.models, pos), clients, self.ctx.solver, round_)
         self.fedavg(clients, local, pos)
-        trajectory = np.stack([before, after], axis=1)
         sizes = self.ctx.fed.train.sizes[clients].astype(np.float64)
         for c in range(self.num_clusters):  # positions appended by a split this round wait for the next one
             sel = np.flatnonzero(pos == c)
             if self.open[c] and len(sel) >= 2:
-                self._observe(round_, c, clients[sel], trajectory[sel], sizes[sel])
+                self._observe(round_, c, clients[sel], common_steps(trajectory[sel]), sizes[sel])
         payload = len(clients) * self.model_bytes()
         return RoundResult(payload, payload, extra=self._metrics())
 
@@ -156,7 +160,7 @@ class FedGWC(HardClusters):
         alpha = len(sampled) / len(members)
         self.interaction[c], change = update_interaction(self.interaction[c], np.searchsorted(members, sampled),
                                                          rewards, alpha)
-        self.mse[c] = (1 - alpha) * self.mse[c] + alpha * change
+        self.mse[c] = (1 - alpha) * self.mse[c] + alpha * change * (len(members) / REFERENCE_CLIENTS) ** 2
         self.waited[c] = self.waited[c] + 1 if self.mse[c] < p.eps else 0
         if self.waited[c] < self.target:
             return

@@ -33,6 +33,8 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('stable_rounds', 'int', '3', 'rounds with an unchanged model that make a client stable'),
             ('stable_fraction', 'float', '1.0', 'stop clustering once this share of all clients is stable'),
             ('sqrt_loss', 'bool', 'false', 'embed √loss (the square-root loss vector) instead of the loss'),
+            ('route', 'silhouette|finch', 'silhouette', 'K^t by k-means + silhouette, or by FINCH'),
+            ('one_cluster_test', 'bool', 'false', 'K^t = 1 when the gap statistic prefers one cluster to two'),
         )),
         'fedavg': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
@@ -50,6 +52,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('pretrain_scale', 'int', '20', 'α: α·K clients are pre-trained for the group cold start'),
             ('pretrain_steps', 'int', '50', 'local steps of a cold-start pre-training from θ^0'),
             ('inter_lr', 'float', '0.0', 'η of the inter-group aggregation (0: groups train independently)'),
+        )),
+        'fedgrouprox': (None, (
+            ('num_groups', 'int', '3', "K, the number of groups (the authors' num_group)"),
+            ('pretrain_scale', 'int', '20', 'α: α·K clients are pre-trained for the group cold start'),
+            ('pretrain_steps', 'int', '50', 'local steps of a cold-start pre-training from θ^0'),
+            ('inter_lr', 'float', '0.0', 'η of the inter-group aggregation (0: groups train independently)'),
+            ('mu', 'float', '0.01', "proximal weight μ of each client's objective (FedProx); 0 is FedGroup"),
         )),
         'fedgwc': (None, (
             ('beta', 'float', '4.0', "β of the RBF affinity between perception vectors (gamma in the authors' code)"),
@@ -122,8 +131,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('cluster_round', 'int', '10', 'n: FedAvg rounds before the clustering step (0-based round that clusters)'),
             ('linkage', 'ward|complete|average|single', 'ward', 'agglomerative linkage (the paper recommends ward)'),
             ('metric', 'euclidean|manhattan|cosine', 'euclidean', 'distance between updates (ward needs euclidean)'),
-            ('distance_threshold', 'float', '1.0', 'stop merging above this linkage distance (scale of ‖Δθ_i‖; see docstring)'),
+            ('distance_threshold', 'float|null', 'null', 'stop merging above this linkage distance (null: from the gap)'),
             ('num_clusters', 'int|null', 'null', 'cut the tree at this many clusters instead of at the threshold'),
+            ('gap_ratio', 'float', '1.8', 'no threshold given: several clusters when the last merge is this many medians'),
         )),
         'hcfl': (None, (
             ('num_clusters', 'int', '1', 'K^0'),

@@ -51,6 +51,13 @@ class Backend(Protocol):
         stream). The stack [U, ...] in unit order."""
         ...
 
+    def train_steps(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+                    weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+                    init_index: np.ndarray | None = None) -> tuple[Params, np.ndarray]:
+        """:meth:`train` and each unit's mini-batch loss at each of its local steps [U, S] (before the step's
+        update; NaN past a unit's last step), for a method that reads loss trajectories."""
+        ...
+
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         """[N, K] per-sample losses of the K stacked ``models`` on the training ``rows`` (an E-step)."""
         ...

@@ -2,7 +2,8 @@
 vectors, composed by FL+HC, FedGroup and CLoVE (``fedcluster.algorithms.flhc``, ``fedgroup``, ``clove``).
 
 * FL+HC (Briggs et al. 2020, Sec. III): :func:`agglomerative_groups` — agglomerative clustering of the clients'
-  updates to the global model, cut at a distance threshold or at a cluster count.
+  updates to the global model, cut at a distance threshold or at a cluster count; :func:`merge_heights` and
+  :func:`gap_threshold` read the threshold off the dendrogram's gap.
 * FedGroup (Duan et al. 2021, Sec. IV-B): :func:`update_directions` (truncated SVD of the update matrix ΔW),
   :func:`decomposed_cosine` (M_ij = cos(Δw_i, v_j), the rows whose Euclidean distance is EDC),
   :func:`edc_distance`, :func:`kmeans_groups`, :func:`most_similar` (the newcomer cold start) and
@@ -49,6 +50,32 @@ def agglomerative_groups(updates: np.ndarray, linkage: Linkage = "ward", metric:
     model = AgglomerativeClustering(n_clusters=n, distance_threshold=distance_threshold, linkage=linkage,
                                     metric=metric, compute_full_tree=True)
     return first_seen_order(model.fit_predict(x))
+
+
+def merge_heights(updates: np.ndarray, linkage: Linkage = "ward", metric: Metric = "euclidean") -> np.ndarray:
+    """The n − 1 merge heights of the full agglomerative tree of the rows of ``updates`` (ascending)."""
+    x = np.asarray(updates, dtype=np.float64)
+    if len(x) < 2:
+        return np.zeros(0)
+    model = AgglomerativeClustering(n_clusters=None, distance_threshold=0.0, linkage=linkage, metric=metric,
+                                    compute_full_tree=True, compute_distances=True).fit(x)
+    return np.sort(model.distances_)
+
+
+def gap_threshold(heights: np.ndarray, gap_ratio: float) -> float | None:
+    """A distance threshold read off a dendrogram's merge ``heights``, or None when the tree shows one cluster.
+
+    The median merge stands for a merge inside a cluster (so fewer than half of the merges may join two clusters:
+    K ≤ n/2). The tree has more than one cluster when its last merge is at least ``gap_ratio`` times the median;
+    the cut then lies halfway, on a log scale, between the two (√(median · last)), inside the gap that opens
+    between the merges within clusters and those across them."""
+    h = np.sort(np.asarray(heights, dtype=np.float64))
+    if len(h) < 2:
+        return None
+    median, last = float(np.median(h)), float(h[-1])
+    if median <= 0 or last < gap_ratio * median:
+        return None
+    return float(np.sqrt(median * last))
 
 
 # -- FedGroup ----------------------------------------------------------------------------------------
@@ -120,6 +147,32 @@ def silhouette_kmeans(embedding: np.ndarray, k_max: int, seed: int, k_min: int =
         if score > best:
             best, labels = score, lab
     return first_seen_order(labels)
+
+
+def prefers_one_cluster(points: np.ndarray, seed: int, references: int = 20) -> bool:
+    """The gap statistic's test of one cluster against two (Tibshirani, Walther & Hastie 2001): True when
+    Gap(1) ≥ Gap(2) − s_2, the within-cluster dispersion log W_k compared with that of ``references`` uniform
+    samples of the points' bounding box (in their principal axes). A silhouette cannot say "one cluster";
+    this can."""
+    x = np.asarray(points, dtype=np.float64)
+    if len(x) < 3 or np.allclose(x, x[0]):
+        return True
+    centred = x - x.mean(0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2]
+    rotated = centred @ axes.T
+    low, high = rotated.min(0), rotated.max(0)
+    rng = np.random.default_rng([seed, 41])
+
+    def log_dispersions(y: np.ndarray) -> tuple[float, float]:
+        one = float(((y - y.mean(0)) ** 2).sum())
+        two = float(KMeans(n_clusters=2, n_init=10, random_state=seed).fit(y).inertia_)
+        return np.log(max(one, 1e-300)), np.log(max(two, 1e-300))
+
+    observed = log_dispersions(rotated)
+    drawn = np.array([log_dispersions(rng.uniform(low, high, size=rotated.shape)) for _ in range(references)])
+    gap = drawn.mean(0) - np.array(observed)
+    spread = drawn[:, 1].std() * np.sqrt(1 + 1 / references)
+    return bool(gap[0] >= gap[1] - spread)
 
 
 def match_clusters_to_models(cost: np.ndarray) -> np.ndarray:

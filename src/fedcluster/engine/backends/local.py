@@ -177,26 +177,42 @@ class Trainer:
         units need not be copied once per unit) on client ``clients[u]``; return the stack [U, ...]."""
         return self._train(init, clients, solver, round_, weights, anchor, stream, init_index)
 
+    def train_steps(
+        self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+        weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+        init_index: np.ndarray | None = None,
+    ) -> tuple[Params, np.ndarray]:
+        """:meth:`train`, and each unit's mini-batch loss at each of its local steps [U, S] (before the step's
+        update, without the proximal term; NaN past a unit's last step). The same training as :meth:`train`."""
+        losses: list[torch.Tensor] = []
+        out = self._train(init, clients, solver, round_, weights, anchor, stream, init_index, record=losses)
+        return out, losses[0].double().cpu().numpy()
+
     def _train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
                weights: list[np.ndarray] | None, anchor: Params | None, stream: int,
-               init_index: np.ndarray | None, chunk: int | None = None) -> Params:
-        """:meth:`train`; ``chunk``: units per vectorised call (default: :meth:`chunk_size`'s)."""
+               init_index: np.ndarray | None, chunk: int | None = None,
+               record: list[torch.Tensor] | None = None) -> Params:
+        """:meth:`train`; ``chunk``: units per vectorised call (default: :meth:`chunk_size`'s); ``record``: a list
+        that receives the units' per-step losses [U, S] (see :meth:`train_steps`)."""
         clients = np.asarray(clients, dtype=np.int64)
         sched = make_schedule(self.sizes, clients, self.seed, round_, solver.epochs, solver.batch_size,
                               stream, solver.max_steps, solver.drop_last)
         batch = build_batch(init, clients, self.ptr, sched, weights, anchor, self.device, init_index)
+        if record is not None:
+            batch.step_losses = torch.full(tuple(batch.count.shape), float("nan"), device=batch.count.device)
+            record.append(batch.step_losses)
         keys = None
         if self.momentum is not None and solver.momentum > 0 and stream == 0:  # the rounds' training only
             keys = unit_keys(clients, stream, init_index)
             batch.momentum = self.momentum.gather(keys, batch.init)
-        if self.path == "sequential":
+        if self.path == "sequential" or (record is not None and self.path == "pool"):
             out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
                                    self.precision)
-        elif self.path in ("pool", "pool-vectorized"):
+        elif self.path in ("pool", "pool-vectorized") and record is None:
             out = self._train_pool(batch, solver)
         elif self.dense is not None:
             out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
-        elif self.path == "unit-loop" and batch.weight.dim() == 3:  # per-head weights: vectorised below
+        elif self.path == "unit-loop" and batch.weight.dim() == 3 and record is None:  # per-head: vectorised below
             from fedcluster.engine.training.looped import train_looped  # imports this module
 
             out = train_looped(self.module, self.x, self.y, batch, solver, self.loss, self.precision)

@@ -29,6 +29,7 @@ from fedcluster.engine.training.kernels import LossFn
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
 
 TRAIN, LOSSES = "train", "losses"
+STEP_LOSSES = "steps/losses"  # the reply array of per-step losses (a train request with config step_losses=1)
 Arrays = dict[str, np.ndarray]
 
 
@@ -59,8 +60,10 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 # -- server side: cut a cohort call into requests and stitch the replies --------------------------------
 def train_requests(init: Params, clients: np.ndarray, solver: Solver, round_: int, weights: list[np.ndarray] | None,
-                   anchor: Params | None, stream: int, heads: int) -> list[tuple[np.ndarray, Request]]:
-    """(unit positions, request) per distinct client, in order of first appearance."""
+                   anchor: Params | None, stream: int, heads: int, steps: bool = False
+                   ) -> list[tuple[np.ndarray, Request]]:
+    """(unit positions, request) per distinct client, in order of first appearance (``steps``: the reply also
+    carries the units' per-step losses)."""
     clients = np.asarray(clients, dtype=np.int64)
     _, first = np.unique(clients, return_index=True)
     out = []
@@ -74,6 +77,8 @@ def train_requests(init: Params, clients: np.ndarray, solver: Solver, round_: in
             arrays.update({f"weight/{j}": np.asarray(weights[u], dtype=np.float32) for j, u in enumerate(units)})
         config = {**{k: (-1 if v is None else v) for k, v in dataclasses.asdict(solver).items()},
                   "round": int(round_), "stream": int(stream), "heads": int(heads), "units": len(units)}
+        if steps:
+            config["step_losses"] = 1
         out.append((units, Request(TRAIN, int(c), arrays, config)))
     return out
 
@@ -111,10 +116,22 @@ class RemoteTrainer(Trainer):
     def train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
               weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
               init_index: np.ndarray | None = None) -> Params:
+        return self._remote(init, clients, solver, round_, weights, anchor, stream, init_index, False)[0]
+
+    def train_steps(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+                    weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+                    init_index: np.ndarray | None = None) -> tuple[Params, np.ndarray]:
+        out, steps = self._remote(init, clients, solver, round_, weights, anchor, stream, init_index, True)
+        assert steps is not None
+        return out, steps
+
+    def _remote(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+                weights: list[np.ndarray] | None, anchor: Params | None, stream: int,
+                init_index: np.ndarray | None, steps: bool) -> tuple[Params, np.ndarray | None]:
         if init_index is not None:  # each client's request carries its own starting points
             idx = torch.as_tensor(np.asarray(init_index, dtype=np.int64))
             init = {n: v.index_select(0, idx.to(v.device)) for n, v in init.items()}
-        parts = train_requests(init, clients, solver, round_, weights, anchor, stream, self.heads)
+        parts = train_requests(init, clients, solver, round_, weights, anchor, stream, self.heads, steps)
         replies = self.send([r for _, r in parts])
         out = {n: torch.empty_like(v) for n, v in init.items()}
         for (units, _), reply in zip(parts, replies, strict=True):
@@ -122,7 +139,13 @@ class RemoteTrainer(Trainer):
             for n in out:
                 out[n][idx] = torch.from_numpy(reply[n]).to(out[n].device, out[n].dtype)
         self._watch(out, np.asarray(clients, dtype=np.int64))  # the divergence watch sees every node's units
-        return out
+        if not steps:
+            return out, None
+        width = max(reply[STEP_LOSSES].shape[1] for reply in replies)
+        losses = np.full((len(clients), width), np.nan)
+        for (units, _), reply in zip(parts, replies, strict=True):
+            losses[units, :reply[STEP_LOSSES].shape[1]] = reply[STEP_LOSSES]
+        return out, losses
 
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         parts = loss_requests(models, np.asarray(rows), self.ptr, shared_body)
@@ -168,6 +191,9 @@ def serve(trainer: Trainer, request: Request, siblings: dict[int, Trainer] | Non
     units = int(cfg["units"])
     weights = [request.arrays[f"weight/{j}"] for j in range(units)] if "weight/0" in request.arrays else None
     anchor = _params(request.arrays, "anchor/", device) or None
-    out = local.train(_params(request.arrays, "init/", device), np.full(units, c), solver, int(cfg["round"]),
-                      weights=weights, anchor=anchor, stream=int(cfg["stream"]))
+    args = (_params(request.arrays, "init/", device), np.full(units, c), solver, int(cfg["round"]))
+    if cfg.get("step_losses"):
+        out, steps = local.train_steps(*args, weights=weights, anchor=anchor, stream=int(cfg["stream"]))
+        return {**{n: _np(v) for n, v in out.items()}, STEP_LOSSES: steps}
+    out = local.train(*args, weights=weights, anchor=anchor, stream=int(cfg["stream"]))
     return {n: _np(v) for n, v in out.items()}

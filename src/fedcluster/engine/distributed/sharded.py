@@ -56,13 +56,29 @@ class ShardedTrainer(Trainer):
     def train(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
               weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
               init_index: np.ndarray | None = None) -> Params:
+        return self._gathered(init, clients, solver, round_, weights, anchor, stream, init_index, False)[0]
+
+    def train_steps(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+                    weights: list[np.ndarray] | None = None, anchor: Params | None = None, stream: int = 0,
+                    init_index: np.ndarray | None = None) -> tuple[Params, np.ndarray]:
+        out, steps = self._gathered(init, clients, solver, round_, weights, anchor, stream, init_index, True)
+        assert steps is not None
+        return out, steps
+
+    def _gathered(self, init: Params, clients: np.ndarray, solver: Solver, round_: int,
+                  weights: list[np.ndarray] | None, anchor: Params | None, stream: int,
+                  init_index: np.ndarray | None, steps: bool) -> tuple[Params, np.ndarray | None]:
+        """This rank's units trained, every rank's gathered (and, with ``steps``, their per-step losses)."""
         clients = np.asarray(clients, dtype=np.int64)
         first = next(iter(init.values()))
         if world_size() == 1 or first.device.type == "meta":
-            return super().train(init, clients, solver, round_, weights, anchor, stream, init_index)
+            if steps:
+                return super().train_steps(init, clients, solver, round_, weights, anchor, stream, init_index)
+            return super().train(init, clients, solver, round_, weights, anchor, stream, init_index), None
         mine = owned(clients, rank(), world_size())
         idx = torch.as_tensor(mine, device=first.device)
         full = {k: v.new_zeros((len(clients), *v.shape[1:])) for k, v in init.items()}
+        part_steps = np.zeros((0, 0))
         if len(mine):
             if init_index is None:
                 part_init, part_index = {k: v.index_select(0, idx) for k, v in init.items()}, None
@@ -71,13 +87,30 @@ class ShardedTrainer(Trainer):
             part_anchor = None if anchor is None else {k: v.index_select(0, idx.to(v.device))
                                                        for k, v in anchor.items()}
             part_weights = None if weights is None else [weights[u] for u in mine]
-            out = super().train(part_init, clients[mine], solver, round_, part_weights, part_anchor, stream,
-                                part_index)
+            args = (part_init, clients[mine], solver, round_, part_weights, part_anchor, stream, part_index)
+            if steps:
+                out, part_steps = super().train_steps(*args)
+            else:
+                out = super().train(*args)
             for k in full:
                 full[k][idx] = out[k].to(full[k].dtype)
         all_reduce_sum(list(full.values()))
         self._watch(full, clients)  # every rank learns of every diverged client
-        return full
+        return full, (self._gathered_steps(mine, len(clients), part_steps) if steps else None)
+
+    def _gathered_steps(self, mine: np.ndarray, units: int, part: np.ndarray) -> np.ndarray:
+        """Every rank's per-step losses [U, S] (S the longest of any rank; NaN past a unit's last step)."""
+        widths = torch.zeros(world_size(), dtype=torch.float64, device=self.device)
+        widths[rank()] = part.shape[1]
+        all_reduce_sum([widths])
+        width = int(widths.max().item())
+        values, known = np.zeros((units, width)), np.zeros((units, width))
+        if len(mine):
+            values[mine, :part.shape[1]] = np.nan_to_num(part)
+            known[mine, :part.shape[1]] = ~np.isnan(part)
+        both = [torch.from_numpy(values).to(self.device), torch.from_numpy(known).to(self.device)]
+        all_reduce_sum(both)
+        return np.where(both[1].cpu().numpy() > 0, both[0].cpu().numpy(), np.nan)
 
     def losses(self, models: Params, rows: np.ndarray, shared_body: bool = False) -> np.ndarray:
         if world_size() == 1:

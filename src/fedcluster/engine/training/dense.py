@@ -124,6 +124,10 @@ def _train_chunk(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batc
         scale = (w if w.dim() == 3 else w.unsqueeze(-1)) / count[:active, s, None, None]  # w_j(k) / n
         yb = y[rows].unsqueeze(-1).unsqueeze(-1).expand(-1, -1, heads, 1)  # [a, B, K, 1]
         z = zs[-1].view(active, -1, heads, out_dim)
+        if batch.step_losses is not None:  # the step's data loss, before the update (a method asked for it)
+            per = (torch.logsumexp(z, -1) - z.gather(-1, yb).squeeze(-1) if task == "classification"
+                   else ((z - yb) ** 2).sum(-1))  # [a, B, K] per-sample losses
+            batch.step_losses[t[:active], s] = (per * scale).sum((1, 2)).to(batch.step_losses.dtype)
         if task == "classification":
             dz = z.softmax(-1)
             dz.scatter_add_(-1, yb, torch.full_like(dz[..., :1], -1.0))

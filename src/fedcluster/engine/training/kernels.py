@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad, grad_and_value, vmap
 
 from fedcluster.engine.memory import MAX_UNITS
 from fedcluster.engine.params import Params
@@ -71,6 +71,9 @@ class Batch:
     momentum: Params | None = None
     real: np.ndarray | None = None  # [U, S] real samples per step on the host (trims the padding with no sync)
     init_rows: np.ndarray | None = None  # ``init_index`` on the host (a unit's start read with no sync)
+    # [U, S] each step's mini-batch loss (before the step's update, without the proximal term), written by the
+    # training paths when a method asks for it (NaN past a unit's last step); None: not recorded
+    step_losses: torch.Tensor | None = None
 
     def real_counts(self) -> np.ndarray:
         """[U, S] real samples per step, on the host (read back once if the batch was built without them)."""
@@ -172,6 +175,8 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
             with autocast(x.device, precision):
                 pred = model(xb)
             loss = (loss_fn(pred, y[idx]) * batch.weight[u, s, :real]).sum() / real
+            if batch.step_losses is not None:
+                batch.step_losses[u, s] = loss.detach()
             if solver.prox_mu > 0:
                 loss = loss + 0.5 * solver.prox_mu * sum(
                     ((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor, strict=True)
@@ -225,7 +230,8 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
             out = functional_call(module, p, (xb,))
         return (loss_fn(out, yb) * wb).sum() / nb
 
-    grad_fn = vmap(grad(unit_loss))
+    recording = batch.step_losses is not None
+    grad_fn = vmap(grad_and_value(unit_loss) if recording else grad(unit_loss))
     real = batch.real_counts()[order_np]  # [U, S] on the host
     active = len(steps)
 
@@ -234,6 +240,9 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
         view = {k: v[sel] for k, v in params.items()}
         idx = gidx[sel, s, :width]
         g = grad_fn(view, x[idx], y[idx], weight[sel, s, :width], count[sel, s])
+        if recording:
+            g, value = g
+            batch.step_losses[order[sel], s] = value.detach().to(batch.step_losses.dtype)
         for k, p in view.items():
             d = g[k]
             if solver.weight_decay:
