@@ -62,6 +62,8 @@ class CLoVEParams(ClusteredParams):
 @ALGORITHMS.register("clove", "CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, "
                      "min-cost cluster-model matching", CLoVEParams)
 class CLoVE(ClusteredAlgorithm):
+    saved = ("model_of", "unchanged", "converged")
+
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
         super().__init__(ctx, params)
         m = ctx.fed.num_clients
@@ -98,14 +100,6 @@ class CLoVE(ClusteredAlgorithm):
                  "stable": float((self.unchanged >= self.params.stable_rounds).mean())}
         down = self.nbytes(k) if clustering else self.nbytes(1)
         return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * down, extra=extra)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "model_of": self.model_of, "unchanged": self.unchanged,
-                "converged": self.converged}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.model_of, self.unchanged, self.converged = state["model_of"], state["unchanged"], state["converged"]
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """Each client's model one of the K̂ (−1: never sampled); its unchanged rounds at most the rounds run."""

@@ -42,7 +42,7 @@ from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional, FormulationPart, ServerStatistics
 from fedcluster.tiers.weight_rules import HardLoss, SoftRule, WeightRule
 from fedcluster.tiers.weights import one_hot
-from fedcluster.tracking.clusters import cluster_record, sample_groups
+from fedcluster.tracking.clusters import sample_groups
 
 
 @dataclass
@@ -73,6 +73,9 @@ class ClusteredAlgorithm(Algorithm):
     assigned: np.ndarray = StateField()  # type: ignore[assignment]
     estimated: np.ndarray = StateField()  # type: ignore[assignment]
     rounds_done: int = StateField()  # type: ignore[assignment]
+    saved = ("gamma", "rounds_done", "estimated")
+    saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
+    STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params)
@@ -326,23 +329,13 @@ class ClusteredAlgorithm(Algorithm):
         self.gamma[rows] = self.omega[clients][owner]
 
     def clusters_record(self) -> dict[str, Any]:
-        return cluster_record(self.gamma, self._groups)
+        return self.state.record(self._groups)
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {**super().state_dict(), "gamma": self.gamma, "rounds_done": self.rounds_done,
-                 "estimated": self.estimated}
-        if self.state.stats is not None:  # the tier-1 statistics (and the sample-wise prior) of the EM family
-            state.update(sample_prior=self.sample_prior, counts=self.counts, marginal=self.marginal,
-                         client_stats=self.client_stats, density=self.density)
-        return state
+    def saved_fields(self) -> tuple[str, ...]:
+        """The saved attributes, with the tier-1 statistics (and the sample-wise prior) of the EM family."""
+        return super().saved_fields() + (self.STATISTICS if self.state.stats is not None else ())
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.gamma, self.rounds_done = state["gamma"], state["rounds_done"]
-        self.estimated = state.get("estimated", np.ones(len(self.omega), dtype=bool))  # older checkpoints
-        if self.state.stats is not None:
-            for key in ("sample_prior", "counts", "marginal", "client_stats", "density"):
-                setattr(self, key, state[key])
+    def after_load(self) -> None:
         self._scoring = None
 
 

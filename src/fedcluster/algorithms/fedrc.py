@@ -80,6 +80,8 @@ class FedRCParams(FedEMParams):
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams)
 class FedRC(ClusteredAlgorithm):
+    saved = ("adam_m1", "adam_m2")
+
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
         super().__init__(ctx, params)
         p = params
@@ -103,9 +105,19 @@ class FedRC(ClusteredAlgorithm):
     def adam_m1(self) -> np.ndarray | None:
         return self.weighting.m1 if isinstance(self.weighting, AdamEM) else None
 
+    @adam_m1.setter
+    def adam_m1(self, value: np.ndarray | None) -> None:
+        if isinstance(self.weighting, AdamEM) and value is not None:
+            self.weighting.m1 = value
+
     @property
     def adam_m2(self) -> np.ndarray | None:
         return self.weighting.m2 if isinstance(self.weighting, AdamEM) else None
+
+    @adam_m2.setter
+    def adam_m2(self, value: np.ndarray | None) -> None:
+        if isinstance(self.weighting, AdamEM) and value is not None:
+            self.weighting.m2 = value
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
         """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;
@@ -136,11 +148,3 @@ class FedRC(ClusteredAlgorithm):
         w = torch.as_tensor(sizes / sizes.sum())
         return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
                 for n, v in self.fine_tuned().items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "adam_m1": self.adam_m1, "adam_m2": self.adam_m2}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        if isinstance(self.weighting, AdamEM):
-            self.weighting.m1, self.weighting.m2 = state["adam_m1"], state["adam_m2"]

@@ -19,7 +19,6 @@ data. σ and λ are not in the seeds. Communication: K centres down; w_i and the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -47,6 +46,8 @@ class FedSoftParams(ClusteredParams):
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
                      FedSoftParams)
 class FedSoft(ClusteredAlgorithm):
+    saved = ("personal", "has_personal")
+
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         super().__init__(ctx, params)
         self.weighting = FedSoftShares(params.floor)  # tier 2 (test clients: their own u on their labelled data)
@@ -91,10 +92,3 @@ class FedSoft(ClusteredAlgorithm):
                                              self.centre_mix(self.scoring_omega()).values(), strict=True)}
         outputs, _ = self.own_outputs({n: v.unsqueeze(1) for n, v in models.items()}, split, clients)
         return outputs, torch.ones(split.num_clients, 1, device=outputs.device)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "personal": self.personal, "has_personal": self.has_personal}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.personal, self.has_personal = state["personal"], state["has_personal"]

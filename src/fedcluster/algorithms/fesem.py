@@ -15,8 +15,6 @@ left out. Test clients take the cluster with the lowest loss (FedRC paper H.8).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
@@ -28,6 +26,8 @@ from fedcluster.tiers.weight_rules import HardDistance
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
                      ClusteredParams)
 class FeSEM(ClusteredAlgorithm):
+    saved = ("assigned",)
+
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params)
         self.weighting = HardDistance()  # tier 2 (tier 1: the default conditional formulation)
@@ -42,10 +42,3 @@ class FeSEM(ClusteredAlgorithm):
         self.set_hard(clients, assign)
         down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
         return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "assigned": self.assigned}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.assigned = state["assigned"]

@@ -107,6 +107,7 @@ class HCFLParams(FedEMParams):
                      HCFLParams)
 class HCFL(ClusteredAlgorithm):
     fixed_clusters = False  # splits and removals change K
+    saved = ("book", "assigned")
 
     def __init__(self, ctx: Context, params: HCFLParams) -> None:
         super().__init__(ctx, params)
@@ -151,8 +152,7 @@ class HCFL(ClusteredAlgorithm):
         if self.num_clusters != k0 and self._multi is not None:  # the K-head trainer is rebuilt for K^{t+1}
             self._multi.close()
             self._multi = None
-        extra.update(splits=float(self.book.count(self._round, "split")), merges=0.0,
-                     removals=float(self.book.count(self._round, "remove")))
+        extra.update(self.state.changes(self._round))
         return RoundResult(*self.payload(m, k0, new_clients), extra=extra)
 
     def weights_and_training(self, round_: int, cohort: Cohort
@@ -183,20 +183,6 @@ class HCFL(ClusteredAlgorithm):
         assert isinstance(self.weighting, HardRule)
         everything = self.weighting.receivers(m, new_clients)  # clients that download all K models
         return m * (self.nbytes(1) + extra_up), everything * self.nbytes(k) + (m - everything) * self.nbytes(1)
-
-    # -- records and state -------------------------------------------------------------------------
-    def clusters_record(self) -> dict[str, Any]:
-        rec = super().clusters_record()
-        rec["ids"] = list(self.book.ids)
-        rec["events"] = [e.to_dict() for e in self.book.events_in(self._round)]
-        return rec
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "book": self.book.state_dict(), "assigned": self.assigned}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.book, self.assigned = ClusterBook.from_state(state["book"]), state["assigned"]
 
 
 @dataclass

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -61,6 +60,8 @@ class StoCFLParams:
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
                      "prox λ toward a global model", StoCFLParams)
 class StoCFL(HardClusters):
+    saved = ("global_model", "rep_sum", "rep_count", "seen")
+
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
         super().__init__(ctx, params, k0=m)
@@ -130,12 +131,3 @@ class StoCFL(HardClusters):
     def on_reindex(self, keep: np.ndarray) -> None:
         idx = torch.as_tensor(keep)
         self.rep_sum, self.rep_count = self.rep_sum[idx], self.rep_count[keep]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "global_model": self.global_model, "rep_sum": self.rep_sum,
-                "rep_count": self.rep_count, "seen": self.seen}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        for key in ("global_model", "rep_sum", "rep_count", "seen"):
-            setattr(self, key, state[key])
