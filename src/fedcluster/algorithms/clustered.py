@@ -41,7 +41,7 @@ from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional, FormulationPart, ServerStatistics
 from fedcluster.tiers.weight_rules import HardLoss, SoftRule, WeightRule
-from fedcluster.tiers.weights import one_hot
+from fedcluster.tiers.weights import EStep, one_hot
 from fedcluster.tracking.clusters import sample_groups
 
 
@@ -98,7 +98,10 @@ class ClusteredAlgorithm(Algorithm):
         self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
 
     def keep_statistics(self, sample_scope: bool) -> None:
-        """Keep the tier-1 server statistics (and, for HCFL+'s sample scope, the sample-wise prior ω_{i,j;k})."""
+        """Keep the tier-1 server statistics (and, for HCFL+'s sample scope, the sample-wise prior ω_{i,j;k}) when
+        the formulation uses them or the scope is the sample's; nothing otherwise."""
+        if not (self.formulation.uses_statistics or sample_scope):
+            return
         fed, k = self.ctx.fed, self.num_clusters
         self.state.stats = ServerStatistics.start(fed.num_clients, k, fed.num_classes)
         self.sample_prior = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32) if sample_scope else None
@@ -226,26 +229,31 @@ class ClusteredAlgorithm(Algorithm):
         self.models = sums.update(self.models, self.ctx.cfg.global_lr)
 
     # -- the soft EM round (FedEM, FedRC) ------------------------------------------------------
-    def em_round(self, round_: int, clients: np.ndarray, best_only: bool = False) -> RoundResult:
+    def em_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         """One round of FedRC paper Alg. 1 with the method's parts: tier 1 log-likelihoods with the received models
         (step 3), the tier-2 E-step (eq. 3; HCFL paper eq. 4–5 with the sample scope), local training of every
-        (client, k) pair with weights γ (eq. 5; ``best_only``: of each client's highest-weight model only), the
-        server update (step 4) and the tier-1 statistics the clients upload (C_{y,k}, ν_k)."""
-        assert isinstance(self.weighting, SoftRule) and self.state.stats is not None
-        cohort, k = self.cohort(clients), self.num_clusters
+        (client, k) pair with weights γ (eq. 5), the server update (step 4) and the tier-1 statistics the clients
+        upload (C_{y,k}, ν_k)."""
+        cohort, ll, est = self.e_step(clients)
+        self.train_aggregate_pairs(clients, est.gamma, self.weighting.aggregation(est, cohort.sizes), round_)
+        return self.em_result(cohort, ll, est, uploaded=self.num_clusters)
+
+    def e_step(self, clients: np.ndarray) -> tuple[Cohort, np.ndarray, EStep]:
+        """The cohort, its tier-1 log-likelihoods [n, K] and the tier-2 E-step, recorded in γ and Ω."""
+        assert isinstance(self.weighting, SoftRule)
+        cohort = self.cohort(clients)
         ll = self.cohort_loglik(cohort)
         est = self.weighting.estimate(ll, cohort, self.state)
         self.gamma[cohort.rows] = est.gamma
         self.omega[clients] = est.omega
-        if best_only:
-            best = est.omega.argmax(1)
-            self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
-            uploaded = 1
-        else:
-            self.train_aggregate_pairs(clients, est.gamma, self.weighting.aggregation(est, cohort.sizes), round_)
-            uploaded = k
-        self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
-        m = len(clients)
+        return cohort, ll, est
+
+    def em_result(self, cohort: Cohort, ll: np.ndarray, est: EStep, uploaded: int) -> RoundResult:
+        """After the training: the tier-1 statistics the clients upload (when the method keeps them) and the round's
+        bytes (``uploaded`` models up per client) and objective."""
+        k, m = self.num_clusters, cohort.m
+        if self.state.stats is not None:
+            self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
         table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0  # C / F_i
         # The cohort's objective (FedRC paper eq. 1 / HCFL paper eq. 1) at the E-step: mean_j log Σ_k ω_{i;k}
         # L_k(x_j, y_j).

@@ -99,7 +99,14 @@ class FedRC(ClusteredAlgorithm):
         return not (params.split or params.ft)  # FedRC-FT keeps every client's fine-tuned models for evaluation
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        return self.em_round(round_, clients, best_only=self.params.hard == "train")  # TrHC: the best model only
+        return self.best_model_round(round_, clients) if self.params.hard == "train" else self.em_round(round_, clients)
+
+    def best_model_round(self, round_: int, clients: np.ndarray) -> RoundResult:
+        """FedRC-TrHC: the soft E-step, then each client trains (and uploads) its highest-weight model only."""
+        cohort, ll, est = self.e_step(clients)
+        best = est.omega.argmax(1)
+        self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
+        return self.em_result(cohort, ll, est, uploaded=1)
 
     @property
     def adam_m1(self) -> np.ndarray | None:

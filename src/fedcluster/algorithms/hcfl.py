@@ -140,7 +140,8 @@ class HCFL(ClusteredAlgorithm):
         splits = self.adaptation.splits(round_, omega, view, extra)  # tiers 3–4 (lines 20–22)
         old = self.models
         self.aggregate(local, a)  # Alg. 2 lines 8–9
-        self.formulation.update(self.state.stats, cohort, gamma, self.rounds_done)  # F_i^{latest}, C_{y,k} (7, 10)
+        if self.state.stats is not None:  # F_i^{latest}, C_{y,k} (lines 7, 10)
+            self.formulation.update(self.state.stats, cohort, gamma, self.rounds_done)
         owner = self.ctx.fed.train.owner()
         for j, first, second in splits:
             if p.max_clusters is None or self.num_clusters < p.max_clusters:
