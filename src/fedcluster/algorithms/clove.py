@@ -38,7 +38,10 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.grouping import match_clusters_to_models, silhouette_kmeans
+from fedcluster.tiers.weight_rules import HardLoss
 from fedcluster.tiers.weights import best_cluster, segment_mean
 
 
@@ -65,7 +68,7 @@ class CLoVE(ClusteredAlgorithm):
     saved = ("model_of", "unchanged", "converged")
 
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
-        super().__init__(ctx, params)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
         m = ctx.fed.num_clients
         self.model_of = np.full(m, -1, dtype=np.int64)  # each client's current model (-1: never sampled)
         self.unchanged = np.zeros(m, dtype=np.int64)  # consecutive rounds with the same model

@@ -35,12 +35,13 @@ from fedcluster.engine.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.params import Params, distances, num_bytes, subset
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
+from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
-from fedcluster.tiers.formulation import Conditional, FormulationPart, ServerStatistics
-from fedcluster.tiers.weight_rules import HardLoss, SoftRule, WeightRule
+from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
+from fedcluster.tiers.weight_rules import SoftRule, WeightRule
 from fedcluster.tiers.weights import EStep, one_hot
 from fedcluster.tracking.clusters import sample_groups
 
@@ -57,9 +58,11 @@ class ClusteredParams:
 
 class ClusteredAlgorithm(Algorithm):
     """K models, client weights Ω [M, K] and per-sample weights γ [N_train, K] (the last E-step's, or
-    the one-hot of the client's cluster for hard methods), with the tier parts the method holds:
-    ``formulation`` (tier 1, default conditional) and ``weighting`` (tier 2, default the lowest-loss cluster),
-    which also decide how a client that never trained weights the clusters (:meth:`test_weights`)."""
+    the one-hot of the client's cluster for hard methods), with the tier parts the method passes to the constructor,
+    each required: ``formulation`` (tier 1), ``weighting`` (tier 2; with the formulation it also decides how a
+    client that never trained weights the clusters, :meth:`test_weights`) and ``adaptation`` (tiers 3–4; ``Fixed()``
+    for a fixed K). ``sample_scope``: HCFL+'s sample-wise prior ω_{i,j;k} is kept; the tier-1 server statistics
+    are kept when the formulation uses them or the scope is the sample's."""
 
     fixed_clusters = True
 
@@ -77,12 +80,14 @@ class ClusteredAlgorithm(Algorithm):
     saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
     STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
 
-    def __init__(self, ctx: Context, params: ClusteredParams) -> None:
+    def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: WeightRule,
+                 adaptation: Adaptation, sample_scope: bool = False) -> None:
         super().__init__(ctx, params)
         fed, k = ctx.fed, params.num_clusters
         self.split = params.split
-        self.formulation: FormulationPart = Conditional()
-        self.weighting: WeightRule = HardLoss()
+        self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
+        self.weighting: WeightRule = required(weighting, WeightRule, "weighting (tier 2)")
+        self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tiers 3–4)")
         self.models = ctx.fresh_models(k)
         if self.split:  # one shared body: cluster 0's initial body
             for name, v in self.models.items():
@@ -96,6 +101,7 @@ class ClusteredAlgorithm(Algorithm):
         self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
         self._scoring: tuple[tuple[int, int], np.ndarray] | None = None
         self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
+        self.keep_statistics(sample_scope)
 
     def keep_statistics(self, sample_scope: bool) -> None:
         """Keep the tier-1 server statistics (and, for HCFL+'s sample scope, the sample-wise prior ω_{i,j;k}) when
@@ -345,6 +351,13 @@ class ClusteredAlgorithm(Algorithm):
 
     def after_load(self) -> None:
         self._scoring = None
+
+
+def required(part: Any, kind: type, name: str) -> Any:
+    """``part`` when it is a ``kind``; a TypeError naming the missing or wrong part otherwise."""
+    if not isinstance(part, kind):
+        raise TypeError(f"a clustered method needs its {name} part, a {kind.__name__}; got {part!r}")
+    return part
 
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:

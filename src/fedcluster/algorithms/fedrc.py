@@ -46,6 +46,7 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
+from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
 from fedcluster.tiers.weight_rules import AdamEM, SoftEM
 from fedcluster.tiers.weights import one_hot
@@ -83,15 +84,14 @@ class FedRC(ClusteredAlgorithm):
     saved = ("adam_m1", "adam_m2")
 
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
-        super().__init__(ctx, params)
         p = params
-        classes = ctx.fed.num_classes
-        self.formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
-                            if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
-        self.weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps,
-                                 np.zeros(self.gamma.shape), np.zeros(self.gamma.shape))
-                          if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
-        self.keep_statistics(sample_scope=p.weights_scope == "sample")
+        classes, shape = ctx.fed.num_classes, (len(ctx.fed.train.y), p.num_clusters)  # γ's shape
+        formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
+                       if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
+        weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps, np.zeros(shape),
+                            np.zeros(shape)) if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
+        super().__init__(ctx, params, formulation=formulation, weighting=weighting, adaptation=Fixed(),
+                         sample_scope=p.weights_scope == "sample")
         self._tuned: tuple[tuple[int, int], Any] | None = None
 
     @classmethod

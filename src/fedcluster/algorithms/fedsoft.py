@@ -28,6 +28,8 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams,
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weight_rules import FedSoftShares
 from fedcluster.tiers.weights import fedsoft
 
@@ -49,8 +51,9 @@ class FedSoft(ClusteredAlgorithm):
     saved = ("personal", "has_personal")
 
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
-        super().__init__(ctx, params)
-        self.weighting = FedSoftShares(params.floor)  # tier 2 (test clients: their own u on their labelled data)
+        # tier 2: FedSoft's shares (test clients: their own u on their labelled data)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=FedSoftShares(params.floor),
+                         adaptation=Fixed())
         m = ctx.fed.num_clients
         self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
                                  for n, v in self.models.items()}

@@ -20,6 +20,8 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weight_rules import HardDistance
 
 
@@ -29,8 +31,7 @@ class FeSEM(ClusteredAlgorithm):
     saved = ("assigned",)
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
-        super().__init__(ctx, params)
-        self.weighting = HardDistance()  # tier 2 (tier 1: the default conditional formulation)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:

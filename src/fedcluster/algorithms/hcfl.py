@@ -110,15 +110,14 @@ class HCFL(ClusteredAlgorithm):
     saved = ("book", "assigned")
 
     def __init__(self, ctx: Context, params: HCFLParams) -> None:
-        super().__init__(ctx, params)
         p = params
-        self.formulation = FORMULATION_PARTS[p.formulation](ctx.fed.num_classes)  # tier 1
-        self.weighting = WEIGHT_RULES[p.weights](p)  # tier 2
-        self.adaptation = ADAPTATIONS[p.adaptive](p, DISTANCE_PARTS[p.distance](p))  # tiers 3–4
+        super().__init__(ctx, params, formulation=FORMULATION_PARTS[p.formulation](ctx.fed.num_classes),  # tier 1
+                         weighting=WEIGHT_RULES[p.weights](p),  # tier 2
+                         adaptation=ADAPTATIONS[p.adaptive](p, DISTANCE_PARTS[p.distance](p)),  # tiers 3–4
+                         sample_scope=p.weights_scope == "sample")
         if isinstance(self.adaptation, GapSplits) and self.adaptation.distance.needs_labels \
                 and ctx.fed.task != "classification":
             raise ConfigError("prototype distances need class labels; use algorithm.distance=update-cosine")
-        self.keep_statistics(sample_scope=p.weights_scope == "sample")
         self.book = ClusterBook.start(p.num_clusters)
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)  # hard-distance: current position
         self._features = BodyFeatures(ctx.module)

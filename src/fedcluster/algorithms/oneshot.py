@@ -24,6 +24,9 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.weight_rules import HardLoss
 from fedcluster.tiers.weights import best_cluster
 
 
@@ -53,7 +56,7 @@ class OneShot(ClusteredAlgorithm):
     saved = ("assigned",)
 
     def __init__(self, ctx: Context, params: OneShotParams) -> None:
-        super().__init__(ctx, params)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
