@@ -203,3 +203,15 @@ def test_declared_fields_are_what_a_checkpoint_holds(tmp_path: Path, method: str
                 torch.testing.assert_close(again[key][name], value[name])
         elif not (isinstance(value, float) and np.isnan(value)):
             assert again[key] == value, key
+
+
+@pytest.mark.parametrize("overrides,kept", [
+    (["algorithm=fedem"], False),  # conditional formulation, client scope: nothing to keep
+    (["algorithm=fedem", "algorithm.weights_scope=sample"], True),  # HCFL+'s sample-wise prior
+    (["algorithm=fedrc"], True),  # fedrc-ratio's label counts
+])
+def test_server_statistics_are_kept_only_when_used(tmp_path: Path, overrides: list[str], kept: bool) -> None:
+    alg = _alg(tmp_path, overrides)
+    alg.run_round(0, np.arange(8))
+    assert (alg.state.stats is not None) is kept
+    assert ("counts" in alg.state_dict()) is kept

@@ -60,6 +60,7 @@ from fedcluster.engine.kernels import per_sample_loss
 from fedcluster.engine.params import Params, flatten, num_bytes, select
 from fedcluster.errors import ConfigError
 from fedcluster.metrics.regression import regression_extras
+from fedcluster.tiers.aggregation import weighted_mean
 
 
 @dataclass
@@ -428,9 +429,8 @@ class FedMD(Algorithm):
                 m = torch.as_tensor(np.flatnonzero(zc == ell))
                 if not len(m):
                     continue
-                delta = local[name][m] - cur[ell]
-                wm = w[m] / (w.sum() if self.aggregation() == "all" else w[m].sum())
-                upd[ell] = cur[ell] + torch.tensordot(wm.to(delta.dtype), delta, dims=([0], [0]))
+                total = w.sum() if self.aggregation() == "all" else None  # the cohort's or the cluster's N
+                upd[ell] = cur[ell] + weighted_mean(local[name][m] - cur[ell], w[m], total)
             new[name] = upd
         self.models = new
 

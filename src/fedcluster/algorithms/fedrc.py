@@ -47,6 +47,7 @@ from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.aggregation import weighted_mean
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
 from fedcluster.tiers.weight_rules import AdamEM, SoftEM
 from fedcluster.tiers.weights import one_hot
@@ -151,7 +152,5 @@ class FedRC(ClusteredAlgorithm):
 
     def fine_tuned_average(self) -> Any:
         """FedRC paper H.5's global model of FedRC-FT: θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i over all clients."""
-        sizes = self.sizes(np.arange(self.ctx.fed.num_clients))
-        w = torch.as_tensor(sizes / sizes.sum())
-        return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
-                for n, v in self.fine_tuned().items()}
+        sizes = torch.as_tensor(self.sizes(np.arange(self.ctx.fed.num_clients)))
+        return {n: weighted_mean(v, sizes).contiguous() for n, v in self.fine_tuned().items()}

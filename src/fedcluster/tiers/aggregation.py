@@ -8,7 +8,8 @@ step goes through :func:`server_step`:
   cluster; soft ones: N_i times the E-step weight), a cluster nobody weights keeping its model, and optionally a
   shared feature extractor φ averaged over all clients (HCFL paper Sec. 4.1): :func:`cluster_update`;
 * one part of a split cluster (HCFL paper Alg. 4 line 2) or a merged cluster (StoCFL): :func:`weighted_mean`
-  then :func:`server_step`.
+  then :func:`server_step`; FedRC-FT's average of the fine-tuned models and FedMD's per-cluster update:
+  :func:`weighted_mean`.
 
 Weights are float64; the means are formed in the models' dtype (fp32), exactly as each method did before.
 
@@ -30,9 +31,10 @@ def server_step(current: torch.Tensor, mean: torch.Tensor, global_lr: float) -> 
     return current + global_lr * (mean - current)
 
 
-def weighted_mean(stacked: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Σ_u w_u θ_u / Σ_u w_u over the leading (unit) dimension of ``stacked``."""
-    w = weights.to(torch.float64) / weights.sum()
+def weighted_mean(stacked: torch.Tensor, weights: torch.Tensor, total: torch.Tensor | None = None) -> torch.Tensor:
+    """Σ_u w_u θ_u / Σ_u w_u over the leading (unit) dimension of ``stacked``; with ``total``, Σ_u w_u θ_u / total
+    (a part of a larger cohort: FedMD's within-cluster updates weighted against the whole cohort)."""
+    w = weights.to(torch.float64) / (weights.sum() if total is None else total)
     return torch.tensordot(w.to(stacked.device, stacked.dtype), stacked, dims=([0], [0]))
 
 
