@@ -462,5 +462,9 @@ class FedMD(Algorithm):
                                                        self.ctx.trainer.per_client)}
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
 
+    def saved_fields(self) -> tuple[str, ...]:
+        return super().saved_fields() + (self.ANCHORS if self.params.init == "fedmd" else ())
+
+
 ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)",
                FedMDParams)
