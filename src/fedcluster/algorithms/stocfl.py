@@ -41,7 +41,7 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptive import stocfl_merges
-from fedcluster.tiers.aggregation import server_step, server_update
+from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
 
@@ -115,18 +115,10 @@ class StoCFL(HardClusters):
         n_cohort = np.bincount(pos, sizes[clients], k)
         onto = np.eye(k)[target].T  # [new-or-kept position c, old position k] = 1 if k folds into c
         dev = self.ctx.device
-        base_w = torch.as_tensor(onto * n_all[None, :], device=dev)
-        old_w = torch.as_tensor(onto * (n_all - n_cohort)[None, :], device=dev)
-        loc_w = torch.as_tensor(np.eye(k)[target[pos]].T * sizes[clients][None, :], device=dev)
-        total = base_w.sum(1, keepdim=True).clamp_min(1e-300)
-        lr = self.ctx.cfg.global_lr
-        out: Params = {}
-        for name, cur in self.models.items():
-            flat_cur, flat_loc = cur.reshape(k, -1).double(), local[name].reshape(len(clients), -1).double()
-            base = base_w @ flat_cur / total
-            goal = (old_w @ flat_cur + loc_w @ flat_loc) / total
-            out[name] = server_step(base, goal, lr).to(cur.dtype).view_as(cur)
-        return out
+        return merged_update(self.models, local, torch.as_tensor(onto * n_all[None, :], device=dev),
+                             torch.as_tensor(onto * (n_all - n_cohort)[None, :], device=dev),
+                             torch.as_tensor(np.eye(k)[target[pos]].T * sizes[clients][None, :], device=dev),
+                             self.ctx.cfg.global_lr)
 
     def on_reindex(self, keep: np.ndarray) -> None:
         idx = torch.as_tensor(keep)
