@@ -50,10 +50,12 @@ def _on_simplex(w: np.ndarray) -> None:
 def _check_state(state: dict, records: list[dict], hard: bool) -> None:
     """Models, Ω, γ, ω_{i,j;k}, F and the ids agree on K; every weight row is on the simplex."""
     k = num_units(state["models"])
-    assert state["omega"].shape[1] == state["gamma"].shape[1] == state["counts"].shape[1] == k
+    assert state["omega"].shape[1] == state["gamma"].shape[1] == k
+    if "counts" in state:  # the statistics of a formulation that uses them (or of the sample scope)
+        assert state["counts"].shape[1] == k
     assert state["book"]["ids"] == records[-1]["ids"] and len(set(records[-1]["ids"])) == k
     for key in ("omega", "gamma", "sample_prior"):
-        if state[key] is not None:
+        if state.get(key) is not None:
             _on_simplex(state[key])
     if hard:
         assert set(np.unique(state["omega"])) <= {0.0, 1.0}

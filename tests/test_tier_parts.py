@@ -118,3 +118,100 @@ def test_methods_say_what_to_predict_with_and_nothing_else() -> None:
         if isinstance(entry.obj, type):
             assert entry.obj.predict is Algorithm.predict, entry.name
             assert not hasattr(entry.obj, "prediction_weights"), entry.name
+
+
+def _hard_state() -> tuple[ClusterState, np.ndarray]:
+    """Three hard clusters (no γ) of 5 clients with 2 training rows each."""
+    models = {"w": torch.arange(3.0).view(3, 1)}
+    state = ClusterState(models=models, omega=np.eye(3)[[0, 0, 1, 1, 2]], book=ClusterBook.start(3),
+                         assigned=np.array([0, 0, 1, 1, 2]))
+    return state, np.repeat(np.arange(5), 2)
+
+
+def test_cluster_state_hard_split_merge_and_removal() -> None:
+    """The hard methods' changes of K are the state's: a split copies the model, a merge folds positions, a removal
+    refuses a cluster with members; the book logs each and the clients' positions follow."""
+    state, _ = _hard_state()
+    assert state.split_copy(0, np.array([1]), round_=1) == 3
+    np.testing.assert_array_equal(state.assigned, [0, 3, 1, 1, 2])
+    assert state.models["w"][3].item() == 0.0 and state.book.ids == [0, 1, 2, 3]
+    keep = state.merge([(1, [2])], round_=1)
+    np.testing.assert_array_equal(keep, [0, 1, 3])
+    np.testing.assert_array_equal(state.assigned, [0, 2, 1, 1, 1])
+    with pytest.raises(ValueError, match="without members"):
+        state.remove([0], round_=1)
+    state.assigned[:] = 1
+    state.remove([0, 2], round_=2)
+    assert state.book.ids == [1] and state.num_clusters == 1
+    np.testing.assert_array_equal(state.assigned, 0)
+    assert state.changes(1) == {"splits": 1.0, "merges": 1.0, "removals": 0.0}
+    assert state.changes(2) == {"splits": 0.0, "merges": 0.0, "removals": 2.0}
+
+
+def test_cluster_record_is_one_form_for_hard_and_soft_states() -> None:
+    """A hard state's record counts each (cluster, group)'s samples; a soft state's with one-hot γ says the same;
+    with a book both name the ids and the events of the round just done."""
+    hard, owner = _hard_state()
+    groups = {"concept": (np.array([0, 1, 0, 1, 0, 1, 0, 1, 2, 2]), ["a", "b", "c", "unused"])}
+    hard.rounds_done = 1
+    hard.split_copy(2, np.array([4]), round_=1)
+    soft = ClusterState(models=hard.models, omega=hard.omega, gamma=np.eye(4)[hard.assigned[owner]],
+                        book=hard.book, assigned=hard.assigned, rounds_done=1)
+    rec = hard.record(groups, owner)
+    assert rec == soft.record(groups)
+    assert rec["concept"] == {"names": ["a", "b", "c"],
+                              "mass": [[2.0, 2.0, 0.0], [2.0, 2.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]]}
+    assert rec["ids"] == [0, 1, 2, 3] and [e["kind"] for e in rec["events"]] == ["split"]
+
+
+class _Forgetful(hcfl.ClusteredAlgorithm):
+    def __init__(self, ctx: typing.Any, params: typing.Any) -> None:
+        super().__init__(ctx, params, formulation=FORMULATION_PARTS["conditional"](3), weighting=HardLoss(),
+                         adaptation=None)  # type: ignore[arg-type]
+
+    def step(self, round_: int, clients: np.ndarray) -> typing.Any:
+        raise NotImplementedError
+
+
+def test_a_clustered_method_without_one_of_its_parts_is_an_error(tmp_path: Path) -> None:
+    """The parts are the constructor's required arguments: a forgotten one fails at once, naming it, instead of
+    silently keeping a default."""
+    alg = _alg(tmp_path, ["algorithm=ifca"])
+    with pytest.raises(TypeError, match="adaptation"):
+        _Forgetful(alg.ctx, alg.params)
+    with pytest.raises(TypeError, match="weighting"):
+        hcfl.ClusteredAlgorithm.__init__(alg, alg.ctx, alg.params, formulation=alg.formulation,  # type: ignore[call-arg]
+                                         adaptation=Fixed())
+
+
+@pytest.mark.parametrize("method", ["stocfl", "fedrc", "hcfl", "cflgp"])
+def test_declared_fields_are_what_a_checkpoint_holds(tmp_path: Path, method: str) -> None:
+    """A method's checkpoint is the attributes its classes declare in ``saved``, and loading it back restores them
+    (a cluster book as plain data)."""
+    alg = _alg(tmp_path, [f"algorithm={method}"])
+    alg.run_round(0, np.arange(8))
+    state = alg.state_dict()
+    assert set(state) == set(alg.saved_fields())
+    fresh = _alg(tmp_path / "again", [f"algorithm={method}"])
+    fresh.load_state_dict(state)
+    again = fresh.state_dict()
+    for key, value in state.items():
+        if isinstance(value, torch.Tensor | np.ndarray):
+            np.testing.assert_array_equal(np.asarray(again[key]), np.asarray(value), err_msg=key)
+        elif isinstance(value, dict) and all(isinstance(v, torch.Tensor) for v in value.values()):
+            for name in value:
+                torch.testing.assert_close(again[key][name], value[name])
+        elif not (isinstance(value, float) and np.isnan(value)):
+            assert again[key] == value, key
+
+
+@pytest.mark.parametrize("overrides,kept", [
+    (["algorithm=fedem"], False),  # conditional formulation, client scope: nothing to keep
+    (["algorithm=fedem", "algorithm.weights_scope=sample"], True),  # HCFL+'s sample-wise prior
+    (["algorithm=fedrc"], True),  # fedrc-ratio's label counts
+])
+def test_server_statistics_are_kept_only_when_used(tmp_path: Path, overrides: list[str], kept: bool) -> None:
+    alg = _alg(tmp_path, overrides)
+    alg.run_round(0, np.arange(8))
+    assert (alg.state.stats is not None) is kept
+    assert ("counts" in alg.state_dict()) is kept

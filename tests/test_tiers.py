@@ -145,8 +145,8 @@ def test_gaussian_density_of_the_joint_formulation() -> None:
 def test_per_client_sums_equal_the_row_by_row_reference() -> None:
     """The cohort-wide forms (clusters.jsonl masses by column, FedEM's per-client rows by one sort) add the same
     numbers in the same order as the row-by-row np.add.at and ``owner == i`` they replace: equal to the bit."""
+    from fedcluster.tiers.cluster_state import cluster_mass
     from fedcluster.tiers.cohort import Cohort
-    from fedcluster.tracking.clusters import cluster_mass
 
     rng = np.random.default_rng(0)
     gamma = (rng.random((5000, 3)) * 10.0 ** rng.uniform(-8, 3, (5000, 1))).astype(np.float32)

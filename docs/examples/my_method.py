@@ -23,6 +23,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FORMULATION_PARTS, FormulationPart, ServerStatistics
 from fedcluster.tiers.weight_rules import SoftEM
@@ -66,11 +67,11 @@ class Tempered(FormulationPart):
                      TemperedEMParams)
 class TemperedEM(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: TemperedEMParams) -> None:
-        super().__init__(ctx, params)
         inner = FORMULATION_PARTS[params.formulation](ctx.fed.num_classes)
-        self.formulation = Tempered(inner, params.temperature)  # tier 1
-        self.weighting = SoftEM(params.mu_tilde, params.test_em_iters)  # tier 2
-        self.keep_statistics(sample_scope=params.weights_scope == "sample")
+        super().__init__(ctx, params, formulation=Tempered(inner, params.temperature),  # tier 1
+                         weighting=SoftEM(params.mu_tilde, params.test_em_iters),  # tier 2
+                         adaptation=Fixed(),  # tiers 3–4: a fixed K
+                         sample_scope=params.weights_scope == "sample")
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         return self.em_round(round_, clients)

@@ -30,6 +30,7 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import CFLSplits
 from fedcluster.tiers.adaptive import CFLRule
 
 PAPER = ("Felix Sattler, Klaus-Robert Müller, Wojciech Samek. Clustered Federated Learning: Model-Agnostic "
@@ -61,20 +62,17 @@ class CFLParams:
 class CFL(HardClusters):
     def __init__(self, ctx: Context, params: CFLParams) -> None:
         super().__init__(ctx, params, k0=1)
-        self.rule = CFLRule(params.tol1, params.tol2, params.warmup, params.max_clusters, params.min_size)
+        self.adaptation = CFLSplits(CFLRule(params.tol1, params.tol2, params.warmup, params.max_clusters,
+                                            params.min_size))  # tier 3
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
         local, delta = self.train(round_, clients, pos)
-        groups = [np.flatnonzero(pos == k) for k in range(self.num_clusters)]
-        splits, stats = self.rule.splits(round_, groups, delta, self.num_clusters)
+        extra: dict[str, float] = {}
+        splits = self.adaptation.member_splits(round_, pos, self.num_clusters, delta, extra)
         assign = pos.copy()
-        for k, labels in splits:
-            rows = groups[k][labels == 1]
-            assign[rows] = self.split_cluster(k, clients[rows])  # both parts start from the pre-split θ_k
+        for k, _, second in splits:
+            assign[second] = self.split_cluster(k, clients[second])  # both parts start from the pre-split θ_k
         self.fedavg(clients, local, assign)
-        active = [s for s, g in zip(stats, groups, strict=True) if len(g)]
         payload = len(clients) * self.model_bytes()
-        return RoundResult(payload, payload, extra={
-            "mean_update_norm": max((s[0] for s in active), default=float("nan")),
-            "max_update_norm": max((s[1] for s in active), default=float("nan"))})
+        return RoundResult(payload, payload, extra=extra)

@@ -75,6 +75,9 @@ class CFLGPParams:
 class CFLGP(Algorithm):
     fixed_clusters = True
 
+    saved = ("cluster", "profiles", "block_count", "profile_count", "pointer", "stable_rounds", "stopped",
+             "transmissions", "first_ari1")
+
     def __init__(self, ctx: Context, params: CFLGPParams) -> None:
         super().__init__(ctx, params)
         K, M = params.num_clusters, ctx.fed.num_clients
@@ -209,15 +212,5 @@ class CFLGP(Algorithm):
         """CFL-GP paper Appendix G on the accumulated profiles (run with an arbitrary K first)."""
         return choose_k(self.profiles.reshape(len(self.profiles), -1), k_max, self.ctx.cfg.seed)
 
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "cluster": self.cluster, "profiles": self.profiles,
-                "block_count": self.block_count, "profile_count": self.profile_count, "pointer": self.pointer,
-                "stable_rounds": self.stable_rounds,
-                "stopped": self.stopped, "transmissions": self.transmissions, "first_ari1": self.first_ari1}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        for key in ("cluster", "profiles", "block_count", "profile_count", "pointer", "stable_rounds", "stopped",
-                    "transmissions", "first_ari1"):
-            setattr(self, key, state[key])
+    def after_load(self) -> None:
         self.grams = np.stack([self.profiles[:, k] @ self.profiles[:, k].T for k in range(self.profiles.shape[1])])

@@ -51,8 +51,11 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.finch import finch_partitions
+from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.grouping import match_clusters_to_models, prefers_one_cluster, silhouette_kmeans
+from fedcluster.tiers.weight_rules import HardLoss
 from fedcluster.tiers.weights import best_cluster, segment_mean
 
 PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
@@ -82,8 +85,10 @@ class CLoVEParams(ClusteredParams):
 @ALGORITHMS.register("clove", "CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, "
                      "min-cost cluster-model matching", CLoVEParams, paper=PAPER)
 class CLoVE(ClusteredAlgorithm):
+    saved = ("model_of", "unchanged", "converged")
+
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
-        super().__init__(ctx, params)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
         m = ctx.fed.num_clients
         self.model_of = np.full(m, -1, dtype=np.int64)  # each client's current model (-1: never sampled)
         self.unchanged = np.zeros(m, dtype=np.int64)  # consecutive rounds with the same model
@@ -131,14 +136,6 @@ class CLoVE(ClusteredAlgorithm):
         if fitting:
             return fitting[-1]
         return silhouette_kmeans(embed, self.num_clusters, self.ctx.cfg.seed, k_min=self.num_clusters)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "model_of": self.model_of, "unchanged": self.unchanged,
-                "converged": self.converged}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.model_of, self.unchanged, self.converged = state["model_of"], state["unchanged"], state["converged"]
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """Each client's model one of the K̂ (−1: never sampled); its unchanged rounds at most the rounds run."""

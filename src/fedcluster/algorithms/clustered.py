@@ -36,14 +36,15 @@ from fedcluster.engine.protocol import Backend
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
+from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
-from fedcluster.tiers.formulation import Conditional, FormulationPart, ServerStatistics
-from fedcluster.tiers.weight_rules import HardLoss, SoftRule, WeightRule
-from fedcluster.tiers.weights import one_hot
-from fedcluster.tracking.clusters import cluster_record, sample_groups
+from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
+from fedcluster.tiers.weight_rules import SoftRule, WeightRule
+from fedcluster.tiers.weights import EStep, one_hot
+from fedcluster.tracking.clusters import sample_groups
 
 
 @dataclass
@@ -58,9 +59,11 @@ class ClusteredParams:
 
 class ClusteredAlgorithm(Algorithm):
     """K models, client weights Ω [M, K] and per-sample weights γ [N_train, K] (the last E-step's, or
-    the one-hot of the client's cluster for hard methods), with the tier parts the method holds:
-    ``formulation`` (tier 1, default conditional) and ``weighting`` (tier 2, default the lowest-loss cluster),
-    which also decide how a client that never trained weights the clusters (:meth:`test_weights`)."""
+    the one-hot of the client's cluster for hard methods), with the tier parts the method passes to the constructor,
+    each required: ``formulation`` (tier 1), ``weighting`` (tier 2; with the formulation it also decides how a
+    client that never trained weights the clusters, :meth:`test_weights`) and ``adaptation`` (tiers 3–4; ``Fixed()``
+    for a fixed K). ``sample_scope``: HCFL+'s sample-wise prior ω_{i,j;k} is kept; the tier-1 server statistics
+    are kept when the formulation uses them or the scope is the sample's."""
 
     fixed_clusters = True
 
@@ -74,13 +77,18 @@ class ClusteredAlgorithm(Algorithm):
     assigned: np.ndarray = StateField()  # type: ignore[assignment]
     estimated: np.ndarray = StateField()  # type: ignore[assignment]
     rounds_done: int = StateField()  # type: ignore[assignment]
+    saved = ("gamma", "rounds_done", "estimated")
+    saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
+    STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
 
-    def __init__(self, ctx: Context, params: ClusteredParams) -> None:
+    def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: WeightRule,
+                 adaptation: Adaptation, sample_scope: bool = False) -> None:
         super().__init__(ctx, params)
         fed, k = ctx.fed, params.num_clusters
         self.split = params.split
-        self.formulation: FormulationPart = Conditional()
-        self.weighting: WeightRule = HardLoss()
+        self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
+        self.weighting: WeightRule = required(weighting, WeightRule, "weighting (tier 2)")
+        self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tiers 3–4)")
         self.models = ctx.fresh_models(k)
         if self.split:  # one shared body: cluster 0's initial body
             for name, v in self.models.items():
@@ -94,9 +102,13 @@ class ClusteredAlgorithm(Algorithm):
         self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
         self._scoring: tuple[tuple[int, int], np.ndarray] | None = None
         self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
+        self.keep_statistics(sample_scope)
 
     def keep_statistics(self, sample_scope: bool) -> None:
-        """Keep the tier-1 server statistics (and, for HCFL+'s sample scope, the sample-wise prior ω_{i,j;k})."""
+        """Keep the tier-1 server statistics (and, for HCFL+'s sample scope, the sample-wise prior ω_{i,j;k}) when
+        the formulation uses them or the scope is the sample's; nothing otherwise."""
+        if not (self.formulation.uses_statistics or sample_scope):
+            return
         fed, k = self.ctx.fed, self.num_clusters
         self.state.stats = ServerStatistics.start(fed.num_clients, k, fed.num_classes)
         self.sample_prior = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32) if sample_scope else None
@@ -224,26 +236,31 @@ class ClusteredAlgorithm(Algorithm):
         self.models = sums.update(self.models, self.ctx.cfg.global_lr)
 
     # -- the soft EM round (FedEM, FedRC) ------------------------------------------------------
-    def em_round(self, round_: int, clients: np.ndarray, best_only: bool = False) -> RoundResult:
+    def em_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         """One round of FedRC paper Alg. 1 with the method's parts: tier 1 log-likelihoods with the received models
         (step 3), the tier-2 E-step (eq. 3; HCFL paper eq. 4–5 with the sample scope), local training of every
-        (client, k) pair with weights γ (eq. 5; ``best_only``: of each client's highest-weight model only), the
-        server update (step 4) and the tier-1 statistics the clients upload (C_{y,k}, ν_k)."""
-        assert isinstance(self.weighting, SoftRule) and self.state.stats is not None
-        cohort, k = self.cohort(clients), self.num_clusters
+        (client, k) pair with weights γ (eq. 5), the server update (step 4) and the tier-1 statistics the clients
+        upload (C_{y,k}, ν_k)."""
+        cohort, ll, est = self.e_step(clients)
+        self.train_aggregate_pairs(clients, est.gamma, self.weighting.aggregation(est, cohort.sizes), round_)
+        return self.em_result(cohort, ll, est, uploaded=self.num_clusters)
+
+    def e_step(self, clients: np.ndarray) -> tuple[Cohort, np.ndarray, EStep]:
+        """The cohort, its tier-1 log-likelihoods [n, K] and the tier-2 E-step, recorded in γ and Ω."""
+        assert isinstance(self.weighting, SoftRule)
+        cohort = self.cohort(clients)
         ll = self.cohort_loglik(cohort)
         est = self.weighting.estimate(ll, cohort, self.state)
         self.gamma[cohort.rows] = est.gamma
         self.omega[clients] = est.omega
-        if best_only:
-            best = est.omega.argmax(1)
-            self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
-            uploaded = 1
-        else:
-            self.train_aggregate_pairs(clients, est.gamma, self.weighting.aggregation(est, cohort.sizes), round_)
-            uploaded = k
-        self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
-        m = len(clients)
+        return cohort, ll, est
+
+    def em_result(self, cohort: Cohort, ll: np.ndarray, est: EStep, uploaded: int) -> RoundResult:
+        """After the training: the tier-1 statistics the clients upload (when the method keeps them) and the round's
+        bytes (``uploaded`` models up per client) and objective."""
+        k, m = self.num_clusters, cohort.m
+        if self.state.stats is not None:
+            self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
         table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0  # C / F_i
         # The cohort's objective (FedRC paper eq. 1 / HCFL paper eq. 1) at the E-step: mean_j log Σ_k ω_{i;k}
         # L_k(x_j, y_j).
@@ -313,24 +330,21 @@ class ClusteredAlgorithm(Algorithm):
         self.gamma[rows] = self.omega[clients][owner]
 
     def clusters_record(self) -> dict[str, Any]:
-        return cluster_record(self.gamma, self._groups)
+        return self.state.record(self._groups)
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {**super().state_dict(), "gamma": self.gamma, "rounds_done": self.rounds_done,
-                 "estimated": self.estimated}
-        if self.state.stats is not None:  # the tier-1 statistics (and the sample-wise prior) of the EM family
-            state.update(sample_prior=self.sample_prior, counts=self.counts, marginal=self.marginal,
-                         client_stats=self.client_stats, density=self.density)
-        return state
+    def saved_fields(self) -> tuple[str, ...]:
+        """The saved attributes, with the tier-1 statistics (and the sample-wise prior) of the EM family."""
+        return super().saved_fields() + (self.STATISTICS if self.state.stats is not None else ())
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.gamma, self.rounds_done = state["gamma"], state["rounds_done"]
-        self.estimated = state.get("estimated", np.ones(len(self.omega), dtype=bool))  # older checkpoints
-        if self.state.stats is not None:
-            for key in ("sample_prior", "counts", "marginal", "client_stats", "density"):
-                setattr(self, key, state[key])
+    def after_load(self) -> None:
         self._scoring = None
+
+
+def required(part: Any, kind: type, name: str) -> Any:
+    """``part`` when it is a ``kind``; a TypeError naming the missing or wrong part otherwise."""
+    if not isinstance(part, kind):
+        raise TypeError(f"a clustered method needs its {name} part, a {kind.__name__}; got {part!r}")
+    return part
 
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:

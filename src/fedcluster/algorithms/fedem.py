@@ -29,6 +29,7 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation
 from fedcluster.tiers.weight_rules import SoftEM
 
@@ -57,10 +58,9 @@ class FedEMParams(ClusteredParams):
                      FedEMParams, paper=PAPER)
 class FedEM(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: FedEMParams) -> None:
-        super().__init__(ctx, params)
-        self.formulation = FORMULATION_PARTS[params.formulation](ctx.fed.num_classes)
-        self.weighting = SoftEM(params.mu_tilde, params.test_em_iters)
-        self.keep_statistics(sample_scope=params.weights_scope == "sample")
+        super().__init__(ctx, params, formulation=FORMULATION_PARTS[params.formulation](ctx.fed.num_classes),
+                         weighting=SoftEM(params.mu_tilde, params.test_em_iters), adaptation=Fixed(),
+                         sample_scope=params.weights_scope == "sample")
 
     @classmethod
     def streams_aggregation(cls, params: FedEMParams) -> bool:

@@ -84,6 +84,8 @@ def steps_solver(solver: Solver, steps: int, sizes: np.ndarray) -> Solver:
 @ALGORITHMS.register("fedgroup", "FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer "
                      "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams, paper=PAPER)
 class FedGroup(HardClusters):
+    saved = ("initial", "grouped", "directions")
+
     def __init__(self, ctx: Context, params: FedGroupParams) -> None:
         if params.num_groups > ctx.fed.num_clients:
             raise ConfigError(f"algorithm.num_groups={params.num_groups} is more than the {ctx.fed.num_clients} "
@@ -148,14 +150,6 @@ class FedGroup(HardClusters):
             out[name] = torch.as_tensor(flat[:, at:at + size], dtype=v.dtype, device=v.device).reshape(k, *v.shape)
             at += size
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "initial": self.initial, "grouped": self.grouped,
-                "directions": self.directions}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.initial, self.grouped, self.directions = state["initial"], state["grouped"], state["directions"]
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """The groups' directions: none before the cold start, else one finite row of the model's size per

@@ -121,6 +121,8 @@ class FedGWCParams:
 @ALGORITHMS.register("fedgwc", "FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral "
                      "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams, paper=PAPER)
 class FedGWC(HardClusters):
+    saved = ("interaction", "mse", "waited", "open")
+
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
         super().__init__(ctx, params, k0=1)
         m = ctx.fed.num_clients
@@ -192,15 +194,6 @@ class FedGWC(HardClusters):
             out["was"] = wasserstein_adjusted_score(self.frequencies, self.cluster, "silhouette")
             out["was_db"] = wasserstein_adjusted_score(self.frequencies, self.cluster, "davies-bouldin")
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "interaction": self.interaction, "mse": self.mse, "waited": self.waited,
-                "open": self.open}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.interaction, self.mse = list(state["interaction"]), list(state["mse"])
-        self.waited, self.open = list(state["waited"]), list(state["open"])
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """One interaction matrix, mse, wait and open flag per cluster; each matrix square over its cluster's

@@ -60,6 +60,7 @@ from fedcluster.engine.params import Params, flatten, num_bytes, select
 from fedcluster.engine.training.kernels import per_sample_loss
 from fedcluster.errors import ConfigError
 from fedcluster.metrics.regression import regression_extras
+from fedcluster.tiers.aggregation import weighted_mean
 
 
 @dataclass
@@ -172,6 +173,11 @@ def top_symmetric(pos: np.ndarray, neg: np.ndarray, k: int) -> np.ndarray:
 
 class FedMD(Algorithm):
     """the FedMD paper's two-phase method (and its baselines via ``init``)."""
+
+    # the one-shot labels and the position of ``rng``, which later rounds still draw from (Algorithm 3's Q_0,
+    # random models filling in for missing anchor groups): a resumed run continues the straight run's random stream
+    saved = ("fixed", "rng")
+    ANCHORS = ("anchor_theta", "frozen", "anchors")  # the anchors' Phase-1 state (init=fedmd)
 
     def __init__(self, ctx: Context, params: FedMDParams) -> None:
         super().__init__(ctx, params)
@@ -423,9 +429,8 @@ class FedMD(Algorithm):
                 m = torch.as_tensor(np.flatnonzero(zc == ell))
                 if not len(m):
                     continue
-                delta = local[name][m] - cur[ell]
-                wm = w[m] / (w.sum() if self.aggregation() == "all" else w[m].sum())
-                upd[ell] = cur[ell] + torch.tensordot(wm.to(delta.dtype), delta, dims=([0], [0]))
+                total = w.sum() if self.aggregation() == "all" else None  # the cohort's or the cluster's N
+                upd[ell] = cur[ell] + weighted_mean(local[name][m] - cur[ell], w[m], total)
             new[name] = upd
         self.models = new
 
@@ -457,23 +462,8 @@ class FedMD(Algorithm):
                                                        self.ctx.trainer.per_client)}
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
 
-    def state_dict(self) -> dict:
-        """Models, Ω, the one-shot labels, the anchors' Phase-1 state and the position of ``self.rng``, which
-        later rounds still draw from (Algorithm 3's Q_0, random models filling in for missing anchor groups):
-        a resumed run continues the straight run's random stream."""
-        out = {**super().state_dict(), "fixed": self.fixed, "rng": self.rng.bit_generator.state}
-        if self.params.init == "fedmd":
-            out.update(anchor_theta=self.anchor_theta, frozen=self.frozen, anchors=self.anchors)
-        return out
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.fixed = state["fixed"]
-        if "rng" in state:  # checkpoints written before it was saved continue from the freshly seeded stream
-            self.rng.bit_generator.state = state["rng"]
-        for key in ("anchor_theta", "frozen", "anchors"):
-            if key in state:
-                setattr(self, key, state[key])
+    def saved_fields(self) -> tuple[str, ...]:
+        return super().saved_fields() + (self.ANCHORS if self.params.init == "fedmd" else ())
 
 
 ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)",

@@ -46,6 +46,8 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.aggregation import weighted_mean
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
 from fedcluster.tiers.weight_rules import AdamEM, SoftEM
 from fedcluster.tiers.weights import one_hot
@@ -80,16 +82,17 @@ class FedRCParams(FedEMParams):
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams, paper="FedRC paper")
 class FedRC(ClusteredAlgorithm):
+    saved = ("adam_m1", "adam_m2")
+
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
-        super().__init__(ctx, params)
         p = params
-        classes = ctx.fed.num_classes
-        self.formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
-                            if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
-        self.weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps,
-                                 np.zeros(self.gamma.shape), np.zeros(self.gamma.shape))
-                          if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
-        self.keep_statistics(sample_scope=p.weights_scope == "sample")
+        classes, shape = ctx.fed.num_classes, (len(ctx.fed.train.y), p.num_clusters)  # γ's shape
+        formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
+                       if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
+        weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps, np.zeros(shape),
+                            np.zeros(shape)) if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
+        super().__init__(ctx, params, formulation=formulation, weighting=weighting, adaptation=Fixed(),
+                         sample_scope=p.weights_scope == "sample")
         self._tuned: tuple[tuple[int, int], Any] | None = None
 
     @classmethod
@@ -97,15 +100,32 @@ class FedRC(ClusteredAlgorithm):
         return not (params.split or params.ft)  # FedRC-FT keeps every client's fine-tuned models for evaluation
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        return self.em_round(round_, clients, best_only=self.params.hard == "train")  # TrHC: the best model only
+        return self.best_model_round(round_, clients) if self.params.hard == "train" else self.em_round(round_, clients)
+
+    def best_model_round(self, round_: int, clients: np.ndarray) -> RoundResult:
+        """FedRC-TrHC: the soft E-step, then each client trains (and uploads) its highest-weight model only."""
+        cohort, ll, est = self.e_step(clients)
+        best = est.omega.argmax(1)
+        self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
+        return self.em_result(cohort, ll, est, uploaded=1)
 
     @property
     def adam_m1(self) -> np.ndarray | None:
         return self.weighting.m1 if isinstance(self.weighting, AdamEM) else None
 
+    @adam_m1.setter
+    def adam_m1(self, value: np.ndarray | None) -> None:
+        if isinstance(self.weighting, AdamEM) and value is not None:
+            self.weighting.m1 = value
+
     @property
     def adam_m2(self) -> np.ndarray | None:
         return self.weighting.m2 if isinstance(self.weighting, AdamEM) else None
+
+    @adam_m2.setter
+    def adam_m2(self, value: np.ndarray | None) -> None:
+        if isinstance(self.weighting, AdamEM) and value is not None:
+            self.weighting.m2 = value
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
         """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;
@@ -132,15 +152,5 @@ class FedRC(ClusteredAlgorithm):
 
     def fine_tuned_average(self) -> Any:
         """FedRC paper H.5's global model of FedRC-FT: θ_k^FT = Σ_i N_i θ_{i,k}^FT / Σ_i N_i over all clients."""
-        sizes = self.sizes(np.arange(self.ctx.fed.num_clients))
-        w = torch.as_tensor(sizes / sizes.sum())
-        return {n: torch.tensordot(w.to(v.device, v.dtype), v, dims=([0], [0])).contiguous()
-                for n, v in self.fine_tuned().items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "adam_m1": self.adam_m1, "adam_m2": self.adam_m2}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        if isinstance(self.weighting, AdamEM):
-            self.weighting.m1, self.weighting.m2 = state["adam_m1"], state["adam_m2"]
+        sizes = torch.as_tensor(self.sizes(np.arange(self.ctx.fed.num_clients)))
+        return {n: weighted_mean(v, sizes).contiguous() for n, v in self.fine_tuned().items()}

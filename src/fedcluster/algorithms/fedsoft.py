@@ -19,7 +19,6 @@ data. σ and λ are not in the seeds. Communication: K centres down; w_i and the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,6 +28,8 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams,
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weight_rules import FedSoftShares
 from fedcluster.tiers.weights import fedsoft
 
@@ -50,9 +51,12 @@ class FedSoftParams(ClusteredParams):
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
                      FedSoftParams, paper=PAPER)
 class FedSoft(ClusteredAlgorithm):
+    saved = ("personal", "has_personal")
+
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
-        super().__init__(ctx, params)
-        self.weighting = FedSoftShares(params.floor)  # tier 2 (test clients: their own u on their labelled data)
+        # tier 2: FedSoft's shares (test clients: their own u on their labelled data)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=FedSoftShares(params.floor),
+                         adaptation=Fixed())
         m = ctx.fed.num_clients
         self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
                                  for n, v in self.models.items()}
@@ -94,10 +98,3 @@ class FedSoft(ClusteredAlgorithm):
                                              self.centre_mix(self.scoring_omega()).values(), strict=True)}
         outputs, _ = self.own_outputs({n: v.unsqueeze(1) for n, v in models.items()}, split, clients)
         return outputs, torch.ones(split.num_clients, 1, device=outputs.device)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "personal": self.personal, "has_personal": self.has_personal}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.personal, self.has_personal = state["personal"], state["has_personal"]

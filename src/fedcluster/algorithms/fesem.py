@@ -15,13 +15,13 @@ left out. Test clients take the cluster with the lowest loss (FedRC paper H.8).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weight_rules import HardDistance
 
 PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jiang. Multi-center Federated Learning: "
@@ -31,9 +31,10 @@ PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jian
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
                      ClusteredParams, paper=PAPER)
 class FeSEM(ClusteredAlgorithm):
+    saved = ("assigned",)
+
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
-        super().__init__(ctx, params)
-        self.weighting = HardDistance()  # tier 2 (tier 1: the default conditional formulation)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
@@ -45,10 +46,3 @@ class FeSEM(ClusteredAlgorithm):
         self.set_hard(clients, assign)
         down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
         return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "assigned": self.assigned}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.assigned = state["assigned"]

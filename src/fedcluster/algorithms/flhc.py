@@ -71,6 +71,8 @@ class FLHCParams:
 @ALGORITHMS.register("flhc", "FL+HC: FedAvg, then agglomerative clustering of client updates once, then FedAvg "
                      "per cluster", FLHCParams, paper=PAPER)
 class FLHC(HardClusters):
+    saved = ("clustered",)
+
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1)
         self.clustered = False
@@ -119,13 +121,6 @@ class FLHC(HardClusters):
             if threshold is None:
                 return np.zeros(len(updates), dtype=np.int64)
         return agglomerative_groups(updates, p.linkage, p.metric, threshold, None)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "clustered": self.clustered}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.clustered = state["clustered"]
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """Before its clustering round FL+HC has one model."""

@@ -5,7 +5,8 @@ State: the model stack (position k = cluster ``book.ids[k]``), ``cluster[i]`` = 
 cluster, Ω = one-hot(cluster) (kept in sync after every round), and the :class:`ClusterBook` with the log of
 every split, merge and removal. One round trains every sampled client from its cluster's model in ONE
 trainer call; clusters change through :meth:`split_cluster`, :meth:`merge_clusters`, :meth:`remove_clusters`,
-which keep models, Ω and ids consistent.
+which the cluster state carries out (:class:`~fedcluster.tiers.cluster_state.ClusterState`), keeping models, the
+clients' positions and ids consistent; Ω follows at the end of the round.
 
 Per round the run directory gets: ``rounds.csv`` columns ``splits``, ``merges``, ``removals`` (events this
 round; ``num_clusters`` is K^t), and a ``clusters.jsonl`` record with each cluster's data makeup (as for the
@@ -30,7 +31,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import inference
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
-from fedcluster.tiers.adaptive import ClusterBook, merge_clusters, remove_clusters, reposition, split_off
+from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import cluster_update
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tracking.clusters import sample_groups
@@ -43,6 +44,7 @@ class HardClusters(Algorithm):
     cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
     book: ClusterBook = StateField()  # type: ignore[assignment]
     rounds_done: int = StateField()  # type: ignore[assignment]
+    saved = ("cluster", "book", "rounds_done")
 
     def __init__(self, ctx: Context, params: Any, k0: int = 1) -> None:
         super().__init__(ctx, params)
@@ -52,6 +54,7 @@ class HardClusters(Algorithm):
         self.rounds_done = 0
         self._round = 0  # 1-based label of the round in progress (event rounds)
         self._groups = sample_groups(ctx.fed)
+        self._owner = ctx.fed.train.owner()
         self.sync()
 
     # -- the round -----------------------------------------------------------------------------
@@ -60,10 +63,8 @@ class HardClusters(Algorithm):
         res = self.step(round_, np.asarray(clients, dtype=np.int64))
         self.sync()
         self.rounds_done = round_ + 1
-        res.extra.update(splits=float(self.book.count(self._round, "split")),
-                         merges=float(self.book.count(self._round, "merge")),
-                         removals=float(self.book.count(self._round, "remove")))
-        res.clusters = self.clusters_record()
+        res.extra.update(self.state.changes(self._round))
+        res.clusters = self.state.record(self._groups, self._owner)
         return res
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
@@ -92,28 +93,18 @@ class HardClusters(Algorithm):
     # -- cluster changes (models, Ω, ids) ----------------------------------------------------
     def split_cluster(self, position: int, movers: np.ndarray) -> int:
         """Split ``movers`` (client ids) off ``position`` into a new cluster starting from a copy of its model."""
-        self.models, new = split_off(self.models, self.book, self._round, position,
-                                     {n: v[position] for n, v in self.models.items()}, movers)
-        self.cluster[np.asarray(movers, dtype=np.int64)] = new
-        return new
+        return self.state.split_copy(position, movers, self._round)
 
     def merge_clusters(self, groups: list[tuple[int, list[int]]], models: Params | None = None) -> np.ndarray:
         """Fold the absorbed positions of each (keep, absorbed) into keep; ``models`` (the full stack before
         the drop, e.g. merged averages) replaces the current one. Returns the kept positions."""
-        k = self.num_clusters
-        self.models, keep, remap = merge_clusters(self.models if models is None else models, self.book,
-                                                  self._round, groups)
-        self.cluster = reposition(self.cluster, keep, k, remap)
+        keep = self.state.merge(groups, self._round, models)
         self.on_reindex(keep)
         return keep
 
     def remove_clusters(self, positions: list[int] | np.ndarray) -> np.ndarray:
         """Delete clusters that have no members. Returns the kept positions."""
-        if np.isin(self.cluster, positions).any():
-            raise ValueError("only clusters without members can be removed")
-        k = self.num_clusters
-        self.models, keep = remove_clusters(self.models, self.book, self._round, positions)
-        self.cluster = reposition(self.cluster, keep, k)
+        keep = self.state.remove(positions, round_=self._round)
         self.on_reindex(keep)
         return keep
 
@@ -139,31 +130,7 @@ class HardClusters(Algorithm):
             return inference.StackForward(self.ctx.module).grouped(models, split.x, np.arange(len(pos)), pos), ones
         return self.chosen_outputs(split, self.cluster)
 
-    # -- records and state -------------------------------------------------------------------
-    def clusters_record(self) -> dict[str, Any]:
-        """Training samples per (cluster position, group) for each grouping, the positions' stable ids and
-        this round's events (a ``clusters.jsonl`` line)."""
-        k = self.num_clusters
-        pos = self.cluster[self.ctx.fed.train.owner()]
-        rec: dict[str, Any] = {}
-        for key, (g, names) in self._groups.items():
-            mass = np.bincount(pos * len(names) + g, minlength=k * len(names)).reshape(k, len(names))
-            used = mass.sum(0) > 0
-            rec[key] = {"names": [n for n, u in zip(names, used, strict=True) if u],
-                        "mass": mass[:, used].astype(float).tolist()}
-        rec["ids"] = list(self.book.ids)
-        rec["events"] = [e.to_dict() for e in self.book.events_in(self._round)]
-        return rec
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "cluster": self.cluster, "book": self.book.state_dict(),
-                "rounds_done": self.rounds_done}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.cluster, self.rounds_done = state["cluster"], state["rounds_done"]
-        self.book = ClusterBook.from_state(state["book"])
-
+    # -- checkpoints --------------------------------------------------------------------------
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """Every client's position names one of the models; the book has one distinct id per model, each below
         its next id, and events it can read; the rounds done are those of the checkpoint at most."""

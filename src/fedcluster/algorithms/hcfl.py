@@ -107,17 +107,17 @@ class HCFLParams(FedEMParams):
                      HCFLParams, paper="HCFL paper")
 class HCFL(ClusteredAlgorithm):
     fixed_clusters = False  # splits and removals change K
+    saved = ("book", "assigned")
 
     def __init__(self, ctx: Context, params: HCFLParams) -> None:
-        super().__init__(ctx, params)
         p = params
-        self.formulation = FORMULATION_PARTS[p.formulation](ctx.fed.num_classes)  # tier 1
-        self.weighting = WEIGHT_RULES[p.weights](p)  # tier 2
-        self.adaptation = ADAPTATIONS[p.adaptive](p, DISTANCE_PARTS[p.distance](p))  # tiers 3–4
+        super().__init__(ctx, params, formulation=FORMULATION_PARTS[p.formulation](ctx.fed.num_classes),  # tier 1
+                         weighting=WEIGHT_RULES[p.weights](p),  # tier 2
+                         adaptation=ADAPTATIONS[p.adaptive](p, DISTANCE_PARTS[p.distance](p)),  # tiers 3–4
+                         sample_scope=p.weights_scope == "sample")
         if isinstance(self.adaptation, GapSplits) and self.adaptation.distance.needs_labels \
                 and ctx.fed.task != "classification":
             raise ConfigError("prototype distances need class labels; use algorithm.distance=update-cosine")
-        self.keep_statistics(sample_scope=p.weights_scope == "sample")
         self.book = ClusterBook.start(p.num_clusters)
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)  # hard-distance: current position
         self._features = BodyFeatures(ctx.module)
@@ -139,7 +139,8 @@ class HCFL(ClusteredAlgorithm):
         splits = self.adaptation.splits(round_, omega, view, extra)  # tiers 3–4 (lines 20–22)
         old = self.models
         self.aggregate(local, a)  # Alg. 2 lines 8–9
-        self.formulation.update(self.state.stats, cohort, gamma, self.rounds_done)  # F_i^{latest}, C_{y,k} (7, 10)
+        if self.state.stats is not None:  # F_i^{latest}, C_{y,k} (lines 7, 10)
+            self.formulation.update(self.state.stats, cohort, gamma, self.rounds_done)
         owner = self.ctx.fed.train.owner()
         for j, first, second in splits:
             if p.max_clusters is None or self.num_clusters < p.max_clusters:
@@ -151,8 +152,7 @@ class HCFL(ClusteredAlgorithm):
         if self.num_clusters != k0 and self._multi is not None:  # the K-head trainer is rebuilt for K^{t+1}
             self._multi.close()
             self._multi = None
-        extra.update(splits=float(self.book.count(self._round, "split")), merges=0.0,
-                     removals=float(self.book.count(self._round, "remove")))
+        extra.update(self.state.changes(self._round))
         return RoundResult(*self.payload(m, k0, new_clients), extra=extra)
 
     def weights_and_training(self, round_: int, cohort: Cohort
@@ -183,20 +183,6 @@ class HCFL(ClusteredAlgorithm):
         assert isinstance(self.weighting, HardRule)
         everything = self.weighting.receivers(m, new_clients)  # clients that download all K models
         return m * (self.nbytes(1) + extra_up), everything * self.nbytes(k) + (m - everything) * self.nbytes(1)
-
-    # -- records and state -------------------------------------------------------------------------
-    def clusters_record(self) -> dict[str, Any]:
-        rec = super().clusters_record()
-        rec["ids"] = list(self.book.ids)
-        rec["events"] = [e.to_dict() for e in self.book.events_in(self._round)]
-        return rec
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "book": self.book.state_dict(), "assigned": self.assigned}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.book, self.assigned = ClusterBook.from_state(state["book"]), state["assigned"]
 
 
 @dataclass

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -64,6 +63,8 @@ class ICFLParams:
 @ALGORITHMS.register("icfl", "ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)",
                      ICFLParams, paper=PAPER)
 class ICFL(HardClusters):
+    saved = ("pool",)
+
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
         super().__init__(ctx, params, k0=1)
         self.pool: int | None = 0  # stable id of the pool cluster, None once removed
@@ -117,10 +118,3 @@ class ICFL(HardClusters):
         reps = torch.stack([delta[torch.as_tensor(np.flatnonzero(assign == k))].mean(0) for k in targets])
         sim = cosine_similarity(torch.cat([delta[torch.as_tensor(joiners)], reps]))[: len(joiners), len(joiners):]
         assign[joiners] = np.asarray(targets)[sim.argmax(1)]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "pool": self.pool}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.pool = state["pool"]

@@ -29,9 +29,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import RoundResult
+from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.weight_rules import HardLoss
 
 PAPER = ("Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficient Framework for Clustered Federated "
          "Learning. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.")
@@ -46,7 +49,10 @@ class IFCAParams(ClusteredParams):
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",
                      IFCAParams, paper=PAPER)
 class IFCA(ClusteredAlgorithm):
-    """Tier 1: the default ``conditional`` formulation; tier 2: the default :class:`HardLoss` rule."""
+    """Tier 1: the ``conditional`` formulation; tier 2: the :class:`HardLoss` rule; a fixed K."""
+
+    def __init__(self, ctx: Context, params: IFCAParams) -> None:
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
 
     @classmethod
     def streams_aggregation(cls, params: IFCAParams) -> bool:

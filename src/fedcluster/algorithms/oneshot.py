@@ -15,7 +15,6 @@ uses the whole local models and φ is then shared. Test clients take the lowest-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +24,9 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.weight_rules import HardLoss
 from fedcluster.tiers.weights import best_cluster
 
 PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous "
@@ -54,8 +56,10 @@ def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:
 @ALGORITHMS.register("oneshot", "one-shot clustering: local models, k-means once, then FedAvg per cluster",
                      OneShotParams, paper=PAPER)
 class OneShot(ClusteredAlgorithm):
+    saved = ("assigned",)
+
     def __init__(self, ctx: Context, params: OneShotParams) -> None:
-        super().__init__(ctx, params)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
@@ -79,10 +83,3 @@ class OneShot(ClusteredAlgorithm):
         self.set_hard(clients, assign)
         down = len(new) * self.nbytes(k) + (m - len(new)) * self.nbytes(1)
         return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=down)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "assigned": self.assigned}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.assigned = state["assigned"]

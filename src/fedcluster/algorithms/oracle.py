@@ -16,6 +16,9 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.errors import ConfigError
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.weight_rules import HardLoss
 from fedcluster.tiers.weights import one_hot
 
 
@@ -23,7 +26,7 @@ from fedcluster.tiers.weights import one_hot
                      ClusteredParams)
 class Oracle(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
-        super().__init__(ctx, params)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
         if ctx.fed.num_concepts > params.num_clusters:
             raise ConfigError(f"oracle needs algorithm.num_clusters >= the {ctx.fed.num_concepts} true clusters, "
                               f"got {params.num_clusters}")

@@ -36,7 +36,7 @@ Communication: the signatures (float32) go up once; then one model each way per 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -72,6 +72,8 @@ class PACFLParams:
 @ALGORITHMS.register("pacfl", "PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), "
                      "then FedAvg per cluster", PACFLParams, paper=PAPER)
 class PACFL(HardClusters):
+    saved = ("clustered",)
+
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
         super().__init__(ctx, params, k0=1)
         self.clustered = False
@@ -119,10 +121,3 @@ class PACFL(HardClusters):
         self.fedavg(clients, local, pos)
         payload = len(clients) * self.model_bytes()
         return RoundResult(bytes_up=payload + up, bytes_down=payload)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "clustered": self.clustered}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.clustered = state["clustered"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +41,7 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptive import stocfl_merges
-from fedcluster.tiers.aggregation import server_step, server_update
+from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
 PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning."
@@ -64,6 +63,8 @@ class StoCFLParams:
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
                      "prox λ toward a global model", StoCFLParams, paper=PAPER)
 class StoCFL(HardClusters):
+    saved = ("global_model", "rep_sum", "rep_count", "seen")
+
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
         super().__init__(ctx, params, k0=m)
@@ -117,28 +118,11 @@ class StoCFL(HardClusters):
         n_cohort = np.bincount(pos, sizes[clients], k)
         onto = np.eye(k)[target].T  # [new-or-kept position c, old position k] = 1 if k folds into c
         dev = self.ctx.device
-        base_w = torch.as_tensor(onto * n_all[None, :], device=dev)
-        old_w = torch.as_tensor(onto * (n_all - n_cohort)[None, :], device=dev)
-        loc_w = torch.as_tensor(np.eye(k)[target[pos]].T * sizes[clients][None, :], device=dev)
-        total = base_w.sum(1, keepdim=True).clamp_min(1e-300)
-        lr = self.ctx.cfg.global_lr
-        out: Params = {}
-        for name, cur in self.models.items():
-            flat_cur, flat_loc = cur.reshape(k, -1).double(), local[name].reshape(len(clients), -1).double()
-            base = base_w @ flat_cur / total
-            goal = (old_w @ flat_cur + loc_w @ flat_loc) / total
-            out[name] = server_step(base, goal, lr).to(cur.dtype).view_as(cur)
-        return out
+        return merged_update(self.models, local, torch.as_tensor(onto * n_all[None, :], device=dev),
+                             torch.as_tensor(onto * (n_all - n_cohort)[None, :], device=dev),
+                             torch.as_tensor(np.eye(k)[target[pos]].T * sizes[clients][None, :], device=dev),
+                             self.ctx.cfg.global_lr)
 
     def on_reindex(self, keep: np.ndarray) -> None:
         idx = torch.as_tensor(keep)
         self.rep_sum, self.rep_count = self.rep_sum[idx], self.rep_count[keep]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "global_model": self.global_model, "rep_sum": self.rep_sum,
-                "rep_count": self.rep_count, "seen": self.seen}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        for key in ("global_model", "rep_sum", "rep_count", "seen"):
-            setattr(self, key, state[key])

@@ -9,8 +9,9 @@ weight matrix Ω (one-hot for hard methods, a simplex row for soft ones). What i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
-from fedcluster.tiers.cluster_state import ClusterState, StateField
+from fedcluster.tiers.cluster_state import ClusterState, StateField, restored, saved
 
 
 @dataclass
@@ -58,9 +59,17 @@ class Context:
 
 class Algorithm(ABC):
     """One clustered-FL method: K models, client weights Ω and a round procedure. The server state is one
-    :class:`~fedcluster.tiers.cluster_state.ClusterState` (``self.state``); ``models`` and ``omega`` are its fields."""
+    :class:`~fedcluster.tiers.cluster_state.ClusterState` (``self.state``); ``models`` and ``omega`` are its fields.
+
+    A checkpoint holds the attributes every class along the method's bases names in ``saved`` (base first), each
+    under its name: :class:`~fedcluster.tiers.cluster_state.StateField` attributes through the state's own
+    save/load, the others as they are (a cluster book or random generator as plain data). An attribute an older
+    checkpoint lacks keeps its fresh value, or takes the one ``saved_defaults`` makes; :meth:`after_load` derives
+    what follows from the loaded ones."""
 
     fixed_clusters = False  # True: K never changes in a run (a checkpoint must hold the configured K models)
+    saved: ClassVar[tuple[str, ...]] = ("models", "omega")  # the attributes a checkpoint holds
+    saved_defaults: ClassVar[dict[str, Callable[[Any], Any]]] = {}  # name -> its value when a checkpoint lacks it
     models: Params = StateField()  # type: ignore[assignment]
     omega: np.ndarray = StateField()  # type: ignore[assignment]
 
@@ -132,11 +141,43 @@ class Algorithm(ABC):
         """Mixed predictions Σ_k w_{i;k} p_k(x) for every sample of ``split`` from :meth:`prediction`."""
         return predicting.mixed(self.prediction(split, participating), split, self.ctx.fed.task)
 
+    def saved_fields(self) -> tuple[str, ...]:
+        """The attributes a checkpoint holds: ``saved`` of every class along the bases, base first."""
+        names: list[str] = []
+        for cls in reversed(type(self).__mro__):
+            names += [n for n in vars(cls).get("saved", ()) if n not in names]
+        return tuple(names)
+
+    def _saved_split(self) -> tuple[dict[str, str], list[str]]:
+        """The saved attributes as (entry -> path in the cluster state, the method's own attributes)."""
+        state_keys: dict[str, str] = {}
+        own: list[str] = []
+        for name in self.saved_fields():
+            attr = getattr(type(self), name, None)
+            if isinstance(attr, StateField) and attr.path is not None:
+                state_keys[name] = attr.path
+            else:
+                own.append(name)
+        return state_keys, own
+
     def state_dict(self) -> dict[str, Any]:
-        return {"models": self.models, "omega": self.omega}
+        state_keys, own = self._saved_split()
+        return {**self.state.save(state_keys), **{name: saved(getattr(self, name)) for name in own}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.models, self.omega = state["models"], state["omega"]
+        state_keys, own = self._saved_split()
+        self.state.load(state, state_keys)
+        for name in own:
+            if name in state:
+                setattr(self, name, restored(getattr(self, name), state[name]))
+        for name, default in self.saved_defaults.items():
+            if name not in state:
+                setattr(self, name, default(self))
+        self.after_load()
+
+    def after_load(self) -> None:
+        """Hook: what follows from the loaded attributes (caches dropped, derived values recomputed)."""
+        return None
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """What is wrong with the values of a saved state whose structure fits this run (a cluster position past

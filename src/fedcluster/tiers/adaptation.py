@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import torch
 
 from fedcluster.tiers.adaptive import CFLRule, choose_split, low_mass_clusters, removal_set, split_gap
 from fedcluster.tiers.distance import ClientDistance, CohortView, cluster_matrices
@@ -58,9 +59,14 @@ class CFLSplits(Adaptation):
         return {**super().columns(), "mean_update_norm": float("nan"), "max_update_norm": float("nan")}
 
     def splits(self, round_: int, omega: np.ndarray, view: CohortView, extra: dict[str, float]) -> list[Split]:
-        members, k = omega.argmax(1), omega.shape[1]
+        return self.member_splits(round_, omega.argmax(1), omega.shape[1], view.updates(), extra)
+
+    def member_splits(self, round_: int, members: np.ndarray, k: int, updates: torch.Tensor,
+                      extra: dict[str, float]) -> list[Split]:
+        """The splits of the K clusters from the cohort's positions ``members`` [m] and updates [m, P] (a hard
+        method's round: CFL), with the round's largest ‖mean Δθ‖ and ‖Δθ_i‖ in ``extra``."""
         groups = [np.flatnonzero(members == j) for j in range(k)]
-        found, stats = self.rule.splits(round_, groups, view.updates(), k)
+        found, stats = self.rule.splits(round_, groups, updates, k)
         active = [s for s, g in zip(stats, groups, strict=True) if len(g)]
         extra.update(mean_update_norm=max((s[0] for s in active), default=float("nan")),
                      max_update_norm=max((s[1] for s in active), default=float("nan")))

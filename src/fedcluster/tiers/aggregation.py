@@ -7,8 +7,9 @@ step goes through :func:`server_step`:
 * K cluster models with an aggregation weight per (client, cluster), A [m, K] (hard methods: N_i at the client's
   cluster; soft ones: N_i times the E-step weight), a cluster nobody weights keeping its model, and optionally a
   shared feature extractor φ averaged over all clients (HCFL paper Sec. 4.1): :func:`cluster_update`;
-* one part of a split cluster (HCFL paper Alg. 4 line 2) or a merged cluster (StoCFL): :func:`weighted_mean`
-  then :func:`server_step`.
+* one part of a split cluster (HCFL paper Alg. 4 line 2): :func:`weighted_mean` then :func:`server_step`;
+* clusters merged in a round (StoCFL): :func:`merged_update`;
+* FedRC-FT's average of the fine-tuned models and FedMD's per-cluster update: :func:`weighted_mean`.
 
 Weights are float64; the means are formed in the models' dtype (fp32), exactly as each method did before.
 
@@ -30,9 +31,10 @@ def server_step(current: torch.Tensor, mean: torch.Tensor, global_lr: float) -> 
     return current + global_lr * (mean - current)
 
 
-def weighted_mean(stacked: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Σ_u w_u θ_u / Σ_u w_u over the leading (unit) dimension of ``stacked``."""
-    w = weights.to(torch.float64) / weights.sum()
+def weighted_mean(stacked: torch.Tensor, weights: torch.Tensor, total: torch.Tensor | None = None) -> torch.Tensor:
+    """Σ_u w_u θ_u / Σ_u w_u over the leading (unit) dimension of ``stacked``; with ``total``, Σ_u w_u θ_u / total
+    (a part of a larger cohort: FedMD's within-cluster updates weighted against the whole cohort)."""
+    w = weights.to(torch.float64) / (weights.sum() if total is None else total)
     return torch.tensordot(w.to(stacked.device, stacked.dtype), stacked, dims=([0], [0]))
 
 
@@ -69,6 +71,23 @@ def cluster_step(cur: torch.Tensor, mean: torch.Tensor, total: torch.Tensor, glo
     """θ_k ← θ_k + η_g (mean_k − θ_k) for the clusters with a positive total weight; the others keep θ_k."""
     keep = (total <= 0).view(-1, *[1] * (cur.dim() - 1))
     return torch.where(keep, cur, server_step(cur, mean, global_lr))
+
+
+def merged_update(models: Params, local: Params, base: torch.Tensor, kept: torch.Tensor, trained: torch.Tensor,
+                  global_lr: float) -> Params:
+    """Clusters that merge this round (StoCFL, A.0 step 4), in float64: for every new cluster c, the start
+    θ̄_c = Σ_k B_ck θ_k / Σ_k B_ck and the mean (Σ_k O_ck θ_k + Σ_i L_ci θ_i) / Σ_k B_ck of the old models ``models``
+    [K, ...] with weights ``kept`` O [C, K] and the local models ``local`` [m, ...] with weights ``trained`` L [C, m];
+    ``base`` B [C, K] weights every old model by all its members. θ_c ← θ̄_c + η_g (mean − θ̄_c)."""
+    k, m = len(next(iter(models.values()))), len(next(iter(local.values())))
+    total = base.sum(1, keepdim=True).clamp_min(1e-300)
+    out: Params = {}
+    for name, cur in models.items():
+        flat_cur, flat_loc = cur.reshape(k, -1).double(), local[name].reshape(m, -1).double()
+        start = base @ flat_cur / total
+        mean = (kept @ flat_cur + trained @ flat_loc) / total
+        out[name] = server_step(start, mean, global_lr).to(cur.dtype).view_as(cur)
+    return out
 
 
 class ModelSums:

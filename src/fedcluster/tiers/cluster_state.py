@@ -3,14 +3,25 @@ per-sample responsibilities γ and sample-wise prior (soft methods), the tier-1 
 each client's hard position, which clients a round has estimated and the rounds done.
 
 A method keeps one :class:`ClusterState` (``alg.state``) and reads its fields through :class:`StateField`
-attributes (``alg.models``, ``alg.omega``, ``alg.gamma`` …). :meth:`ClusterState.split` and
-:meth:`ClusterState.remove` change K on the whole soft or hard state at once (HCFL paper Alg. 2 lines 21–31 with
-Alg. 4 and 5; FedRC paper App. H.4 Alg. 3), keeping models, weights, statistics and stable ids consistent. The
-server holds every client's weights, so the client sides of Alg. 4/5 are applied to all clients at once.
+attributes (``alg.models``, ``alg.omega``, ``alg.gamma`` …). Every change of K goes through the state, which keeps
+models, weights, statistics, the clients' positions and stable ids consistent:
+
+* :meth:`ClusterState.split` — a soft or hard split from the cohort's local models (HCFL paper Alg. 2 line 23,
+  Alg. 4); :meth:`ClusterState.split_copy` — a hard split whose new cluster starts from a copy of the model (CFL,
+  ICFL, FedGWC);
+* :meth:`ClusterState.merge` — merged clusters (StoCFL);
+* :meth:`ClusterState.remove` — removed clusters (HCFL paper Alg. 5; FedRC paper App. H.4 Alg. 3; a hard state's
+  clusters without members).
+
+The server holds every client's weights, so the client sides of Alg. 4/5 are applied to all clients at once.
+:meth:`ClusterState.record` is the round's ``clusters.jsonl`` line and :meth:`ClusterState.changes` its
+``splits``/``merges``/``removals`` columns; :meth:`ClusterState.save` / :meth:`ClusterState.load` its checkpoint
+entries.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +32,7 @@ from fedcluster.models.params import Params
 from fedcluster.tiers.adaptive import (
     ClusterBook,
     hard_split_weights,
+    merge_clusters,
     remove_clusters,
     remove_weights,
     reposition,
@@ -30,6 +42,8 @@ from fedcluster.tiers.adaptive import (
 from fedcluster.tiers.aggregation import server_step, weighted_mean
 from fedcluster.tiers.formulation import ServerStatistics
 from fedcluster.tiers.weights import segment_mean
+
+Groups = dict[str, tuple[np.ndarray, list[str]]]  # grouping -> (group of every training sample, group names)
 
 
 @dataclass
@@ -93,19 +107,46 @@ class ClusterState:
             self.stats.split(position)
         return new
 
-    def remove(self, positions: np.ndarray, *, owner: np.ndarray, round_: int, rule: str = "alg5") -> None:
-        """Delete ``positions``. ``rule="alg5"`` (HCFL paper Alg. 5 lines 5–7): ω̃, ω_{i,j;k} and γ rows
-        renormalised over the survivors. ``rule="s4"`` (FedRC paper Alg. 3 step 2): γ renormalised, then
-        ω_{i;k} = mean_j γ_{i,j;k} over each client's rows (``owner``). Server statistics F_{·,k_r} are dropped
-        (Alg. 5 lines 2–3)."""
-        assert self.book is not None and self.assigned is not None and self.gamma is not None
-        positions = np.asarray(positions, dtype=np.int64)
-        if len(positions) == 0:
-            return
+    def split_copy(self, position: int, movers: np.ndarray, round_: int) -> int:
+        """A hard split: the clients ``movers`` leave ``position`` for a new cluster at position K^t that starts from
+        a copy of its model (CFL, ICFL, FedGWC). Returns the new position."""
+        assert self.book is not None and self.assigned is not None
+        self.models, new = split_off(self.models, self.book, round_, position,
+                                     {n: v[position] for n, v in self.models.items()}, movers)
+        self.assigned[np.asarray(movers, dtype=np.int64)] = new
+        return new
+
+    def merge(self, groups: list[tuple[int, list[int]]], round_: int, models: Params | None = None) -> np.ndarray:
+        """Fold the absorbed positions of each (keep, absorbed) into keep (StoCFL); ``models`` (the full stack
+        before the drop, e.g. merged averages) replaces the current one. Returns the kept positions."""
+        assert self.book is not None and self.assigned is not None
         k = self.num_clusters
+        self.models, keep, remap = merge_clusters(self.models if models is None else models, self.book, round_,
+                                                  groups)
+        self.assigned = reposition(self.assigned, keep, k, remap)
+        return keep
+
+    def remove(self, positions: np.ndarray | list[int], *, round_: int, owner: np.ndarray | None = None,
+               rule: str = "alg5") -> np.ndarray:
+        """Delete ``positions``; returns the kept positions. A hard state (no γ) removes clusters without members
+        only. Otherwise ``rule="alg5"`` (HCFL paper Alg. 5 lines 5–7): ω̃, ω_{i,j;k} and γ rows renormalised over
+        the survivors; ``rule="s4"`` (FedRC paper Alg. 3 step 2): γ renormalised, then ω_{i;k} = mean_j γ_{i,j;k}
+        over each client's rows (``owner``). Server statistics F_{·,k_r} are dropped (Alg. 5 lines 2–3)."""
+        assert self.book is not None and self.assigned is not None
+        positions = np.asarray(positions, dtype=np.int64)
+        k = self.num_clusters
+        if self.gamma is None:
+            if np.isin(self.assigned, positions).any():
+                raise ValueError("only clusters without members can be removed")
+            self.models, keep = remove_clusters(self.models, self.book, round_, positions)
+            self.assigned = reposition(self.assigned, keep, k)
+            return keep
+        if len(positions) == 0:
+            return np.arange(k)
         self.models, keep = remove_clusters(self.models, self.book, round_, positions)
         self.gamma = remove_weights(self.gamma, positions).astype(np.float32)
         if rule == "s4":
+            assert owner is not None
             self.omega = segment_mean(self.gamma.astype(np.float64), owner, len(self.omega))
         else:
             self.omega = remove_weights(self.omega, positions)
@@ -114,6 +155,93 @@ class ClusterState:
         self.assigned = reposition(self.assigned, keep, k)
         if self.stats is not None:
             self.stats.remove(positions)
+        return keep
+
+    # -- what a round writes -----------------------------------------------------------------------------
+    def record(self, groups: Groups, owner: np.ndarray | None = None) -> dict[str, Any]:
+        """The round's ``clusters.jsonl`` line: for each grouping, ``mass[k][g]`` = Σ over training samples j of
+        group g of γ_{j;k} (a hard state: the samples of group g whose client, ``owner[j]``, is in cluster k),
+        rounded to 6 significant digits, with the names of the groups that have samples; with a cluster book, the
+        positions' stable ``ids`` and the ``events`` of the round just done."""
+        rec: dict[str, Any] = {}
+        for key, (g, names) in groups.items():
+            mass = self.mass(g, len(names), owner)
+            used = mass.sum(0) > 0  # drop groups without samples (e.g. unused style names)
+            rec[key] = {"names": [n for n, u in zip(names, used, strict=True) if u],
+                        "mass": [[float(f"{v:.6g}") for v in row[used]] for row in mass]}
+        if self.book is not None:
+            rec["ids"] = list(self.book.ids)
+            rec["events"] = [e.to_dict() for e in self.book.events_in(self.rounds_done)]
+        return rec
+
+    def mass(self, groups: np.ndarray, num_groups: int, owner: np.ndarray | None = None) -> np.ndarray:
+        """[K, G] Σ_{j in group g} γ_{j;k} (summed in row order, a column at a time); a hard state counts the
+        samples of each (cluster, group)."""
+        k = self.num_clusters
+        if self.gamma is None:
+            assert self.assigned is not None and owner is not None
+            pos = self.assigned[owner]
+            return np.bincount(pos * num_groups + groups, minlength=k * num_groups).reshape(k, num_groups
+                                                                                           ).astype(float)
+        return cluster_mass(self.gamma, groups, num_groups)
+
+    def changes(self, round_: int) -> dict[str, float]:
+        """The ``splits``, ``merges``, ``removals`` columns: the book's events of (1-based) ``round_``."""
+        assert self.book is not None
+        return {"splits": float(self.book.count(round_, "split")), "merges": float(self.book.count(round_, "merge")),
+                "removals": float(self.book.count(round_, "remove"))}
+
+    # -- checkpoints ------------------------------------------------------------------------------------
+    def save(self, keys: Mapping[str, str]) -> dict[str, Any]:
+        """The checkpoint entries ``keys`` (entry -> field path, ``stats.counts`` reaching into a part); the
+        cluster book as plain data."""
+        return {key: saved(self.get(path)) for key, path in keys.items()}
+
+    def load(self, state: Mapping[str, Any], keys: Mapping[str, str]) -> None:
+        """The fields of :meth:`save`'s entries back from ``state`` (entries it lacks are left as they are)."""
+        for key, path in keys.items():
+            if key in state:
+                self.put(path, restored(self.get(path), state[key]))
+
+    def get(self, path: str) -> Any:
+        holder, last = self._holder(path)
+        return getattr(holder, last)
+
+    def put(self, path: str, value: Any) -> None:
+        holder, last = self._holder(path)
+        setattr(holder, last, value)
+
+    def _holder(self, path: str) -> tuple[Any, str]:
+        *parts, last = path.split(".")
+        holder: Any = self
+        for part in parts:
+            holder = getattr(holder, part)
+        return holder, last
+
+
+def cluster_mass(gamma: np.ndarray, groups: np.ndarray, num_groups: int) -> np.ndarray:
+    """[K, G] Σ_{j in group g} γ_{j;k} (summed in row order, as ``np.add.at`` would, but a column at a time)."""
+    return np.stack([np.bincount(groups, weights=gamma[:, k], minlength=num_groups) for k in range(gamma.shape[1])])
+
+
+def saved(value: Any) -> Any:
+    """A value as a checkpoint holds it: plain data for a cluster book and a random generator's position, the
+    value itself otherwise (tensors, arrays, numbers, text, lists and mappings of them)."""
+    if isinstance(value, ClusterBook):
+        return value.state_dict()
+    if isinstance(value, np.random.Generator):
+        return value.bit_generator.state
+    return value
+
+
+def restored(current: Any, value: Any) -> Any:
+    """The inverse of :func:`saved`, given the field's ``current`` value (its type)."""
+    if isinstance(current, ClusterBook):
+        return ClusterBook.from_state(value)
+    if isinstance(current, np.random.Generator):
+        current.bit_generator.state = value
+        return current
+    return value
 
 
 def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, global_lr: float) -> torch.Tensor:
@@ -135,20 +263,12 @@ class StateField:
     def __set_name__(self, owner: type, name: str) -> None:
         self.path = self.path or name
 
-    def _holder(self, obj: Any) -> tuple[Any, str]:
-        assert self.path is not None
-        *parts, last = self.path.split(".")
-        holder = obj.state
-        for part in parts:
-            holder = getattr(holder, part)
-        return holder, last
-
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         if obj is None:
             return self
-        holder, last = self._holder(obj)
-        return getattr(holder, last)
+        assert self.path is not None
+        return obj.state.get(self.path)
 
     def __set__(self, obj: Any, value: Any) -> None:
-        holder, last = self._holder(obj)
-        setattr(holder, last, value)
+        assert self.path is not None
+        obj.state.put(self.path, value)

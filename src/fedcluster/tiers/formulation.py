@@ -155,6 +155,11 @@ class FormulationPart(ABC):
     reads_inputs: ClassVar[bool] = False  # the server reads the cohort's inputs (``joint``)
     label_table: ClassVar[bool] = False  # clients download and upload the K × C table (``fedrc-ratio``)
 
+    @property
+    def uses_statistics(self) -> bool:
+        """Whether the part reads and updates the server statistics (label counts, input densities)."""
+        return self.label_table or self.reads_inputs
+
     @abstractmethod
     def loglik(self, losses: np.ndarray, x: torch.Tensor | None, labels: np.ndarray,
                stats: ServerStatistics | None) -> np.ndarray:

@@ -3,7 +3,9 @@ and feature style (what FedRC's Figure 3 plots), one JSON line per round in ``cl
 
 A record holds, for each grouping, ``mass[k][g]`` = Σ over training samples j of group g of γ_{j;k}
 (the sample's current weight on cluster k) and the group names. Dividing a column by its sum gives the
-share of group g's data assigned to cluster k (FedRC Fig. 3); dividing a row gives cluster k's makeup.
+share of group g's data assigned to cluster k (FedRC Fig. 3); dividing a row gives cluster k's makeup. The
+record itself is built by the method's cluster state (:meth:`fedcluster.tiers.cluster_state.ClusterState.record`);
+here are the groups of every training sample.
 """
 
 from __future__ import annotations
@@ -27,19 +29,3 @@ def sample_groups(fed: Federation) -> dict[str, tuple[np.ndarray, list[str]]]:
         names = names + ["none"]  # clients without a style (-1) form the last group
         out["style"] = (np.where(style < 0, len(names) - 1, style), names)
     return out
-
-
-def cluster_mass(gamma: np.ndarray, groups: np.ndarray, num_groups: int) -> np.ndarray:
-    """[K, G] Σ_{j in group g} γ_{j;k} (summed in row order, as ``np.add.at`` would, but a column at a time)."""
-    return np.stack([np.bincount(groups, weights=gamma[:, k], minlength=num_groups) for k in range(gamma.shape[1])])
-
-
-def cluster_record(gamma: np.ndarray, groups: dict[str, tuple[np.ndarray, list[str]]]) -> dict:
-    """The JSON-able record of one round (masses rounded to 6 significant digits)."""
-    rec: dict = {}
-    for key, (g, names) in groups.items():
-        mass = cluster_mass(gamma, g, len(names))
-        used = mass.sum(0) > 0  # drop groups without samples (e.g. unused style names)
-        rec[key] = {"names": [n for n, u in zip(names, used, strict=True) if u],
-                    "mass": [[float(f"{v:.6g}") for v in row[used]] for row in mass]}
-    return rec
