@@ -8,6 +8,7 @@ file matches them."""
 from __future__ import annotations
 
 ALGORITHMS: dict[str, tuple[str, str]] = {
+    'apfl': ('fedcluster.algorithms.apfl', 'APFL: personalised mixture α_i v_i + (1 − α_i) w of a local and the global model, α_i learned'),
     'cfl': ('fedcluster.algorithms.cfl', 'CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2'),
     'cflgp': ('fedcluster.algorithms.cflgp', 'CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)'),
     'clove': ('fedcluster.algorithms.clove', 'CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, min-cost cluster-model matching'),
@@ -27,9 +28,11 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'hcfl-prime': ('fedcluster.algorithms.hcfl_presets', "HCFL' (HCFL paper Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split"),
     'icfl': ('fedcluster.algorithms.icfl', 'ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)'),
     'ifca': ('fedcluster.algorithms.ifca', 'IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)'),
+    'local': ('fedcluster.algorithms.local', "local-only training: every client trains its own model, nothing is communicated (test clients: the clients' models averaged)"),
     'oneshot': ('fedcluster.algorithms.oneshot', 'one-shot clustering: local models, k-means once, then FedAvg per cluster'),
     'oracle': ('fedcluster.algorithms.oracle', 'oracle: each client trains the model of its true cluster (upper reference)'),
     'pacfl': ('fedcluster.algorithms.pacfl', 'PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), then FedAvg per cluster'),
+    'pfedme': ('fedcluster.algorithms.pfedme', 'pFedMe: Moreau-envelope personalised models θ_i = prox(w), one global model w'),
     'stocfl': ('fedcluster.algorithms.stocfl', 'StoCFL: one cluster per client, merge clusters with update cosine > τ; prox λ toward a global model'),
 }
 DATASETS: dict[str, tuple[str, str]] = {

@@ -240,11 +240,6 @@ UNAVAILABLE = (
                 "FedRC paper Table 3, App. I.1",
                 "FedRC has the best mean test accuracy (Airline 59.14, Electricity 60.92)",
                 "needs the Airline and Electricity data (no loader in fedcluster; not available here)"),
-    Unavailable("s4-table4-pfl", "FedRC paper Table 4: personalised methods (Local, pFedMe, APFL) and CIFAR-100",
-                "FedRC paper Table 4",
-                "personalised methods reach high local but poor global accuracy; FedRC-FT keeps both",
-                "method not implemented (pFedMe, APFL, local-only training); the CIFAR-100 column needs CIFAR "
-                "files"),
 )
 
 EXPERIMENTS = (S4_T14, S4_T5, S4_T7, S4_T10, S4_T11, S4_ADAPTIVE)
