@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
-from fedcluster.algorithms.personal import PersonalAlgorithm, mean_of
+from fedcluster.algorithms.personal import PersonalAlgorithm, chunks, mean_of
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import Params
 
@@ -59,40 +59,37 @@ class APFL(PersonalAlgorithm):
         eta_alpha = eta if p.alpha_lr is None else p.alpha_lr
         clients = np.asarray(clients, dtype=np.int64)
         w = {n: v[0] for n, v in self.models.items()}
-        trained = {n: torch.empty(len(clients), *v.shape, dtype=v.dtype, device=v.device) for n, v in w.items()}
-        for u, c in enumerate(clients):
-            c = int(c)
-            w_i = {n: v.clone() for n, v in w.items()}
-            v_i = {n: self.personal[n][c].clone() for n in w}
-            a = float(self.alpha[c])
-            for x, y in self.batches(c, round_):
-                g_w = self.loss_grad(w_i, x, y)
-                g_bar = self.loss_grad({n: a * v_i[n] + (1 - a) * w_i[n] for n in w}, x, y)
-                if p.adaptive:
-                    slope = sum(float(((v_i[n] - w_i[n]) * g_bar[n]).sum()) for n in w)
-                    a_next = min(1.0, max(0.0, a - eta_alpha * slope))
-                else:
+        trained: dict[str, list[torch.Tensor]] = {n: [] for n in w}
+        for part in chunks(clients):
+            idx = torch.as_tensor(part, device=self.ctx.device)
+            w_i = {n: v.expand(len(part), *v.shape).clone() for n, v in w.items()}
+            v_i = {n: self.personal[n][idx].clone() for n in w}
+            a = torch.as_tensor(self.alpha[part], device=self.ctx.device)  # float64 [U]
+            with torch.no_grad():
+                for step in self.steps(part, round_):
+                    share = {n: _rows(a, v) for n, v in v_i.items()}
+                    g_w = self.loss_grads(w_i, step)
+                    g_bar = self.loss_grads({n: share[n] * v + (1 - share[n]) * w_i[n] for n, v in v_i.items()}, step)
                     a_next = a
-                v_i = {n: v_i[n] - eta * a * g_bar[n] for n in w}
-                w_i = {n: w_i[n] - eta * g_w[n] for n in w}
-                a = a_next
-            self.alpha[c] = a
+                    if p.adaptive:  # ∂f_i(v̄_i)/∂α_i = ⟨v_i − w_i, ∇f_i(v̄_i)⟩, per client
+                        slope = sum(((v_i[n] - w_i[n]) * g_bar[n]).flatten(1).sum(1).double() for n in w)
+                        a_next = torch.where(step.active > 0, (a - eta_alpha * slope).clamp(0.0, 1.0), a)
+                    v_i = {n: v - eta * step.scale(v) * share[n] * g_bar[n] for n, v in v_i.items()}
+                    w_i = {n: v - eta * step.scale(v) * g_w[n] for n, v in w_i.items()}
+                    a = a_next
+            self.alpha[part] = a.cpu().numpy()
             for n in w:
-                self.personal[n][c] = v_i[n]
-                trained[n][u] = w_i[n]
+                self.personal[n][idx] = v_i[n]
+                trained[n].append(w_i[n])
         if len(clients):
-            self.models = mean_of(trained, self.ctx.fed.train.sizes[clients])
+            self.models = mean_of({n: torch.cat(v) for n, v in trained.items()}, self.ctx.fed.train.sizes[clients])
         payload = self.model_bytes() * len(clients)
         return RoundResult(bytes_up=payload, bytes_down=payload)
 
     def personal_for_prediction(self) -> Params:
         """v̄_i = α_i v_i + (1 − α_i) w for every client, with the current global w."""
         a = torch.as_tensor(self.alpha, device=self.ctx.device)
-        out = {}
-        for n, v in self.personal.items():
-            share = a.view(-1, *[1] * (v.dim() - 1)).to(v.dtype)
-            out[n] = share * v + (1 - share) * self.models[n]
-        return out
+        return {n: _rows(a, v) * v + (1 - _rows(a, v)) * self.models[n] for n, v in self.personal.items()}
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "alpha": self.alpha}
@@ -100,3 +97,8 @@ class APFL(PersonalAlgorithm):
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.alpha = state["alpha"]
+
+
+def _rows(a: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The per-client weights ``a`` [U] shaped to multiply a stack ``v`` [U, ...], in its dtype."""
+    return a.view(-1, *[1] * (v.dim() - 1)).to(v.dtype)

@@ -7,18 +7,20 @@ method without one (local-only training) is the average of the clients' models (
 don't have a global model, we average the local models to create a global model").
 
 pFedMe and APFL update two sets of parameters per local step (a bi-level or a mixed objective), which the
-trainer's plain SGD cannot express; :func:`local_steps` runs their steps here, one client at a time, on the same
-batches the trainer would draw (engine.batches: seeded by seed, round, client and stream).
+trainer's plain SGD cannot express; :meth:`PersonalAlgorithm.steps` runs their steps here, the clients of a chunk
+vectorised (torch.func), on the same batches the trainer would draw (engine.batches: seeded by seed, round, client
+and stream).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from torch.func import functional_call
+from torch.func import functional_call, grad, vmap
 
 from fedcluster.algorithms.base import Algorithm, Context
 from fedcluster.data.federation import Split
@@ -26,6 +28,27 @@ from fedcluster.engine.batches import make_schedule
 from fedcluster.engine.evaluation import client_outputs
 from fedcluster.engine.kernels import per_sample_loss
 from fedcluster.engine.params import Params, num_bytes
+
+CHUNK = 64  # clients whose local steps run at once
+
+
+@dataclass
+class LocalStep:
+    """One local step of U clients: their batches [U, B, ...] (padded), padding mask [U, B], and which are active."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor
+    active: torch.Tensor  # [U] 1.0 for a client that takes this step
+
+    def scale(self, v: torch.Tensor) -> torch.Tensor:
+        """``active`` shaped to multiply a stack ``v`` [U, ...]."""
+        return self.active.view(-1, *[1] * (v.dim() - 1)).to(v.dtype)
+
+
+def chunks(clients: np.ndarray) -> Iterator[np.ndarray]:
+    for lo in range(0, len(clients), CHUNK):
+        yield clients[lo:lo + CHUNK]
 
 
 class PersonalAlgorithm(Algorithm):
@@ -41,6 +64,7 @@ class PersonalAlgorithm(Algorithm):
         self.personal: Params = {n: v.expand(m, *v.shape[1:]).clone() for n, v in self.models.items()}
         self.has_personal = np.zeros(m, dtype=bool)
         self._loss = per_sample_loss(ctx.fed.task)
+        self._grad_fn = vmap(grad(self._unit_loss))
 
     def reads_every_input(self) -> str | None:
         return f"algorithm={type(self).__name__} (its local steps run in the server's process)"
@@ -52,25 +76,28 @@ class PersonalAlgorithm(Algorithm):
     def model_bytes(self) -> int:
         return num_bytes({n: v[0] for n, v in self.models.items()})
 
-    # -- local steps run here ---------------------------------------------------------------
-    def batches(self, client: int, round_: int, stream: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """The (inputs, targets) of ``client``'s local steps this round: the run's epochs and batch size, in the
-        order the trainer would draw them."""
+    # -- local steps run here, every client of a chunk at once ----------------------------------------
+    def steps(self, clients: np.ndarray, round_: int, stream: int = 0) -> Iterator[LocalStep]:
+        """The cohort's local steps in lockstep: the run's epochs and batch size, each client's batches in the order
+        the trainer would draw them (engine.batches); a client out of steps is inactive (``active`` 0)."""
         solver, train = self.ctx.solver, self.ctx.fed.train
-        sched = make_schedule(train.sizes, np.array([client]), self.ctx.cfg.seed, round_, solver.epochs,
-                              solver.batch_size, stream, solver.max_steps, solver.drop_last)
-        lo = int(train.ptr[client])
-        for s in range(int(sched.steps[0])):
-            real = int(sched.mask[0, s].sum())
-            idx = (sched.local[0, s, :real] + lo).to(train.x.device)
-            yield train.x[idx], train.y[idx]
+        sched = make_schedule(train.sizes, clients, self.ctx.cfg.seed, round_, solver.epochs, solver.batch_size,
+                              stream, solver.max_steps, solver.drop_last)
+        device = train.x.device
+        rows = (sched.local + torch.as_tensor(train.ptr[clients]).view(-1, 1, 1)).to(device)
+        mask = sched.mask.to(device)
+        for s in range(sched.num_steps):
+            active = torch.as_tensor(sched.steps > s, device=device, dtype=torch.float32)
+            idx = rows[:, s]
+            yield LocalStep(train.x[idx], train.y[idx], mask[:, s], active)
 
-    def loss_grad(self, params: Params, x: torch.Tensor, y: torch.Tensor) -> Params:
-        """∇ of the mean per-sample loss of the model ``params`` (one model) on the batch (x, y)."""
-        leaves = {n: v.detach().requires_grad_(True) for n, v in params.items()}
-        loss = self._loss(functional_call(self.ctx.module, leaves, (x,)), y).mean()
-        grads = torch.autograd.grad(loss, list(leaves.values()))
-        return dict(zip(leaves, grads, strict=True))
+    def loss_grads(self, params: Params, step: LocalStep) -> Params:
+        """[U, ...] ∇ of each unit's mean loss on its batch of ``step`` at its own model ``params`` [U, ...]."""
+        return self._grad_fn(params, step.x, step.y, step.mask)
+
+    def _unit_loss(self, p: Params, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        out = functional_call(self.ctx.module, p, (x,))
+        return (self._loss(out, y) * mask).sum() / mask.sum().clamp(min=1.0)
 
     # -- evaluation --------------------------------------------------------------------------
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:

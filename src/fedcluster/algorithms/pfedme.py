@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
-from fedcluster.algorithms.personal import PersonalAlgorithm
+from fedcluster.algorithms.personal import PersonalAlgorithm, chunks
 from fedcluster.catalog.registry import ALGORITHMS
 
 
@@ -57,17 +57,20 @@ class PFedMe(PersonalAlgorithm):
         clients = np.asarray(clients, dtype=np.int64)
         w = {n: v[0] for n, v in self.models.items()}
         total = {n: torch.zeros_like(v) for n, v in w.items()}
-        for c in clients:
-            w_local = {n: v.clone() for n, v in w.items()}
-            theta = {n: v.clone() for n, v in w.items()}
-            for x, y in self.batches(int(c), round_):
-                for _ in range(p.inner_steps):  # K steps on h̃_i(θ; w_{i,r}, D_i)
-                    g = self.loss_grad(theta, x, y)
-                    theta = {n: theta[n] - p.personal_lr * (g[n] + p.lam * (theta[n] - w_local[n])) for n in theta}
-                w_local = {n: w_local[n] - eta * p.lam * (w_local[n] - theta[n]) for n in w_local}
+        for part in chunks(clients):
+            start = {n: v.expand(len(part), *v.shape).clone() for n, v in w.items()}
+            w_local, theta = start, {n: v.clone() for n, v in start.items()}
+            with torch.no_grad():
+                for step in self.steps(part, round_):
+                    for _ in range(p.inner_steps):  # K steps on h̃_i(θ; w_{i,r}, D_i)
+                        g = self.loss_grads(theta, step)
+                        theta = {n: theta[n] - p.personal_lr * step.scale(v) * (g[n] + p.lam * (v - w_local[n]))
+                                 for n, v in theta.items()}
+                    w_local = {n: v - eta * p.lam * step.scale(v) * (v - theta[n]) for n, v in w_local.items()}
+            idx = torch.as_tensor(part, device=self.ctx.device)
             for n in total:
-                total[n] += w_local[n]
-                self.personal[n][int(c)] = theta[n]
+                total[n] += w_local[n].sum(0)
+                self.personal[n][idx] = theta[n]
         self.has_personal[clients] = True
         if len(clients):
             self.models = {n: ((1 - p.beta) * w[n] + p.beta * total[n] / len(clients)).unsqueeze(0) for n in w}
