@@ -36,10 +36,12 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'stocfl': ('fedcluster.algorithms.stocfl', 'StoCFL: one cluster per client, merge clusters with update cosine > τ; prox λ toward a global model'),
 }
 DATASETS: dict[str, tuple[str, str]] = {
+    'airline': ('fedcluster.data.datasets', 'Airline flight delays, the first 58,100 records (FedRC paper Table 3; airline_14col.data in data_dir=)'),
     'cflgp-lines': ('fedcluster.data.datasets', 'CFL-GP paper synthetic three-lines regression (scenario=cflgp-lines scenario.delta_phi=20)'),
     'cifar10': ('fedcluster.data.datasets', 'CIFAR-10 32×32 RGB from the python pickle batches in data_dir='),
     'cifar100': ('fedcluster.data.datasets', 'CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir='),
     'digits': ('fedcluster.data.datasets', "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)"),
+    'electricity': ('fedcluster.data.datasets', 'Electricity (Elec2) price moves, 45,312 records (FedRC paper Table 3; electricity-normalized.csv in data_dir=)'),
     'emnist': ('fedcluster.data.datasets', 'EMNIST (balanced split) 28×28 from idx files in data_dir='),
     'fashion-mnist': ('fedcluster.data.datasets', 'Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)'),
     'femnist': ('fedcluster.data.datasets', "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)"),
@@ -59,6 +61,7 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     'mixture': ('fedcluster.data.scenarios.mixture', 'CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)'),
     'natural': ('fedcluster.data.scenarios.natural', "the data set's own clients (FEMNIST writers): num_clients writers drawn, concepts=C adds label-map concepts"),
     'rotation': ('fedcluster.data.scenarios.rotation', 'rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, [0,90,180,270] FedMD paper); nearby angles share a cluster'),
+    'stream-drift': ('fedcluster.data.scenarios.stream', "FedRC paper Table 3: Airline/Electricity records split by LDA (α = 0.1); two test clients from the stream's start and end (dataset=airline|electricity)"),
 }
 MODELS: dict[str, tuple[str, str]] = {
     'cnn': ('fedcluster.models.zoo', 'two-conv CNN of the FedAvg paper (5×5 conv 32/64, max-pool, FC 512)'),
