@@ -99,3 +99,25 @@ def test_pfedme_personal_models_beat_its_global_model_under_label_shift(tmp_path
     run = _run(tmp_path, ["algorithm=pfedme", *TWO_CLASSES, f"seed={seed}", "local_epochs=4"], rounds=10)
     personal, global_ = _val_accuracy(run), _val_accuracy(run, run.alg.models)
     assert personal > global_ + 0.1, (personal, global_)
+
+
+def test_pfedme_personal_model_solves_the_moreau_inner_problem(tmp_path: Path) -> None:
+    """pFedMe paper eq. 3: θ̂_i(w) = argmin_θ f_i(θ) + (λ/2)‖θ − w‖². One local step on one full batch, many inner
+    steps: the stored personal model is the minimiser, its gradient ∇f_i(θ) + λ(θ − w^0) near zero (next to
+    ∇f_i(w^0))."""
+    run = _run(tmp_path, ["algorithm=pfedme", *TWO_CLASSES, "seed=0", "model=logistic", "batch_size=1000",
+                          "algorithm.inner_steps=300", "algorithm.personal_lr=0.02"], rounds=1)
+    alg, lam = run.alg, run.alg.params.lam
+    w0 = {n: v[0] for n, v in alg.ctx.fresh_models(1).items()}
+    x, y = alg.ctx.fed.train.client(0)
+
+    def gradient(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        leaves = {n: v.detach().clone().requires_grad_(True) for n, v in params.items()}
+        loss = torch.nn.functional.cross_entropy(torch.func.functional_call(alg.ctx.module, leaves, (x,)), y)
+        return dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values())), strict=True))
+
+    theta = {n: v[0] for n, v in alg.personal.items()}
+    g_theta, g_w0 = gradient(theta), gradient(w0)
+    residual = sum(float(((g_theta[n] + lam * (theta[n] - w0[n])) ** 2).sum()) for n in theta) ** 0.5
+    scale = sum(float((g_w0[n] ** 2).sum()) for n in theta) ** 0.5
+    assert residual < 1e-3 * scale, (residual, scale)
