@@ -53,6 +53,11 @@ BASELINES: dict[str, str] = {
              "37, 2023.",
     "oneshot": "Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a "
                "Heterogeneous Environment. arXiv:1906.06629, 2019.",
+    # the personalised methods of the FedRC paper's Table 4
+    "pfedme": "Canh T. Dinh, Nguyen H. Tran, Tuan Dung Nguyen. Personalized Federated Learning with Moreau "
+              "Envelopes. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.",
+    "apfl": "Yuyang Deng, Mohammad Mahdi Kamani, Mehrdad Mahdavi. Adaptive Personalized Federated Learning. "
+            "arXiv:2003.13461, 2020.",
     # clustered-FL methods beyond the four papers' comparisons
     "flhc": "Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
             "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "
@@ -71,7 +76,7 @@ BASELINES: dict[str, str] = {
 # Registered algorithms that come from one of PAPERS.
 FROM_PAPER: dict[str, str] = {
     "hcfl": "HCFL paper", "hcfl-plus": "HCFL paper", "hcfl-prime": "HCFL paper",
-    "fedrc": "FedRC paper", "fedrc-adaptive": "FedRC paper",
+    "fedrc": "FedRC paper", "fedrc-adaptive": "FedRC paper", "local": "FedRC paper",
     "cflgp": "CFL-GP paper",
     "fedmd": "FedMD paper",
 }

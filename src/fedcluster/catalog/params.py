@@ -229,10 +229,12 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         )),
     },
     'dataset': {
+        'airline': None,
         'cflgp-lines': None,
         'cifar10': None,
         'cifar100': None,
         'digits': None,
+        'electricity': None,
         'emnist': None,
         'fashion-mnist': None,
         'femnist': None,
@@ -353,6 +355,10 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('samples', 'int|null', 'null', 'random subset of the training set (null = all)'),
             ('val_fraction', 'float', '0.3', "share of each client's samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep; FedMD paper: 14)'),
+        )),
+        'stream-drift': (None, (
+            ('alpha', 'float', '0.1', 'Dirichlet concentration α of the LDA label split (the FedRC paper: 0.1)'),
+            ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
         )),
     },
     'model': {
