@@ -19,7 +19,6 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.personal import PersonalAlgorithm, mean_of
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.engine.params import Params
 
 
 @dataclass
@@ -50,6 +49,3 @@ class LocalOnly(PersonalAlgorithm):
             self.personal[n][idx] = v
         self.models = mean_of(self.personal, self.ctx.fed.train.sizes)
         return RoundResult(bytes_up=0, bytes_down=0)
-
-    def global_model(self) -> Params:
-        return self.models

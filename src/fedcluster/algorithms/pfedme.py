@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import RoundResult
 from fedcluster.algorithms.personal import PersonalAlgorithm, chunks
 from fedcluster.catalog.registry import ALGORITHMS
 
@@ -49,9 +49,6 @@ class PFedMeParams:
 @ALGORITHMS.register("pfedme", "pFedMe: Moreau-envelope personalised models θ_i = prox(w), one global model w",
                      PFedMeParams)
 class PFedMe(PersonalAlgorithm):
-    def __init__(self, ctx: Context, params: PFedMeParams) -> None:
-        super().__init__(ctx, params)
-
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         p, eta = self.params, self.ctx.cfg.lr
         clients = np.asarray(clients, dtype=np.int64)
