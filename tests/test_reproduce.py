@@ -31,6 +31,7 @@ HEADLINES = {
 }
 HEADLINES |= {"s2-local-steps", "s2-large-population-k4", "s3-rotation-8-sweep", "s3-rotation-4-fedem",
               "s1-table2-distance", "s1-table10-prime"}
+HEADLINES |= {"s4-table4-pfl", "s4-table4-pfl-cifar100", "s4-table3-airline", "s4-table3-electricity"}
 OPEN_QUESTIONS = {"q-ifca-vs-fedrc", "q-hcfl-rho03", "q-stocfl-collapse", "q-s4-ifca-protocol", "q-hcfl-s1-code",
                   "q-s4-code-as-run"}
 
@@ -129,7 +130,9 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
     (["reproduce", "s2-mixreg-a", "--seeds", "0"], "at least 1 seed"),
     (["reproduce", "s2-mixreg-a", "--set", "rounds"], "key=value"),
     (["reproduce", "s2-mixreg-a", "--report-only"], "holds no results"),
-    (["reproduce", "s4-table3-airline"], "cannot run here: needs the Airline"),
+    (["reproduce", "s4-table2-resnet18"], "cannot run here: needs CIFAR files"),
+    (["reproduce", "s4-table3-airline", "--budget", "tiny"], "a folder holding airline_14col.data"),
+    (["reproduce", "s4-table3-electricity", "--budget", "tiny"], "a folder holding electricity-normalized.csv"),
     (["reproduce", "s2-mixreg-a", "--estimate"], "--estimate times the experiments run by the generic suite runner"),
     pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(
         torch.cuda.is_available(), reason="a CUDA device is present")),

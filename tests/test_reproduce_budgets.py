@@ -63,7 +63,7 @@ def test_the_code_as_run_at_scale_says_it_trains_an_mlp_not_the_papers_cnn() -> 
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if "FedRC paper" in e.source
-                                        and n != MLP_AT_SCALE))
+                                        and n != MLP_AT_SCALE and "dataset=fashion-mnist" in e.overrides))
 def test_fedrc_paper_budgets_are_its_clients_rounds_batch_and_cnn(name: str) -> None:
     """300 clients (Tables 1, 4-7, adaptive) or 100 (Tables 2, 8-15), 200 rounds, batch 128 and the CNN of the FedRC
     paper's public code, for every (setting, method) of the run."""
@@ -74,6 +74,18 @@ def test_fedrc_paper_budgets_are_its_clients_rounds_batch_and_cnn(name: str) -> 
         assert (cfg.num_clients, cfg.rounds, cfg.batch_size) == (clients, 200, 128), name
         assert cfg.model == cnn["model"] and list(typed["model"].channels) == json.loads(cnn["model.channels"])
         assert typed["model"].fc == int(cnn["model.fc"]), name
+
+
+def test_fedrc_paper_budgets_off_fashion_mnist_are_its_clients_rounds_batch_and_models() -> None:
+    """Table 4's CIFAR-100 column: 300 clients, 200 rounds, batch 128, MobileNetV2; Table 3: 300 clients, 500
+    rounds, batch 128, lr 0.01, a three-layer MLP (the FedRC paper, App. I.1)."""
+    c100 = _resolved(EXPERIMENTS["s4-table4-pfl-cifar100"], "paper")
+    assert {(c.num_clients, c.rounds, c.batch_size, c.model) for c, _ in c100} == {(300, 200, 128, "mobilenet-v2")}
+    for name in ("s4-table3-airline", "s4-table3-electricity"):
+        resolved = _resolved(EXPERIMENTS[name], "paper")
+        assert {(c.num_clients, c.rounds, c.batch_size, c.lr, c.model) for c, _ in resolved} == {
+            (300, 500, 128, 0.01, "mlp")}, name
+        assert {len(t["model"].hidden) for _, t in resolved} == {2}, name
 
 
 def test_cflgp_paper_budgets_use_the_papers_batch_and_rounds() -> None:

@@ -8,6 +8,7 @@ tests/test_discoverability.py fails until this file matches them."""
 from __future__ import annotations
 
 ALGORITHMS: dict[str, tuple[str, str]] = {
+    'apfl': ('fedcluster.algorithms.apfl', 'APFL: personalised mixture α_i v_i + (1 − α_i) w of a local and the global model, α_i learned'),
     'cfl': ('fedcluster.algorithms.cfl', 'CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2'),
     'cflgp': ('fedcluster.algorithms.cflgp', 'CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)'),
     'clove': ('fedcluster.algorithms.clove', 'CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, min-cost cluster-model matching'),
@@ -28,16 +29,20 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'hcfl-prime': ('fedcluster.algorithms.hcfl_presets', "HCFL' (HCFL paper Table 10): backbone tiers 1–2 + CFL tiers 3–4 + the extractor/head split"),
     'icfl': ('fedcluster.algorithms.icfl', 'ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)'),
     'ifca': ('fedcluster.algorithms.ifca', 'IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)'),
+    'local': ('fedcluster.algorithms.local', "local-only training: every client trains its own model, nothing is communicated (test clients: the clients' models averaged)"),
     'oneshot': ('fedcluster.algorithms.oneshot', 'one-shot clustering: local models, k-means once, then FedAvg per cluster'),
     'oracle': ('fedcluster.algorithms.oracle', 'oracle: each client trains the model of its true cluster (upper reference)'),
     'pacfl': ('fedcluster.algorithms.pacfl', 'PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), then FedAvg per cluster'),
+    'pfedme': ('fedcluster.algorithms.pfedme', 'pFedMe: Moreau-envelope personalised models θ_i = prox(w), one global model w'),
     'stocfl': ('fedcluster.algorithms.stocfl', 'StoCFL: one cluster per client, merge clusters with update cosine > τ; prox λ toward a global model'),
 }
 DATASETS: dict[str, tuple[str, str]] = {
+    'airline': ('fedcluster.data.datasets', 'Airline flight delays, the first 58,100 records (FedRC paper Table 3; airline_14col.data in data_dir=)'),
     'cflgp-lines': ('fedcluster.data.datasets', 'CFL-GP paper synthetic three-lines regression (scenario=cflgp-lines scenario.delta_phi=20)'),
     'cifar10': ('fedcluster.data.datasets', 'CIFAR-10 32×32 RGB from the python pickle batches in data_dir='),
     'cifar100': ('fedcluster.data.datasets', 'CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir='),
     'digits': ('fedcluster.data.datasets', "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)"),
+    'electricity': ('fedcluster.data.datasets', 'Electricity (Elec2) price moves, 45,312 records (FedRC paper Table 3; electricity-normalized.csv in data_dir=)'),
     'emnist': ('fedcluster.data.datasets', 'EMNIST (balanced split) 28×28 from idx files in data_dir='),
     'fashion-mnist': ('fedcluster.data.datasets', 'Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)'),
     'femnist': ('fedcluster.data.datasets', "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)"),
@@ -57,6 +62,7 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     'mixture': ('fedcluster.data.scenarios.mixture', 'CFL-GP paper §5.2 mixture: clients of A (0°), B (180°) and C (each sample 0° with ratio κ, else 180°)'),
     'natural': ('fedcluster.data.scenarios.natural', "the data set's own clients (FEMNIST writers): num_clients writers drawn, concepts=C adds label-map concepts"),
     'rotation': ('fedcluster.data.scenarios.rotation', 'rotated images, one disjoint part per angle (angles=[0,15,90,105,...] CFL-GP paper, [0,90,180,270] FedMD paper); nearby angles share a cluster'),
+    'stream-drift': ('fedcluster.data.scenarios.stream', "FedRC paper Table 3: Airline/Electricity records split by LDA (α = 0.1); two test clients from the stream's start and end (dataset=airline|electricity)"),
 }
 MODELS: dict[str, tuple[str, str]] = {
     'cnn': ('fedcluster.models.zoo', 'two-conv CNN of the FedAvg paper (5×5 conv 32/64, max-pool, FC 512)'),
@@ -70,6 +76,7 @@ MODELS: dict[str, tuple[str, str]] = {
 }
 PAPER_OF: dict[str, dict[str, str]] = {
     'algorithm': {
+        'apfl': 'Yuyang Deng, Mohammad Mahdi Kamani, Mehrdad Mahdavi. Adaptive Personalized Federated Learning. arXiv:2003.13461, 2020.',
         'cfl': 'Felix Sattler, Klaus-Robert Müller, Wojciech Samek. Clustered Federated Learning: Model-Agnostic Distributed Multitask Optimization Under Privacy Constraints. IEEE Transactions on Neural Networks and Learning Systems 32(8):3710–3722, 2021.',
         'cflgp': 'CFL-GP paper',
         'clove': 'Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized Federated Learning through Clustering of Loss Vector Embeddings. International Conference on Machine Learning (ICML), PMLR 306, 2026 (arXiv:2506.22427).',
@@ -90,8 +97,10 @@ PAPER_OF: dict[str, dict[str, str]] = {
         'hcfl-prime': 'HCFL paper',
         'icfl': 'Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE Transactions on Neural Networks and Learning Systems, 2023.',
         'ifca': 'Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficient Framework for Clustered Federated Learning. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.',
+        'local': 'FedRC paper',
         'oneshot': 'Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous Environment. arXiv:1906.06629, 2019.',
         'pacfl': 'Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. Efficient Distribution Similarity Identification in Clustered Federated Learning via Principal Angles between Client Data Subspaces. Proceedings of the AAAI Conference on Artificial Intelligence 37, 2023.',
+        'pfedme': 'Canh T. Dinh, Nguyen H. Tran, Tuan Dung Nguyen. Personalized Federated Learning with Moreau Envelopes. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.',
         'stocfl': 'Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning. arXiv:2303.00897, 2023.',
     },
     'dataset': {},

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], ...]] | None]] = {
     'algorithm': {
+        'apfl': (None, (
+            ('alpha', 'float', '0.5', "α_i at the start: the local model's share of the personalised model"),
+            ('adaptive', 'bool', 'true', 'learn α_i (APFL paper §5); false keeps it fixed'),
+            ('alpha_lr', 'float|null', 'null', "η_α, the step size of α (null: the run's lr)"),
+            ('num_clusters', 'int', '1', 'always 1: one global model'),
+        )),
         'cfl': (None, (
             ('tol1', 'float', '0.4', "ε1: split only when the cluster's mean update is this small (HCFL paper Table 1: 0.4 / 0.2)"),
             ('tol2', 'float', '1.6', "ε2: ... and some client's update is larger than this (HCFL paper: 1.6 / 0.8)"),
@@ -202,6 +208,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('variant', 'model|gradient', 'model', 'option II (model averaging) / option I (gradient)'),
             ('zero_fill', 'bool', 'false', "The FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
         )),
+        'local': (None, (
+            ('num_clusters', 'int', '1', 'always 1: the averaged model test clients predict with'),
+        )),
         'oneshot': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
@@ -217,16 +226,25 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('linkage', 'average|complete|single', 'average', 'hierarchical-clustering linkage'),
             ('measure', 'entry-min|principal', 'entry-min', 'angle: smallest entry (code) / principal'),
         )),
+        'pfedme': (None, (
+            ('lam', 'float', '15.0', "λ, the weight of the Moreau envelope's proximal term"),
+            ('inner_steps', 'int', '5', 'K, gradient steps on the inner problem per local step'),
+            ('personal_lr', 'float', '0.1', "step size of the inner steps (the paper's personal learning rate)"),
+            ('beta', 'float', '1.0', "β, the server's step toward the clients' average (1: plain averaging)"),
+            ('num_clusters', 'int', '1', 'always 1: one global model'),
+        )),
         'stocfl': (None, (
             ('tau', 'float', '0.1', 'merge threshold on the cosine similarity of cluster representations'),
             ('lam', 'float', '0.5', 'λ: weight of the proximal pull toward the global model'),
         )),
     },
     'dataset': {
+        'airline': None,
         'cflgp-lines': None,
         'cifar10': None,
         'cifar100': None,
         'digits': None,
+        'electricity': None,
         'emnist': None,
         'fashion-mnist': None,
         'femnist': None,
@@ -347,6 +365,10 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('group_by', 'quadrant|angle', 'quadrant', 'true clusters: nearby angles / each angle'),
             ('groups', 'list[list[float]]|null', 'null', 'explicit grouping of the angles, e.g. [[0,15],[90,105]]'),
             ('samples', 'int|null', 'null', 'random subset of the training set (null = all)'),
+        )),
+        'stream-drift': (None, (
+            ('alpha', 'float', '0.1', 'Dirichlet concentration α of the LDA label split (the FedRC paper: 0.1)'),
+            ('val_fraction', 'float', '0.2', "share of each client's samples held out for local validation"),
         )),
     },
     'model': {

@@ -13,6 +13,7 @@ from fedcluster.data.sources.digits import load_digits
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR, load_fashion_mnist
 from fedcluster.data.sources.leaf import load_femnist
 from fedcluster.data.sources.mnist import load_emnist, load_mnist
+from fedcluster.data.sources.streams import AIRLINE_NEEDS, ELECTRICITY_NEEDS, load_airline, load_electricity
 from fedcluster.data.sources.tiny_imagenet import load_tiny_imagenet
 from fedcluster.errors import ConfigError
 
@@ -41,6 +42,17 @@ def _needs_dir(name: str, loader: Callable[[str], ArrayDataset]) -> Callable[[st
     return load
 
 
+def _needs_file(name: str, loader: Callable[[str], ArrayDataset], files: str) -> Callable[[str | None], ArrayDataset]:
+    """As :func:`_needs_dir`, the message naming the file the folder must hold."""
+    def load(data_dir: str | None) -> ArrayDataset:
+        if data_dir is None:
+            raise ConfigError(f"dataset {name!r} is read from your own copy: pass data_dir=DIR, a folder holding "
+                              f"{files} (nothing is downloaded)")
+        return loader(data_dir)
+
+    return load
+
+
 DATASETS.add("digits", DatasetSpec(lambda _dir: load_digits(), reads_files=False),
              "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)")
 DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d), standardize=True,
@@ -56,6 +68,11 @@ DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100), stan
              "CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir=")
 DATASETS.add("femnist", DatasetSpec(_needs_dir("femnist", load_femnist), standardize=True),
              "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)")
+DATASETS.add("airline", DatasetSpec(_needs_file("airline", load_airline, AIRLINE_NEEDS)),
+             "Airline flight delays, the first 58,100 records (FedRC paper Table 3; airline_14col.data in data_dir=)")
+DATASETS.add("electricity", DatasetSpec(_needs_file("electricity", load_electricity, ELECTRICITY_NEEDS)),
+             "Electricity (Elec2) price moves, 45,312 records (FedRC paper Table 3; electricity-normalized.csv in "
+             "data_dir=)")
 DATASETS.add("tiny-imagenet", DatasetSpec(_needs_dir("tiny-imagenet", load_tiny_imagenet), standardize=True),
              "Tiny-ImageNet 64×64 RGB, 200 classes (the extracted tiny-imagenet-200 folder in data_dir=)")
 DATASETS.add("mixed-regression", DatasetSpec(None, synthetic_scenario="mixed-regression"),

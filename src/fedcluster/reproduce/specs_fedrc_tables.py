@@ -236,15 +236,6 @@ UNAVAILABLE = (
                 "FedRC paper Table 2",
                 "FedRC has the best local and global accuracy (CIFAR-10 49.16 / 47.80, CIFAR-100 31.76 / 28.10)",
                 "needs CIFAR files (the CIFAR-10/100 python batches, data_dir=DIR) and a GPU for ResNet18"),
-    Unavailable("s4-table3-airline", "FedRC paper Table 3: real concept drift (Airline, Electricity)",
-                "FedRC paper Table 3, App. I.1",
-                "FedRC has the best mean test accuracy (Airline 59.14, Electricity 60.92)",
-                "needs the Airline and Electricity data (no loader in fedcluster; not available here)"),
-    Unavailable("s4-table4-pfl", "FedRC paper Table 4: personalised methods (Local, pFedMe, APFL) and CIFAR-100",
-                "FedRC paper Table 4",
-                "personalised methods reach high local but poor global accuracy; FedRC-FT keeps both",
-                "method not implemented (pFedMe, APFL, local-only training); the CIFAR-100 column needs CIFAR "
-                "files"),
 )
 
 EXPERIMENTS = (S4_T14, S4_T5, S4_T7, S4_T10, S4_T11, S4_ADAPTIVE)
