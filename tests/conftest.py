@@ -73,6 +73,19 @@ def strict_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDevice]:
         def get_tensor(self, name: str) -> torch.Tensor:
             return fake.on_host(self.file.get_tensor(name))
 
+        def get_slice(self, name: str) -> HostSlice:
+            return HostSlice(self.file.get_slice(name))
+
+    class HostSlice:  # rows read from a state file (data/sharded.py's partial reads) land on the host too
+        def __init__(self, part: Any) -> None:
+            self.part = part
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.part, name)
+
+        def __getitem__(self, index: Any) -> torch.Tensor:
+            return fake.on_host(self.part[index])
+
     def resolve_device(name: str) -> torch.device:  # the simulated accelerator, unless a run asks for the CPU
         fake.paused = fake.paused or name == "cpu"
         return torch.device("cpu")

@@ -32,6 +32,7 @@ from fedcluster.models import build_model
 
 pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/conftest.py)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+RUN_DEVICE = torch.device("cpu")  # the run's device
 FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]
 # every registered method, with the keys it needs on the demo federation (regression methods on theirs)
 METHODS = {
@@ -164,6 +165,7 @@ def test_split_body_and_cnn_keep_their_tensors_on_the_runs_device(tmp_path: Path
 
 # -- keys and errors ----------------------------------------------------------------------------------------
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without a GPU")
+@pytest.mark.host_only(reason="about a machine without a GPU, which the simulated accelerator would stand in for")
 def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["run", *FAST, "device=cuda", f"out={tmp_path / 'r'}"]) == 2
     err = capsys.readouterr().err.strip()
@@ -200,6 +202,7 @@ def _setup(sizes=(37, 64, 5, 90), shape=(1, 8, 8), model="light-cnn"):
     g = torch.Generator().manual_seed(0)
     n = sum(sizes)
     x, y = torch.rand(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g)
+    x, y = x.to(RUN_DEVICE), y.to(RUN_DEVICE)  # named, so that the simulated accelerator counts them its own
     torch.manual_seed(1)
     module = build_model(model, shape, 10)
     init = stack([get_params(module) for _ in sizes])
@@ -291,6 +294,7 @@ def test_memory_budget_chunks_give_the_same_models() -> None:
         torch.testing.assert_close(chunked[k], whole[k], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.host_only(reason="checks Federation.to itself, which the simulated accelerator replaces")
 def test_federation_moves_once_and_whole(tmp_path: Path) -> None:
     cfg, typed = _cfg(tmp_path)
     fed = build_federation(cfg, typed["scenario"])

@@ -74,6 +74,7 @@ def test_cublas_workspace_is_set_on_import_before_any_cuda_work(preset: str | No
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet-v2"])
+@pytest.mark.host_only(reason="model and input built by the test on the host, called there")
 def test_big_models_pool_with_a_deterministic_backward_and_the_same_numbers(name: str) -> None:
     torch.manual_seed(0)
     model = build_model(name, (3, 16, 16), 10)

@@ -16,12 +16,16 @@ from fedcluster.engine.training.dense import dense_layers
 from fedcluster.engine.training.multihead import MultiHead
 from fedcluster.models import build_model
 
+DEVICE = torch.device("cpu")  # the run's device (named, so that the simulated accelerator counts these tensors its own)
+# --strict-device: the dense and pool paths exist only on the CPU (engine=dense/pool is refused on an accelerator)
+CPU_ONLY = pytest.mark.host_only(reason="engine=dense and pool run on the CPU only")
+
 
 def _data(sizes: list[int], shape: tuple[int, ...], seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     n = sum(sizes)
-    x = torch.rand(n, *shape, generator=g)
-    y = torch.randint(0, 10, (n,), generator=g)
+    x = torch.rand(n, *shape, generator=g).to(DEVICE)
+    y = torch.randint(0, 10, (n,), generator=g).to(DEVICE)
     return x, y, np.concatenate([[0], np.cumsum(sizes)])
 
 
@@ -68,6 +72,7 @@ def test_vectorized_equals_sequential(model_name: str, shape, solver: Solver) ->
 @pytest.mark.parametrize("model_name,task", [("logistic", "classification"), ("mlp", "classification"),
                                              ("linear", "regression"), ("linear-nobias", "regression")])
 @pytest.mark.parametrize("solver", SOLVERS)
+@CPU_ONLY
 def test_dense_path_equals_sequential(model_name: str, task: str, solver: Solver) -> None:
     ref = _train("sequential", model_name, (1, 8, 8), solver, units_per_client=2, weighted=True, task=task)
     fast = _train("dense", model_name, (1, 8, 8), solver, units_per_client=2, weighted=True, task=task)
@@ -90,6 +95,7 @@ def test_dense_layers_detection() -> None:
 
 
 @pytest.mark.parametrize("path", ["pool", "pool-vectorized"])
+@CPU_ONLY
 def test_pool_paths_equal_sequential(path: str) -> None:
     solver = SOLVERS[1]
     ref = _train("sequential", "mlp", (1, 8, 8), solver)
@@ -179,7 +185,8 @@ def test_nonfinite_units_are_found_and_an_overflowing_sum_is_no_false_alarm() ->
     assert tr.take_nonfinite() == []
 
 
-@pytest.mark.parametrize("path", ["sequential", "vectorized", "dense", "pool", "pool-vectorized"])
+@pytest.mark.parametrize("path", ["sequential", "vectorized", *(pytest.param(p, marks=CPU_ONLY)
+                                                                for p in ("dense", "pool", "pool-vectorized"))])
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_shared_starting_points_train_exactly_like_copies(path: str, solver: Solver) -> None:
     """K models shared by many units through ``init_index`` give the very models that K·m copies give (the

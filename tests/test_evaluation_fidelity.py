@@ -35,7 +35,7 @@ def test_never_sampled_clients_get_an_e_step_before_evaluation(method: str, tmp_
         trained[run.stream[t]] = True
     assert 0 < trained.sum() < 12
     losses = alg.losses(np.arange(len(tr.y)))
-    ll = alg.formulation.loglik(losses, tr.x, tr.y.numpy(), alg.state.stats)
+    ll = alg.formulation.loglik(losses, tr.x, tr.y.cpu().numpy(), alg.state.stats)
     if method == "fedem":
         expected = em_weights(ll, tr.owner(), 12, alg.params.test_em_iters)[~trained]
         np.testing.assert_allclose(alg.scoring_omega()[~trained], expected, rtol=1e-5, atol=1e-6)

@@ -20,6 +20,7 @@ from fedcluster.engine.runner import Run, evaluate
 from fedcluster.models import build_model
 
 GIB = 2**30
+DEVICE = torch.device("cpu")  # the run's device (named, so that the simulated accelerator counts these tensors its own)
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_vectorised_forward_matches_the_per_model_one(forwards: list[int]) -> No
     for name in ("mlp", "light-cnn"):
         module = build_model(name, (1, 12, 12), 10)
         models = stack([get_params(build_model(name, (1, 12, 12), 10)) for _ in range(3)])
-        x = torch.rand(300, 1, 12, 12)
+        x = torch.rand(300, 1, 12, 12, device=DEVICE)
         ref = torch.stack([torch.func.functional_call(module, {n: v[k] for n, v in models.items()}, (x,))
                            for k in range(3)])
         forwards[0] = 0
@@ -186,7 +187,7 @@ def test_body_features_of_a_cohort_are_one_forward_call(shared: bool, forwards: 
     counts = []
     for clients in (4, 40):
         rows_per_client = 300
-        x = torch.rand(clients * rows_per_client, 1, 12, 12)
+        x = torch.rand(clients * rows_per_client, 1, 12, 12, device=DEVICE)
         rng = np.random.default_rng(clients)
         rows = rng.permutation(len(x))
         position = np.repeat(rng.integers(0, 3, clients), rows_per_client)
@@ -211,7 +212,7 @@ def test_grouped_forward_matches_each_units_models_and_follows_the_free_memory(
     units, kk, per_unit = 6, 2, 20
     models = stack([get_params(build_model("light-cnn", (1, 12, 12), 10)) for _ in range(units * kk)])
     models = {n: v.view(units, kk, *v.shape[1:]) for n, v in models.items()}
-    x = torch.rand(200, 1, 12, 12)
+    x = torch.rand(200, 1, 12, 12, device=DEVICE)
     rng = np.random.default_rng(0)
     group = rng.permutation(np.repeat(np.arange(units - 1), per_unit))  # the last unit has no rows
     rows = rng.permutation(len(x))[:len(group)]

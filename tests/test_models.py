@@ -24,6 +24,7 @@ def test_mlp_784_200_10() -> None:
 
 @pytest.mark.parametrize("name", ["logistic", "mlp", "cnn", "light-cnn"])
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 8, 8)])
+@pytest.mark.host_only(reason="model and input built by the test on the host, called there")
 def test_forward_shapes_and_split(name: str, shape) -> None:
     m = build_model(name, shape, 7)
     x = torch.rand(5, *shape)

@@ -71,7 +71,7 @@ def test_flhc_is_fedavg_until_the_clustering_round(tmp_path: Path) -> None:
     flhc = _run(tmp_path / "a", ["algorithm=flhc", "algorithm.cluster_round=3", *TWO_CONCEPTS], rounds=3)
     fedavg = _run(tmp_path / "b", ["algorithm=fedavg", *TWO_CONCEPTS], rounds=3)
     for name, v in fedavg.alg.models.items():
-        np.testing.assert_array_equal(flhc.alg.models[name].numpy(), v.numpy())
+        np.testing.assert_array_equal(flhc.alg.models[name].cpu().numpy(), v.cpu().numpy())
 
 
 # -- FedGroup ------------------------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def test_fedgroup_inter_group_aggregation_pulls_the_groups_together(tmp_path: Pa
     def spread(inter_lr: float) -> float:
         run = _run(tmp_path / str(inter_lr), ["algorithm=fedgroup", "algorithm.num_groups=2",
                                               f"algorithm.inter_lr={inter_lr}", *TWO_CONCEPTS], rounds=3)
-        flat = np.concatenate([v.reshape(2, -1).numpy() for v in run.alg.models.values()], axis=1)
+        flat = np.concatenate([v.reshape(2, -1).cpu().numpy() for v in run.alg.models.values()], axis=1)
         return float(np.linalg.norm(flat[0] - flat[1]))
 
     assert spread(0.5) < spread(0.0)

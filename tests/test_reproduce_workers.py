@@ -55,6 +55,8 @@ def _records(out: Path) -> dict[tuple[int, str, str], dict]:
     return {(r["seed"], r["setting"], r["method"]): (r["metrics"], r["curve"]) for r in data["records"]}
 
 
+@pytest.mark.host_only(reason="its worker processes run outside the simulated accelerator (the device it picks "
+                               "for them, cuda, is not in the CPU-only processes)")
 def test_two_workers_give_the_records_of_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["reproduce", "s3-lines-sweeps", "--budget", "tiny", "--seeds", "2", "--set", "threads=1"]
     assert main([*base, "--out", str(tmp_path / "one" / "p")]) == 0
