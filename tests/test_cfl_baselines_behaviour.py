@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from method_runs import played
 from sklearn.metrics import adjusted_rand_score
 
-from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import full_test
@@ -43,14 +43,7 @@ ROTATIONS = ["scenario=rotation", "scenario.angles=[0,180]"]
 
 def _run(tmp_path: Path, overrides: list[str], rounds: int, fed: Federation | None = None) -> Run:
     """``rounds`` rounds of the configured method, played without evaluation (the clustering is what is tested)."""
-    cfg, typed = resolve(load_raw(None, [*BASE, *overrides, f"rounds={rounds}", f"out={tmp_path / 'run'}"]))
-    run = Run(cfg, typed, fed=fed)
-    try:
-        for t in range(rounds):
-            run.play_round(t)
-    finally:
-        run.dir.release()
-    return run
+    return played(tmp_path, [*BASE, *overrides], rounds, fed=fed)
 
 
 def _ari(run: Run) -> float:

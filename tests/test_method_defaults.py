@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from method_runs import played
 from sklearn.metrics import adjusted_rand_score
 
 from fedcluster.app.cli import main
-from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
 
 SEEDS = [0, 1, 2]
@@ -24,15 +24,7 @@ BASE = ["progress=false", "threads=1", "checkpoint_every=1000"]
 
 
 def _run(tmp_path: Path, overrides: list[str], rounds: int, config: Path | None = DEMO) -> Run:
-    cfg, typed = resolve(load_raw(None if config is None else str(config),
-                                  [*BASE, *overrides, f"rounds={rounds}", f"out={tmp_path / 'run'}"]))
-    run = Run(cfg, typed)
-    try:
-        for t in range(rounds):
-            run.play_round(t)
-    finally:
-        run.dir.release()
-    return run
+    return played(tmp_path, [*BASE, *overrides], rounds, config)
 
 
 def _ari(run: Run) -> float:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from method_runs import played
 from sklearn.metrics import adjusted_rand_score
 
 from fedcluster.app.cli import main
-from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
 from fedcluster.tracking.run_dir import RunDir
@@ -36,14 +36,7 @@ MINORITY = ["scenario=concept-swap", "scenario.concepts=2", "scenario.alpha=10",
 
 
 def _run(tmp_path: Path, overrides: list[str], rounds: int) -> Run:
-    cfg, typed = resolve(load_raw(None, [*BASE, *overrides, f"rounds={rounds}", f"out={tmp_path / 'run'}"]))
-    run = Run(cfg, typed)
-    try:
-        for t in range(rounds):
-            run.play_round(t)
-    finally:
-        run.dir.release()
-    return run
+    return played(tmp_path, [*BASE, *overrides], rounds)
 
 
 def _ari(run: Run, assignment: np.ndarray | None = None) -> float:

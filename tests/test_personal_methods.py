@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from method_runs import played
 
-from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.federation import Federation
 from fedcluster.engine.round_evaluation import evaluate
 from fedcluster.engine.runner import Run
@@ -26,14 +26,7 @@ IID = ["scenario=iid"]
 
 
 def _run(tmp_path: Path, overrides: list[str], rounds: int, fed: Federation | None = None) -> Run:
-    cfg, typed = resolve(load_raw(None, [*BASE, *overrides, f"rounds={rounds}", f"out={tmp_path / 'run'}"]))
-    run = Run(cfg, typed, fed=fed)
-    try:
-        for t in range(rounds):
-            run.play_round(t)
-    finally:
-        run.dir.release()
-    return run
+    return played(tmp_path, [*BASE, *overrides], rounds, fed=fed)
 
 
 def _val_accuracy(run: Run, models: dict[str, torch.Tensor] | None = None) -> float:
