@@ -35,6 +35,7 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'pacfl': ('fedcluster.algorithms.pacfl', 'PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), then FedAvg per cluster'),
     'pfedme': ('fedcluster.algorithms.pfedme', 'pFedMe: Moreau-envelope personalised models θ_i = prox(w), one global model w'),
     'stocfl': ('fedcluster.algorithms.stocfl', 'StoCFL: one cluster per client, merge clusters with update cosine > τ; prox λ toward a global model'),
+    'wecfl': ('fedcluster.algorithms.wecfl', 'WeCFL: weighted k-means of the trained client models; the centres are the K models'),
 }
 DATASETS: dict[str, tuple[str, str]] = {
     'airline': ('fedcluster.data.datasets', 'Airline flight delays, the first 58,100 records (FedRC paper Table 3; airline_14col.data in data_dir=)'),
@@ -102,6 +103,7 @@ PAPER_OF: dict[str, dict[str, str]] = {
         'pacfl': 'Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. Efficient Distribution Similarity Identification in Clustered Federated Learning via Principal Angles between Client Data Subspaces. Proceedings of the AAAI Conference on Artificial Intelligence 37, 2023.',
         'pfedme': 'Canh T. Dinh, Nguyen H. Tran, Tuan Dung Nguyen. Personalized Federated Learning with Moreau Envelopes. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.',
         'stocfl': 'Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning. arXiv:2303.00897, 2023.',
+        'wecfl': 'Jie Ma, Guodong Long, Tianyi Zhou, Jing Jiang, Chengqi Zhang. On the Convergence of Clustered Federated Learning. arXiv:2202.06187, 2022.',
     },
     'dataset': {},
     'scenario': {},

@@ -237,6 +237,11 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('tau', 'float', '0.1', 'merge threshold on the cosine similarity of cluster representations'),
             ('lam', 'float', '0.5', 'λ: weight of the proximal pull toward the global model'),
         )),
+        'wecfl': (None, (
+            ('num_clusters', 'int', '3', 'K, the number of cluster models'),
+            ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
+            ('n_init', 'int', '10', 'k-means restarts per round (the best of n_init k-means++ starts is kept)'),
+        )),
     },
     'dataset': {
         'airline': None,

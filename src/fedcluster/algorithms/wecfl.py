@@ -1,0 +1,101 @@
+"""WeCFL (Ma et al. 2022, "On the Convergence of Clustered Federated Learning"): hard clustering of the clients'
+trained models by a weighted k-means, the cluster models being its centres.
+
+The paper writes clustered FL as a bi-level problem: the upper level trains each client's model θ_i on its data
+(min Σ_i p_i F_i(θ_i)), the lower level clusters the trained models, min_{r, W} Σ_i Σ_k r_ik p_i ‖θ_i − w_k‖²
+with r_ik ∈ {0, 1}, Σ_k r_ik = 1 and p_i = N_i / N, whose centres w_k = Σ_i r_ik p_i θ_i / Σ_i r_ik p_i are the
+cluster models. WeCFL (the paper's Algorithm 1) starts every cluster from one model θ^0 (so that the first
+clustering sees the clients' data, not K random starts) and alternates, each round:
+
+1. distribution: client i receives the model w_{k_i} of its cluster (a client seen for the first time picks the
+   cluster with the lowest loss on its data, as FeSEM's tier-2 part does);
+2. local update: E local epochs from w_{k_i} → θ_i;
+3. clustering (the E-step of the lower level): weighted k-means of the cohort's θ_i with weights p_i (Lloyd's
+   iterations from k-means++ starts, ``n_init`` restarts, scikit-learn's ``KMeans`` with ``sample_weight``);
+   the k-means groups are matched one-to-one to the K cluster positions by the least Σ p_i ‖θ_i − w_k‖² over each
+   group's members (Hungarian matching), so that a cluster keeps its model and its absent members across rounds;
+4. aggregation (the M-step): w_k ← w_k + η_g Σ_{i: k_i = k} N_i (θ_i − w_k) / Σ_{i: k_i = k} N_i — the group's
+   weighted k-means centre at η_g = 1; a cluster no sampled client joined is unchanged.
+
+With ``split`` the k-means and the matching read the heads only (the body is shared). Test clients take the
+cluster with the lowest loss (FedRC paper H.8). Communication: one model each way (K down to a new client).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import KMeans
+
+from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.engine.params import Params, flatten, repeat
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.weight_rules import HardDistance
+
+PAPER = ("Jie Ma, Guodong Long, Tianyi Zhou, Jing Jiang, Chengqi Zhang. On the Convergence of Clustered Federated "
+         "Learning. arXiv:2202.06187, 2022.")
+
+
+def weighted_kmeans_positions(models: np.ndarray, weights: np.ndarray, distances: np.ndarray, seed: int,
+                              n_init: int) -> np.ndarray:
+    """[m] cluster position of each client: weighted k-means of its trained model (rows of ``models`` [m, P],
+    weights p_i) into min(K, m) groups (step 3), each group matched to the position k with the least
+    Σ_{i in group} p_i ‖θ_i − w_k‖² (``distances`` [m, K] = ‖θ_i − w_k‖)."""
+    m, k = distances.shape
+    groups = KMeans(n_clusters=min(k, m), n_init=n_init, random_state=seed).fit_predict(
+        models, sample_weight=weights)
+    member = np.eye(min(k, m))[groups]  # [m, groups]
+    cost = member.T @ (weights[:, None] * distances ** 2)  # [groups, K]
+    rows, cols = linear_sum_assignment(cost)
+    position = np.empty(len(rows), dtype=np.int64)
+    position[rows] = cols
+    return position[groups]
+
+
+@dataclass
+class WeCFLParams(ClusteredParams):
+    n_init: int = 10  # k-means restarts per round (the best of n_init k-means++ starts is kept)
+
+    def __post_init__(self) -> None:  # a ValueError becomes one line naming algorithm.n_init
+        super().__post_init__()
+        if not self.n_init >= 1:
+            raise ValueError(f"n_init must be >= 1 (k-means restarts per round), got {self.n_init}")
+
+
+@ALGORITHMS.register("wecfl", "WeCFL: weighted k-means of the trained client models; the centres are the K models",
+                     WeCFLParams, paper=PAPER)
+class WeCFL(ClusteredAlgorithm):
+    """Tier 1: ``conditional`` (a new client's first cluster, test clients); tier 2: the cluster by a weighted
+    k-means of the trained models (:func:`weighted_kmeans_positions`); a fixed K."""
+
+    saved = ("assigned",)
+
+    def __init__(self, ctx: Context, params: WeCFLParams) -> None:
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())
+        self.models = repeat({n: v[0] for n, v in self.models.items()}, self.num_clusters)  # step 0: one θ^0
+        self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
+
+    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
+        new = int((self.assigned[clients] < 0).sum())
+        start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
+        local = self.train_single(clients, start, round_)  # step 2
+        assign = self.cluster(local, clients)  # step 3
+        self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
+        self.set_hard(clients, assign)
+        down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
+        return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
+
+    def cluster(self, local: Params, clients: np.ndarray) -> np.ndarray:
+        """Step 3 on the cohort's trained models (their heads when the body is shared); kept in ``assigned``."""
+        names = [n for n in local if n.startswith("head." if self.split else "")]
+        models = flatten({n: local[n] for n in names}).double().cpu().numpy()
+        sizes = self.sizes(clients).astype(np.float64)
+        assign = weighted_kmeans_positions(models, sizes / sizes.sum(), self.model_distances(local),
+                                           self.ctx.cfg.seed, self.params.n_init)
+        self.assigned[clients] = assign
+        return assign
