@@ -1,5 +1,5 @@
 """wecfl: its clustering step keeps each k-means group at the cluster model nearest its members, it recovers the
-paper's cluster-wise non-IID federation (client groups with disjoint label sets, Ma et al. 2022 Sec. 6) and a
+paper's cluster-wise non-IID federation (groups of clients with disjoint label sets, as its experiments build) and a
 two-concept label swap on three seeds, and a bad ``n_init`` is one line."""
 
 from __future__ import annotations

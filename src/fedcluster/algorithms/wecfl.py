@@ -3,9 +3,12 @@ trained models by a weighted k-means, the cluster models being its centres.
 
 The paper writes clustered FL as a bi-level problem: the upper level trains each client's model θ_i on its data
 (min Σ_i p_i F_i(θ_i)), the lower level clusters the trained models, min_{r, W} Σ_i Σ_k r_ik p_i ‖θ_i − w_k‖²
-with r_ik ∈ {0, 1}, Σ_k r_ik = 1 and p_i = N_i / N, whose centres w_k = Σ_i r_ik p_i θ_i / Σ_i r_ik p_i are the
-cluster models. WeCFL (the paper's Algorithm 1) starts every cluster from one model θ^0 (so that the first
-clustering sees the clients' data, not K random starts) and alternates, each round:
+with r_ik ∈ {0, 1}, Σ_k r_ik = 1 and p_i = N_i / N, whose centres
+w_k = Σ_i r_ik p_i θ_i / Σ_i r_ik p_i are the cluster models: an E-step (assignment) and an M-step (weighted
+aggregation) alternating with local training. The round below follows that loop as the authors' code runs it
+(``fedbase/baselines/wecfl.py`` of github.com/jsmjie/FedBase: local update, ``weighted_clustering`` = k-means with
+``sample_weight`` = N_i / N, per-cluster aggregation and distribution). Every cluster starts from one model θ^0,
+as there, so that the first clustering sees the clients' data, not K random starts. Each round:
 
 1. distribution: client i receives the model w_{k_i} of its cluster (a client seen for the first time picks the
    cluster with the lowest loss on its data, as FeSEM's tier-2 part does);
@@ -17,8 +20,11 @@ clustering sees the clients' data, not K random starts) and alternates, each rou
 4. aggregation (the M-step): w_k ← w_k + η_g Σ_{i: k_i = k} N_i (θ_i − w_k) / Σ_{i: k_i = k} N_i — the group's
    weighted k-means centre at η_g = 1; a cluster no sampled client joined is unchanged.
 
-With ``split`` the k-means and the matching read the heads only (the body is shared). Test clients take the
-cluster with the lowest loss (FedRC paper H.8). Communication: one model each way (K down to a new client).
+Departures: the authors' code clusters the last layer's weight matrix only; here the whole model is clustered
+(the paper's θ_i), and with ``split`` the heads only (the body is shared). Its code runs every client every round,
+where the k-means labels need no matching; the matching of step 3 keeps a sampled cohort's labels meaningful.
+Test clients take the cluster with the lowest loss (FedRC paper H.8). Communication: one model each way (K down to
+a new client).
 """
 
 from __future__ import annotations
