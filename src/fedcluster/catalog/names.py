@@ -15,7 +15,7 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'fedavg': ('fedcluster.algorithms.fedavg', 'FedAvg: one global model, N_i-weighted model averaging'),
     'fedem': ('fedcluster.algorithms.fedem', 'FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction'),
     'fedgroup': ('fedcluster.algorithms.fedgroup', 'FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer cold start, FedAvg per group (inter_lr: inter-group aggregation)'),
-    'fedgrouprox': ('fedcluster.algorithms.fedgrouprox', "FedGrouProx: FedGroup whose clients train with FedProx's proximal term (μ/2)‖θ − θ_g‖² toward their group's model"),
+    'fedgrouprox': ('fedcluster.algorithms.fedgroup', "FedGrouProx: FedGroup whose clients train with FedProx's proximal term (μ/2)‖θ − θ_g‖² toward their group's model"),
     'fedgwc': ('fedcluster.algorithms.fedgwc', 'FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral splits; Wasserstein Adjusted Score in rounds.csv'),
     'fedmd': ('fedcluster.algorithms.fedmd', 'FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)'),
     'fedprox': ('fedcluster.algorithms.fedavg', 'FedProx: FedAvg with the proximal term (μ/2)‖θ − θ^t‖²'),
