@@ -119,7 +119,7 @@ S1_TABLE1 = _exp("s1-table1-fmnist", "HCFL paper Table 1 layout on Fashion-MNIST
                  "hard clustering methods in test accuracy; D. each HCFL+ variant beats its backbone; its Table 1 "
                  "also has K^T = 3 for HCFL+(FedRC) at ρ = 0.3 and fewer clusters with larger ρ",
                  (*BASELINES, *HCFL), verdict=_table1_verdict,
-                 more=("CFL keeps Sattler's warm-up of 20 rounds: at the small budget it barely splits",), lr=OLD_LR)
+                 more=("CFL keeps Sattler's warm-up of 20 rounds: at the small budget it barely splits",))
 
 
 def _ablation(flag: str, values: tuple[str, ...], paper: dict[tuple[str, str], str]) -> tuple[Method, ...]:
