@@ -16,7 +16,6 @@ PAPER = Budget(100, 200, "MobileNetV2 (φ = every layer but the last, θ_k = the
                     "Fashion-MNIST); batch 128 (the HCFL paper does not state it; the FedRC paper's, from the same "
                     "authors)")
 GRID_LR = 0.06  # from the HCFL paper's grid {0.03, 0.06, 1.0}
-OLD_LR = 0.05  # the entries whose stored records were made at this rate, outside the grid
 
 
 def base(lr: float = GRID_LR) -> tuple[str, ...]:
@@ -202,7 +201,7 @@ Q_HCFL_RHO = _exp(
     verdict=lambda r: judge([("lowest mean K^T over the variants", bottom(
         mean_of(r, "", m, "kt") for m in {x for _, x in r}), 4.0, "<=")]), open_question=True,
     more=("the variants: split warm-up (an extractor trained before the first split), eq. 8's '>' vs '≥', and "
-          "mean(D_k) without the diagonal",), lr=OLD_LR)
+          "mean(D_k) without the diagonal",))
 Q_STOCFL = _exp(
     "q-stocfl-collapse", "Open question: StoCFL collapsing to one cluster at τ = 0.05 / 0.1",
     "open question; HCFL paper Table 1",
@@ -215,7 +214,7 @@ Q_STOCFL = _exp(
                                  "share of its 100 clients", mean_of(r, "", f"StoCFL τ={tau} λ=0.5", "kt")
                                  / (share * b.clients), 0.5, ">=") for tau, share in ((0.1, 0.54), (0.05, 0.15))]),
     verdict_uses_budget=True, open_question=True,
-    more=("λ = 0 removes the proximal pull toward the global model (a suspect for the collapse)",), lr=OLD_LR)
+    more=("λ = 0 removes the proximal pull toward the global model (a suspect for the collapse)",))
 
 _S1_CODE = (("as implemented (feature prototypes, K^0 = 1)", ()),
             ("head-update prototypes", ("algorithm.prototypes=head-update",)),
@@ -233,7 +232,7 @@ Q_HCFL_S1_CODE = _exp(
           "paper's "
           "public code computes the distance on client updates), and K^0 = 3 clusters from the start (the HCFL paper's "
           "K^T "
-          "equals its fixed K); the label split is Dirichlet α = 1, as HCFL paper",), lr=OLD_LR)
+          "equals its fixed K); the label split is Dirichlet α = 1, as HCFL paper",))
 
 _NOT_RECOVERABLE = "not recoverable from the paper's text"
 _TABLE2 = (("HCFL+(FedRC) ρ=0.3", ()), ("① gradient similarity", ("algorithm.distance=update-cosine",)),
@@ -314,6 +313,6 @@ S1_TABLE10 = _exp(
     more=("HCFL' splits with CFL's test at the tolerances (0.4, 1.6) after Sattler's 20-round warm-up (the HCFL "
           "paper does not give its tolerances); at the small budget it has 10 rounds to split",
           "HCFL+(FedSoft) runs at ρ = 0.3 like the other HCFL+ rows (its ρ is not stated)",
-          "the paper numbers are CIFAR-10's"), lr=OLD_LR)
+          "the paper numbers are CIFAR-10's"))
 
 EXPERIMENTS = (S1_TABLE1, S1_TABLE6, S1_TABLE7, S1_FIG4, Q_HCFL_RHO, Q_STOCFL, Q_HCFL_S1_CODE, S1_TABLE2, S1_TABLE10)
