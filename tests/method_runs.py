@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
+from fedcluster.data.scenarios.common import full_test
+from fedcluster.data.sources.digits import load_digits
 from fedcluster.engine.runner import Run
 
 
@@ -22,3 +27,13 @@ def played(out: Path, overrides: list[str], rounds: int, config: Path | None = N
     finally:
         run.dir.release()
     return run
+
+
+def label_groups(seed: int, groups: tuple[tuple[int, ...], ...], per_group: int = 4) -> Federation:
+    """A digits federation where each group of ``per_group`` clients holds its own digits (disjoint label sets)."""
+    d, rng = load_digits(), np.random.default_rng(seed)
+    plans = []
+    for g, classes in enumerate(groups):
+        rows = rng.permutation(np.flatnonzero(np.isin(d.y_train, classes)))
+        plans += [ClientPlan(np.sort(part), concept=g) for part in np.array_split(rows, per_group)]
+    return assemble(d, plans, [full_test(d)], 0.2, rng, {"name": "label-groups", "dataset": "digits"})

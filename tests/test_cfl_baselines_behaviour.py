@@ -25,13 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from method_runs import played
+from method_runs import label_groups, played
 from sklearn.metrics import adjusted_rand_score
 
-from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
-from fedcluster.data.scenarios.common import full_test
-from fedcluster.data.sources.digits import load_digits
 from fedcluster.engine.runner import Run
 
 SEEDS = [0, 1, 2]
@@ -91,12 +88,7 @@ def test_stocfl_merges_one_concept_into_one_cluster(tmp_path: Path, seed: int) -
 def _label_groups(seed: int, groups: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3, 4), (5, 6, 7, 8, 9)),
                   per_group: int = 4) -> Federation:
     """Clients 0–3 hold digits 0–4 only, clients 4–7 digits 5–9 only (disjoint label sets = different spans)."""
-    d, rng = load_digits(), np.random.default_rng(seed)
-    plans = []
-    for g, classes in enumerate(groups):
-        rows = rng.permutation(np.flatnonzero(np.isin(d.y_train, classes)))
-        plans += [ClientPlan(np.sort(part), concept=g) for part in np.array_split(rows, per_group)]
-    return assemble(d, plans, [full_test(d)], 0.2, rng, {"name": "label-groups", "dataset": "digits"})
+    return label_groups(seed, groups, per_group)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

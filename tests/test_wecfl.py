@@ -8,30 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from method_runs import played
+from method_runs import label_groups, played
 from sklearn.metrics import adjusted_rand_score
 
 import fedcluster
 from fedcluster.algorithms.wecfl import weighted_kmeans_positions
-from fedcluster.data.assemble import ClientPlan, assemble
-from fedcluster.data.federation import Federation
-from fedcluster.data.scenarios.common import full_test
-from fedcluster.data.sources.digits import load_digits
 from fedcluster.errors import ConfigError
 
 SEEDS = [0, 1, 2]
 BASE = ["num_clients=12", "progress=false", "threads=1", "checkpoint_every=1000", "algorithm=wecfl"]
 
 
-def label_groups(seed: int, groups: tuple[tuple[int, ...], ...] = ((0, 1, 2), (3, 4, 5), (6, 7, 8, 9)),
-                 per_group: int = 4) -> Federation:
-    """The paper's cluster-wise non-IID: each group of clients holds its own digits (4 clients per group)."""
-    d, rng = load_digits(), np.random.default_rng(seed)
-    plans = []
-    for g, classes in enumerate(groups):
-        rows = rng.permutation(np.flatnonzero(np.isin(d.y_train, classes)))
-        plans += [ClientPlan(np.sort(part), concept=g) for part in np.array_split(rows, per_group)]
-    return assemble(d, plans, [full_test(d)], 0.2, rng, {"name": "label-groups", "dataset": "digits"})
+GROUPS = ((0, 1, 2), (3, 4, 5), (6, 7, 8, 9))  # the paper's cluster-wise non-IID: each group its own digits
 
 
 def test_each_kmeans_group_takes_the_cluster_model_nearest_its_members() -> None:
@@ -44,7 +32,8 @@ def test_each_kmeans_group_takes_the_cluster_model_nearest_its_members() -> None
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_wecfl_recovers_client_groups_with_disjoint_labels(tmp_path: Path, seed: int) -> None:
-    run = played(tmp_path, [*BASE, "algorithm.num_clusters=3", f"seed={seed}"], rounds=2, fed=label_groups(seed))
+    run = played(tmp_path, [*BASE, "algorithm.num_clusters=3", f"seed={seed}"], rounds=2,
+                 fed=label_groups(seed, GROUPS))
     assert adjusted_rand_score(run.fed.true_cluster, run.alg.assigned) == 1.0
 
 
