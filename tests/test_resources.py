@@ -81,7 +81,7 @@ def _one_error(argv: list[str]) -> str:
 @pytest.mark.parametrize(("extra", "needles", "limit"), [
     (["model.hidden=20000"], ["training needs", "units take most", "model"], "50M"),
     (["local_epochs=1000"], ["training needs", "schedules take most", "local_epochs"], "20M"),  # 1000: its bound
-    (["algorithm=ifca", "algorithm.num_clusters=6", "model.hidden=5000"], ["6 cluster(s)", "num_clusters"], "50M"),
+    (["algorithm=fedsoft", "algorithm.num_clusters=6", "model.hidden=5000"], ["6 cluster(s)", "num_clusters"], "50M"),
 ])
 def test_training_that_would_not_fit_is_refused_with_the_knob(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               extra: list[str], needles: list[str],
@@ -90,6 +90,26 @@ def test_training_that_would_not_fit_is_refused_with_the_knob(tmp_path: Path, mo
     line = _one_error(["run", *FAST, f"out={tmp_path / 'r'}", *extra])
     assert all(n in line for n in needles), line
     assert not (tmp_path / "r").exists()
+
+
+def test_training_that_fits_in_smaller_calls_runs_in_them_on_the_cpu(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """18 units of a 1.3 M-parameter MLP do not fit 250 MB at once, a few at a time do: the run trains in smaller
+    vectorised calls (a note says how many units per call) and gives the models of a run told that chunk_mb."""
+    run = [*FAST, "algorithm=ifca", "algorithm.num_clusters=3", "model.hidden=[20000]", "engine=vectorized"]
+    monkeypatch.setenv("FEDCLUSTER_MEMORY_LIMIT", "250M")
+    rc, lines = _err(["run", *run, f"out={tmp_path / 'limited'}"])
+    assert rc == 0, lines
+    notes = [ln for ln in lines if "units per vectorised call" in ln]
+    assert len(notes) == 1 and "chunk_mb=" in notes[0], lines
+    chunk_mb = yaml.safe_load((tmp_path / "limited" / "config.yaml").read_text())["chunk_mb"]
+    assert chunk_mb is not None and chunk_mb < 250
+    monkeypatch.delenv("FEDCLUSTER_MEMORY_LIMIT")
+    assert main(["run", *run, f"chunk_mb={chunk_mb}", f"out={tmp_path / 'told'}"]) == 0
+    rows = [(tmp_path / d / "rounds.csv").read_text().splitlines() for d in ("limited", "told")]
+    strip = [[",".join(c for i, c in enumerate(r.split(",")) if i != t) for r in rs]
+             for rs, t in ((rs, rs[0].split(",").index("seconds")) for rs in rows)]
+    assert strip[0] == strip[1]
 
 
 def test_synthetic_federation_too_large_is_refused_before_it_is_generated(tmp_path: Path) -> None:

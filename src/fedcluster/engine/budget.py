@@ -27,7 +27,7 @@ from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.host_memory import available_bytes, format_bytes
 from fedcluster.engine import memory
-from fedcluster.engine.memory import estimate_training
+from fedcluster.engine.memory import MAX_UNITS, Estimate, estimate_training
 from fedcluster.errors import ConfigError, ResourceError
 
 
@@ -42,6 +42,14 @@ def check_federation_fits(cfg: RunConfig, scenario_params: Any) -> None:
         raise ResourceError(f"the {cfg.scenario} federation needs about {format_bytes(need)} but only "
                             f"{format_bytes(free)} is available; make it smaller with "
                             f"{getattr(scenario_params, 'size_knobs', 'num_clients or the scenario.* sizes')}")
+
+
+def _cpu_need(cfg: RunConfig, est: Estimate) -> int:
+    """Bytes of CPU training: the held state and the units of one vectorised call (``MAX_UNITS``, or what a given
+    ``chunk_mb`` holds)."""
+    if cfg.chunk_mb is None:
+        return est.total
+    return est.held + max(1, min(est.count, int(cfg.chunk_mb * 2**20) // max(est.unit, 1))) * est.unit
 
 
 def streams_aggregation(cfg: RunConfig, typed: dict[str, Any]) -> bool:
@@ -88,7 +96,18 @@ def fit_run(cfg: RunConfig, typed: dict[str, Any], fed: Federation, streamed: bo
     if free is None:
         return
     est = estimate_training(cfg, typed, fed, k, cohort, streamed)
-    if est is not None and est.total > free:
-        raise ResourceError(f"training needs about {format_bytes(est.total)} but only {format_bytes(free)} is "
-                            f"available ({k} cluster(s) x {cohort} clients per round, batch_size={cfg.batch_size}); "
-                            f"{est.largest_knobs()}")
+    if est is None:
+        return
+    need = _cpu_need(cfg, est)
+    if need <= free:
+        return
+    plan = est.plan(free)
+    if cfg.chunk_mb is None and plan.fits:  # smaller vectorised calls fit what MAX_UNITS units at once would not
+        cfg.chunk_mb = max(1, (plan.fit * est.unit) >> 20)
+        note(f"training {min(est.count, MAX_UNITS)} units at once needs about {format_bytes(need)} but "
+             f"{format_bytes(free)} is available; training at most {plan.fit} units per vectorised call "
+             f"(chunk_mb={cfg.chunk_mb})")
+        return
+    raise ResourceError(f"training needs about {format_bytes(need)} but only {format_bytes(free)} is "
+                        f"available ({k} cluster(s) x {cohort} clients per round, batch_size={cfg.batch_size}); "
+                        f"{est.largest_knobs()}")
