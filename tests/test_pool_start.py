@@ -61,6 +61,7 @@ SLOW = pytest.mark.slow  # each starts fresh interpreters (tens of seconds on a 
     pytest.param("forkserver", "pool", True, marks=SLOW),
     pytest.param("spawn", "pool", True, marks=SLOW),
 ])
+@pytest.mark.host_only(reason="engine=pool runs on the CPU only")
 def test_pool_after_autograd_with_safe_start_equals_sequential(monkeypatch, method: str, path: str,
                                                                 multihead: bool) -> None:
     _autograd_in_parent()  # what made forked pools fail on CUDA builds

@@ -118,6 +118,7 @@ def test_synthetic_federation_too_large_is_refused_before_it_is_generated(tmp_pa
     assert "mixed-regression federation needs" in line and "scenario.sizes" in line
 
 
+@pytest.mark.host_only(reason="models and inputs built by the test on the host, used there")
 @pytest.mark.parametrize("model", ["mlp", "logistic", "cnn", "resnet18"])
 def test_one_footprint_for_the_refusal_and_the_chunks(model: str) -> None:
     """The refusal measures a parameter-free model on the meta device, the trainer its real module: the same

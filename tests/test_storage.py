@@ -46,7 +46,7 @@ def _equal(a: object, b: object) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, torch.Tensor):
-        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and np.array_equal(a, b)
     if isinstance(a, dict):
