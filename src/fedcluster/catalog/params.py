@@ -208,6 +208,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('variant', 'model|gradient', 'model', 'option II (model averaging) / option I (gradient)'),
             ('zero_fill', 'bool', 'false', "The FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
         )),
+        'lcfed': (None, (
+            ('num_clusters', 'int', '3', 'K, the number of cluster models'),
+            ('split', 'bool', 'true', 'the model partition: a global embedding φ and one decision part per cluster'),
+            ('mu', 'float', '1.0', 'μ of the proximal term toward the received model (global embedding and cluster part)'),
+            ('rank', 'int', '10', 'r, the dimension of the low-rank models (PCA directions kept)'),
+            ('pca_clients', 'int', '20', 'devices whose trained models fit the PCA projection (the first round)'),
+        )),
         'local': (None, (
             ('num_clusters', 'int', '1', 'always 1: the averaged model test clients predict with'),
         )),
