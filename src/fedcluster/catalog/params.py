@@ -33,6 +33,12 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('compression_ratio', 'float', '1.0', 'CR = d / d̂ for compression="random"'),
             ('quantize_digits', 'int|null', 'null', 'keep this many decimals of every profile entry (CFL-GP paper Table 7)'),
         )),
+        'cgpfl': (None, (
+            ('num_clusters', 'int', '3', 'K, the number of cluster models'),
+            ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
+            ('n_init', 'int', '10', 'k-means restarts per round (the best of n_init k-means++ starts is kept)'),
+            ('lam', 'float', '1.0', "λ of the Moreau envelope: the personalised model's proximal weight toward its context"),
+        )),
         'clove': (None, (
             ('num_clusters', 'int', '4', 'K̂, the number of candidate models (an upper bound on the clusters)'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
