@@ -47,6 +47,11 @@ def test_lcfed_recovers_client_groups_with_disjoint_labels(tmp_path: Path, seed:
     assert bodies and all(bool((v == v[0]).all()) for v in bodies)  # one global embedding
 
 
+def test_the_first_rounds_kmeans_of_the_low_rank_models_finds_the_groups(tmp_path: Path) -> None:
+    run = played(tmp_path, [*BASE, "seed=1"], rounds=1, fed=label_groups(1, GROUPS))
+    assert adjusted_rand_score(run.fed.true_cluster, run.alg.assigned) == 1.0
+
+
 def test_lcfed_recovers_the_groups_with_half_the_clients_per_round(tmp_path: Path) -> None:
     run = played(tmp_path, [*BASE, "clients_per_round=6", "seed=0"], rounds=12, fed=label_groups(0, GROUPS))
     assert (run.alg.assigned >= 0).all()
