@@ -36,11 +36,16 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.state_checks import num_models
-from fedcluster.algorithms.wecfl import WeCFL, WeCFLParams
+from fedcluster.algorithms.wecfl import WeCFLParams, weighted_kmeans_positions
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.scores import client_outputs
+from fedcluster.engine.params import Params, flatten, repeat
+from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.weight_rules import HardDistance
 
 PAPER = ("Xueyang Tang, Song Guo, Jingcai Guo. Personalized Federated Learning with Contextualized Generalization. "
          "International Joint Conference on Artificial Intelligence (IJCAI), 2022 (arXiv:2106.13044).")
@@ -58,15 +63,18 @@ class CGPFLParams(WeCFLParams):
 
 @ALGORITHMS.register("cgpfl", "CGPFL: K contextualised generalised models (weighted k-means of the personalised "
                      "models), personalised models proximal to their context's", CGPFLParams, paper=PAPER)
-class CGPFL(WeCFL):
-    """WeCFL's context matching (tier 2) on personalised models trained with a proximal term toward the context's
-    generalised model; each client keeps its personalised model."""
+class CGPFL(ClusteredAlgorithm):
+    """Tier 1: ``conditional`` (a new client's first context, test clients); tier 2: WeCFL's weighted k-means of
+    the personalised models, trained with a proximal term toward their context's generalised model; a fixed K.
+    Each client keeps its personalised model."""
 
     saved = ("assigned", "personal", "has_personal")
 
     def __init__(self, ctx: Context, params: CGPFLParams) -> None:
-        super().__init__(ctx, params)
+        super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())
+        self.models = repeat({n: v[0] for n, v in self.models.items()}, self.num_clusters)  # one θ^0
         m = ctx.fed.num_clients
+        self.assigned = np.full(m, -1, dtype=np.int64)
         self.personal = {n: v[0].expand(m, *v.shape[1:]).clone() for n, v in self.models.items()}
         self.has_personal = np.zeros(m, dtype=bool)
 
@@ -79,11 +87,21 @@ class CGPFL(WeCFL):
         for n, v in local.items():
             self.personal[n][idx] = v.to(self.personal[n].dtype)
         self.has_personal[clients] = True
-        assign = self.cluster(local, clients)  # step 3
+        assign = self.match_contexts(local, clients)  # step 3
         self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
         self.set_hard(clients, assign)
         down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
         return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
+
+    def match_contexts(self, local: Params, clients: np.ndarray) -> np.ndarray:
+        """Step 3 on the cohort's personalised models (their heads when the body is shared); kept in ``assigned``."""
+        names = [n for n in local if n.startswith("head." if self.split else "")]
+        models = flatten({n: local[n] for n in names}).double().cpu().numpy()
+        sizes = self.sizes(clients).astype(np.float64)
+        assign = weighted_kmeans_positions(models, sizes / sizes.sum(), self.model_distances(local),
+                                           self.ctx.cfg.seed, self.params.n_init)
+        self.assigned[clients] = assign
+        return assign
 
     @torch.no_grad()
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
