@@ -4,6 +4,7 @@ client predicts with its own personalised model, it recovers the contexts of the
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from method_runs import label_groups, played
 from sklearn.metrics import adjusted_rand_score
 
 import fedcluster
+from fedcluster.app.cli import main
 from fedcluster.engine.params import flatten
 from fedcluster.errors import ConfigError
 
@@ -64,3 +66,17 @@ def test_participating_clients_predict_with_their_personalised_models(tmp_path: 
 def test_a_negative_lambda_is_refused() -> None:
     with pytest.raises(ConfigError, match="lam must be >= 0"):
         fedcluster.load_config(algorithm={"name": "cgpfl", "lam": -1})
+
+
+def _rounds(out: Path) -> list[dict[str, str]]:
+    with open(out / "rounds.csv", newline="") as fh:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(fh)]
+
+
+def test_a_resumed_run_gives_the_rounds_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    common = ["algorithm=cgpfl", "num_clients=8", "clients_per_round=4", "progress=false", "threads=1",
+              "checkpoint_every=1"]
+    assert main(["run", *common, "rounds=2", f"out={tmp_path / 'part'}"]) == 0
+    assert main(["resume", str(tmp_path / "part"), "rounds=4"]) == 0
+    assert main(["run", *common, "rounds=4", f"out={tmp_path / 'full'}"]) == 0
+    assert _rounds(tmp_path / "part") == _rounds(tmp_path / "full")

@@ -5,6 +5,7 @@ line."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from sklearn.metrics import adjusted_rand_score
 
 import fedcluster
 from fedcluster.algorithms.lcfed import cosine_positions, low_rank_projection
+from fedcluster.app.cli import main
 from fedcluster.errors import ConfigError
 
 SEEDS = [0, 1, 2]
@@ -63,3 +65,17 @@ def test_lcfed_recovers_the_groups_with_half_the_clients_per_round(tmp_path: Pat
 def test_bad_settings_are_refused(key: str, value: int, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         fedcluster.load_config(algorithm={"name": "lcfed", key: value})
+
+
+def _rounds(out: Path) -> list[dict[str, str]]:
+    with open(out / "rounds.csv", newline="") as fh:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(fh)]
+
+
+def test_a_resumed_run_gives_the_rounds_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    common = ["algorithm=lcfed", "num_clients=8", "clients_per_round=4", "progress=false", "threads=1",
+              "checkpoint_every=1"]
+    assert main(["run", *common, "rounds=2", f"out={tmp_path / 'part'}"]) == 0
+    assert main(["resume", str(tmp_path / "part"), "rounds=4"]) == 0
+    assert main(["run", *common, "rounds=4", f"out={tmp_path / 'full'}"]) == 0
+    assert _rounds(tmp_path / "part") == _rounds(tmp_path / "full")
