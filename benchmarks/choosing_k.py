@@ -66,6 +66,9 @@ TABLE: dict[str, tuple[str, dict[str, Any]]] = {
     "flhc-gap": ("FL+HC (threshold from the gap)", {"name": "flhc", "cluster_round": 5}),
     "fedgrouprox": ("FedGrouProx", {"name": "fedgrouprox", "num_groups": K}),
     "fedgwc": ("FedGWC", {"name": "fedgwc"}),
+    "wecfl": ("WeCFL", {"name": "wecfl", "num_clusters": K}),
+    "lcfed": ("LCFed", {"name": "lcfed", "num_clusters": K}),
+    "cgpfl": ("CGPFL", {"name": "cgpfl", "num_clusters": K}),
     "clove": ("CLoVE (K̂ = 6)", {"name": "clove", "num_clusters": 6}),
     "clove-finch": ("CLoVE, FINCH (K̂ = 6)", {"name": "clove", "num_clusters": 6, "route": "finch"}),
 }
