@@ -4,9 +4,10 @@ client is matched to a context and trains a personalised model kept near its con
 
 The paper's objective is the bi-level problem of pFedMe (Dinh et al. 2020, eq. 2–3) with K generalised models and
 a context c_i per client: min_{w_1..w_K, c} Σ_i p_i F_i(w_{c_i}), F_i(w) = min_θ { f_i(θ) + (λ/2)‖θ − w‖² } (the
-Moreau envelope; its minimiser θ̂_i(w) is client i's personalised model), p_i = N_i / N. The paper's own algorithm
-listing could not be read here; the round below minimises that objective by alternating over its three blocks, each a
-tier part already in the package:
+Moreau envelope; its minimiser θ̂_i(w) is client i's personalised model), p_i = N_i / N. This implementation is
+built from that objective; the paper's step-by-step listing was not consulted, so the round below is fedcluster's
+block-coordinate minimisation of it, each block a tier part already in the package (the CFLA library's CGPFL, a
+different reading, assigns clients by the cosine similarity of their models to the centres):
 
 1. distribution: client i receives w_{c_i} (a client seen for the first time takes the context with the lowest loss
    on its data, as WeCFL and FeSEM do);

@@ -8,9 +8,11 @@ strategies for each sub-model" — the embedding Φ is aggregated over every dev
 part within each cluster (intra-cluster co-training); the local objective joins the local loss with terms that keep
 the device's model near the global embedding and near its cluster's model; and "a computationally efficient model
 similarity measurement method based on low-rank models" (a PCA projection M learned from a sample of devices'
-models, each model compared through its projection z = vec(ω) M) enables "real-time cluster updates". The paper's
-own algorithm listing could not be read here, so the steps below compose those statements from the tier parts
-(the CFLA library's ``serveur_lcfed.py`` / ``client_lcfed.py`` have the same structure):
+models, each model compared through its projection z = vec(ω) M) enables "real-time cluster updates". This
+implementation is built from those statements; the paper's step-by-step listing was not consulted, so the steps
+below, in particular the first round's K-means and the single proximal weight, are fedcluster's composition of them
+from the tier parts (the CFLA library's ``serveur_lcfed.py`` / ``client_lcfed.py`` have the same structure, with
+random initial clusters and projections fitted to untrained models):
 
 0. every cluster starts from one model θ^0 (embedding Φ and the K decision parts equal);
 1. distribution: client i receives Φ and the decision part h_{k_i} of its cluster (a client seen for the first time
