@@ -2,8 +2,9 @@
 arXiv:2106.13044): K contextualised generalised models on the server instead of pFedMe's one global model; each
 client is matched to a context and trains a personalised model kept near its context's generalised model.
 
-The paper's objective is the bi-level problem of pFedMe (Dinh et al. 2020, eq. 2–3) with K generalised models and
-a context c_i per client: min_{w_1..w_K, c} Σ_i p_i F_i(w_{c_i}), F_i(w) = min_θ { f_i(θ) + (λ/2)‖θ − w‖² } (the
+The paper poses personalisation as a bi-level problem in which K generalised models guide the personalised ones;
+fedcluster takes it in the form of pFedMe (Dinh et al. 2020, eq. 2–3), with K generalised models and a context c_i
+per client: min_{w_1..w_K, c} Σ_i p_i F_i(w_{c_i}), F_i(w) = min_θ { f_i(θ) + (λ/2)‖θ − w‖² } (the
 Moreau envelope; its minimiser θ̂_i(w) is client i's personalised model), p_i = N_i / N. This implementation is
 built from that objective; the paper's step-by-step listing was not consulted, so the round below is fedcluster's
 block-coordinate minimisation of it, each block a tier part already in the package (the CFLA library's CGPFL, a
@@ -23,7 +24,7 @@ different reading, assigns clients by the cosine similarity of their models to t
 Every context starts from one model θ^0 so that the first matching sees the clients' data. A participating client
 predicts with its personalised model θ_i (its context's model until it has one); a test client with the context of
 lowest loss on its labelled data (FedRC paper H.8). λ = 1 by default (the CFLA library's CGPFL setting; pFedMe's
-MNIST λ = 15 needs lr·λ < 2 to stay stable); λ = 0 is WeCFL. Communication: one model each way per sampled client
+MNIST λ = 15 needs lr·λ < 2 to stay stable); λ = 0 trains as WeCFL. Communication: one model each way per sampled client
 (K down to a new client).
 """
 
