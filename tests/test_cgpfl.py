@@ -1,6 +1,7 @@
 """cgpfl: its personalised models stay near their context's generalised model as λ grows, each participating
 client predicts with its own personalised model, it recovers the contexts of the federations its paper evaluates
-(groups of clients with disjoint label sets; a two-concept label swap) on three seeds, and a bad λ is one line."""
+(groups of clients with disjoint label sets; a two-concept label swap) on three seeds, it resumes to the rounds of
+an uninterrupted run, and a bad λ is one line."""
 
 from __future__ import annotations
 

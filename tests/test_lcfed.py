@@ -1,7 +1,7 @@
 """lcfed: its low-rank similarity picks the cluster whose projected model points the client's way, its embedding is
 one model shared by every cluster, it recovers the cluster-wise non-IID federation its paper evaluates (groups of
-clients with disjoint label sets) on three seeds, under full and partial participation, and bad settings are one
-line."""
+clients with disjoint label sets) and a two-concept label swap on three seeds, under full and partial
+participation, it resumes to the rounds of an uninterrupted run, and bad settings are one line."""
 
 from __future__ import annotations
 
@@ -47,6 +47,13 @@ def test_lcfed_recovers_client_groups_with_disjoint_labels(tmp_path: Path, seed:
     assert adjusted_rand_score(run.fed.true_cluster, run.alg.assigned) == 1.0
     bodies = [v for n, v in run.alg.models.items() if n.startswith("body.")]
     assert bodies and all(bool((v == v[0]).all()) for v in bodies)  # one global embedding
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_lcfed_recovers_two_label_swap_concepts(tmp_path: Path, seed: int) -> None:
+    run = played(tmp_path, [*BASE, "num_clients=8", "algorithm.num_clusters=2", "scenario=concept-swap",
+                            "scenario.concepts=2", "scenario.alpha=10", f"seed={seed}"], rounds=3)
+    assert adjusted_rand_score(run.fed.true_cluster, run.alg.assigned) == 1.0
 
 
 def test_the_first_rounds_kmeans_of_the_low_rank_models_finds_the_groups(tmp_path: Path) -> None:
