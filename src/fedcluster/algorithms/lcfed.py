@@ -12,13 +12,16 @@ models, each model compared through its projection z = vec(ω) M) enables "real-
 implementation is built from those statements; the paper's step-by-step listing was not consulted, so the steps
 below, in particular the first round's K-means and the single proximal weight, are fedcluster's composition of them
 from the tier parts (the CFLA library's ``serveur_lcfed.py`` / ``client_lcfed.py`` have the same structure, with
-random initial clusters and projections fitted to untrained models):
+random initial clusters and projections fitted to untrained models). The same authors' FedAC (arXiv:2403.16460) is
+summarised with this design: a bi-level objective of the local loss, an intra-cluster regulariser and a
+global-embedding regulariser, minimised alternately, with an EM-like re-clustering by low-rank cosine similarity.
 
 0. every cluster starts from one model θ^0 (embedding Φ and the K decision parts equal);
 1. distribution: client i receives Φ and the decision part h_{k_i} of its cluster (a client seen for the first time
    takes the cluster with the lowest loss on its data, as WeCFL and FeSEM do);
-2. local update: E local epochs of SGD on f_i(ω) + (μ/2)‖ω − (Φ, h_{k_i})‖² from (Φ, h_{k_i}) → ω_i (the
-   global-embedding and cluster terms share one weight μ; μ = 0 is plain local training);
+2. local update: E local epochs of SGD on f_i(ω) + (μ/2)‖ω − (Φ, h_{k_i})‖² from (Φ, h_{k_i}) → ω_i. The
+   cluster's model is (Φ, h_{k_i}), so one proximal term holds both regularisers: the paper's separate weights
+   (intra-cluster μ on ω, global λ on φ, i.e. μ + λ on φ) become one weight μ; μ = 0 is plain local training;
 3. low-rank clustering: the first round, the PCA projection is fitted to the trained models of up to
    ``pca_clients`` devices (centre c, top ``rank`` principal directions V: :func:`low_rank_projection`) and kept;
    each model's low-rank model is z = (vec(ω) − c) V. That round, the K clusters are the K-means groups of the
