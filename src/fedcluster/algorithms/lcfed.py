@@ -20,8 +20,9 @@ global-embedding regulariser, minimised alternately, with an EM-like re-clusteri
 1. distribution: client i receives Φ and the decision part h_{k_i} of its cluster (a client seen for the first time
    takes the cluster with the lowest loss on its data, as WeCFL and FeSEM do);
 2. local update: E local epochs of SGD on f_i(ω) + (μ/2)‖ω − (Φ, h_{k_i})‖² from (Φ, h_{k_i}) → ω_i. The
-   cluster's model is (Φ, h_{k_i}), so one proximal term holds both regularisers: the paper's separate weights
-   (intra-cluster μ on ω, global λ on φ, i.e. μ + λ on φ) become one weight μ; μ = 0 is plain local training;
+   cluster's model is (Φ, h_{k_i}), so one proximal term holds both regularisers: their two weights (an
+   intra-cluster one on ω and a global one on φ, which add up on φ) become one weight μ; μ = 0 is plain local
+   training;
 3. low-rank clustering: the first round, the PCA projection is fitted to the trained models of up to
    ``pca_clients`` devices (centre c, top ``rank`` principal directions V: :func:`low_rank_projection`) and kept;
    each model's low-rank model is z = (vec(ω) − c) V. That round, the K clusters are the K-means groups of the
