@@ -3,7 +3,7 @@ Heterogeneous Data", ICASSP 2025, arXiv:2501.01850): each model is partitioned i
 shared by the whole federation and a decision sub-model per cluster; clients are clustered online by the cosine
 similarity of low-rank (PCA-projected) models.
 
-What the paper states (abstract, Sec. I and its summaries): "model partitioning and ... distinct aggregation
+What the paper states (its abstract and published summaries): "model partitioning and ... distinct aggregation
 strategies for each sub-model" — the embedding Φ is aggregated over every device (global knowledge), the decision
 part within each cluster (intra-cluster co-training); the local objective joins the local loss with terms that keep
 the device's model near the global embedding and near its cluster's model; and "a computationally efficient model
