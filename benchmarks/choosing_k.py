@@ -209,7 +209,8 @@ def main() -> None:
     if not args.plot:
         measure(args)
     rows = _load(Path(args.out) / "rows.jsonl")
-    plot(rows, Path(args.figures))
+    if args.plot or not args.only:  # a few chosen rows would redraw the page's figures without the rest
+        plot(rows, Path(args.figures))
     print(table(rows))
 
 
