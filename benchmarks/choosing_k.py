@@ -66,6 +66,9 @@ TABLE: dict[str, tuple[str, dict[str, Any]]] = {
     "flhc-gap": ("FL+HC (threshold from the gap)", {"name": "flhc", "cluster_round": 5}),
     "fedgrouprox": ("FedGrouProx", {"name": "fedgrouprox", "num_groups": K}),
     "fedgwc": ("FedGWC", {"name": "fedgwc"}),
+    "wecfl": ("WeCFL", {"name": "wecfl", "num_clusters": K}),
+    "lcfed": ("LCFed", {"name": "lcfed", "num_clusters": K}),
+    "cgpfl": ("CGPFL", {"name": "cgpfl", "num_clusters": K}),
     "clove": ("CLoVE (K̂ = 6)", {"name": "clove", "num_clusters": 6}),
     "clove-finch": ("CLoVE, FINCH (K̂ = 6)", {"name": "clove", "num_clusters": 6, "route": "finch"}),
 }
@@ -206,7 +209,8 @@ def main() -> None:
     if not args.plot:
         measure(args)
     rows = _load(Path(args.out) / "rows.jsonl")
-    plot(rows, Path(args.figures))
+    if args.plot or not args.only:  # a few chosen rows would redraw the page's figures without the rest
+        plot(rows, Path(args.figures))
     print(table(rows))
 
 

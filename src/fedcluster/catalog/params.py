@@ -33,6 +33,12 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('compression_ratio', 'float', '1.0', 'CR = d / d̂ for compression="random"'),
             ('quantize_digits', 'int|null', 'null', 'keep this many decimals of every profile entry (CFL-GP paper Table 7)'),
         )),
+        'cgpfl': (None, (
+            ('num_clusters', 'int', '3', 'K, the number of cluster models'),
+            ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
+            ('n_init', 'int', '10', 'k-means restarts per round (the best of n_init k-means++ starts is kept)'),
+            ('lam', 'float', '1.0', "λ of the Moreau envelope: the personalised model's proximal weight toward its context"),
+        )),
         'clove': (None, (
             ('num_clusters', 'int', '4', 'K̂, the number of candidate models (an upper bound on the clusters)'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
@@ -207,6 +213,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('variant', 'model|gradient', 'model', 'option II (model averaging) / option I (gradient)'),
             ('zero_fill', 'bool', 'false', "The FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
+        )),
+        'lcfed': (None, (
+            ('num_clusters', 'int', '3', 'K, the number of cluster models'),
+            ('split', 'bool', 'true', 'the model partition: a global embedding φ and one decision part per cluster'),
+            ('mu', 'float', '1.0', 'μ of the proximal term toward the received model (global embedding and cluster part)'),
+            ('rank', 'int', '10', 'r, the dimension of the low-rank models (PCA directions kept)'),
+            ('pca_clients', 'int', '20', 'devices whose trained models fit the PCA projection (the first round)'),
         )),
         'local': (None, (
             ('num_clusters', 'int', '1', 'always 1: the averaged model test clients predict with'),
