@@ -39,7 +39,8 @@ METHODS = {
     "fedavg": [], "fedprox": [], "fedrc": [], "fedem": [], "ifca": [], "fesem": [], "fedsoft": [], "oracle": [],
     "cfl": [], "oneshot": [], "pacfl": [], "stocfl": [], "icfl": [], "cflgp": [], "hcfl": [], "hcfl-plus": [],
     "hcfl-prime": [], "fedrc-adaptive": [],
-    "flhc": ["algorithm.cluster_round=1"], "fedgroup": [], "fedgwc": [], "clove": [],
+    "flhc": ["algorithm.cluster_round=1"], "fedgroup": [], "fedgrouprox": [], "fedgwc": [], "clove": [],
+    "wecfl": [], "lcfed": [], "cgpfl": [], "local": [], "pfedme": [], "apfl": [],
     "fedmd": ["scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
               "algorithm.num_clusters=3"],
 }
@@ -109,6 +110,10 @@ def test_every_algorithm_keeps_its_tensors_on_the_runs_device(tmp_path: Path, st
     cfg, typed = _cfg(tmp_path, f"algorithm={name}", "engine=vectorized", *METHODS[name])
     Run(cfg, typed, fed=build_federation(cfg, typed["scenario"])).execute()
     assert not strict_device.problems, "\n".join(sorted(set(strict_device.problems)))
+
+
+def test_every_registered_algorithm_goes_through_the_runner_on_a_device() -> None:
+    assert sorted(METHODS) == sorted(ALGORITHMS.names())
 
 
 def _direct_cases() -> list:
