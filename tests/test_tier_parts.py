@@ -17,11 +17,11 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.runner import Run
 from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, LowMass
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.distance import DISTANCE_PARTS, HeadUpdateDistance, PrototypeDistance, UpdateCosine
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, ServerStatistics
-from fedcluster.tiers.weight_rules import WEIGHT_RULES, HardDistance, HardLoss, SoftEM
+from fedcluster.tiers.weighting import WEIGHTINGS, HardDistance, HardLoss, SoftEM
 
 FAST = ["num_clients=8", "progress=false", "threads=1", "rounds=1"]
 
@@ -33,7 +33,7 @@ def _alg(tmp_path: Path, overrides: list[str]) -> Algorithm:
 
 def test_every_hcfl_tier_option_is_a_part() -> None:
     """Adding a tier option is adding a part: each name the config accepts has an entry in its table."""
-    tables = [(Formulation, FORMULATION_PARTS), (hcfl.WeightRule, WEIGHT_RULES), (hcfl.Adaptive, ADAPTATIONS),
+    tables = [(Formulation, FORMULATION_PARTS), (hcfl.WeightingName, WEIGHTINGS), (hcfl.Adaptive, ADAPTATIONS),
               (hcfl.Distance, DISTANCE_PARTS)]
     for names, table in tables:
         assert set(typing.get_args(names)) == set(table)

@@ -26,7 +26,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FORMULATION_PARTS, FormulationPart, ServerStatistics
-from fedcluster.tiers.weight_rules import SoftEM
+from fedcluster.tiers.weighting import SoftEM
 
 
 @dataclass

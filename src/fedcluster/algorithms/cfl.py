@@ -30,8 +30,7 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.tiers.adaptation import CFLSplits
-from fedcluster.tiers.adaptive import CFLRule
+from fedcluster.tiers.adaptation import CFLRule, CFLSplits
 
 PAPER = ("Felix Sattler, Klaus-Robert Müller, Wojciech Samek. Clustered Federated Learning: Model-Agnostic "
          "Distributed Multitask Optimization Under Privacy Constraints. IEEE Transactions on Neural Networks and "

@@ -52,11 +52,11 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.finch import finch_partitions
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.grouping import match_clusters_to_models, prefers_one_cluster, silhouette_kmeans
-from fedcluster.tiers.weight_rules import HardLoss
-from fedcluster.tiers.weights import best_cluster, segment_mean
+from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
          "Federated Learning through Clustering of Loss Vector Embeddings. International Conference on Machine "

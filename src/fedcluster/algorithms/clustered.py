@@ -37,13 +37,12 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptation import Adaptation
-from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
-from fedcluster.tiers.weight_rules import SoftRule, WeightRule
-from fedcluster.tiers.weights import EStep, one_hot
+from fedcluster.tiers.weighting import EStep, SoftWeighting, Weighting, one_hot
 from fedcluster.tracking.clusters import sample_groups
 
 
@@ -81,13 +80,13 @@ class ClusteredAlgorithm(Algorithm):
     saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
     STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
 
-    def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: WeightRule,
+    def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: Weighting,
                  adaptation: Adaptation, sample_scope: bool = False) -> None:
         super().__init__(ctx, params)
         fed, k = ctx.fed, params.num_clusters
         self.split = params.split
         self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
-        self.weighting: WeightRule = required(weighting, WeightRule, "weighting (tier 2)")
+        self.weighting: Weighting = required(weighting, Weighting, "weighting (tier 2)")
         self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tiers 3–4)")
         self.models = ctx.fresh_models(k)
         if self.split:  # one shared body: cluster 0's initial body
@@ -247,7 +246,7 @@ class ClusteredAlgorithm(Algorithm):
 
     def e_step(self, clients: np.ndarray) -> tuple[Cohort, np.ndarray, EStep]:
         """The cohort, its tier-1 log-likelihoods [n, K] and the tier-2 E-step, recorded in γ and Ω."""
-        assert isinstance(self.weighting, SoftRule)
+        assert isinstance(self.weighting, SoftWeighting)
         cohort = self.cohort(clients)
         ll = self.cohort_loglik(cohort)
         est = self.weighting.estimate(ll, cohort, self.state)

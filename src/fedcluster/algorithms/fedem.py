@@ -14,7 +14,7 @@ tier 2 ``soft-em`` (client scope, or HCFL+'s sample scope with μ̃), fixed K. O
 Prediction: Σ_k ω_{i;k} softmax(m_k(x)) (FedRC paper App. H.2). Test clients that never train run the E-step on
 their labelled data with the models fixed (``test_em_iters`` iterations from ω = 1/K), as FedRC paper does.
 The method is its parts: the formulation named by ``formulation`` (:data:`~fedcluster.tiers.formulation.
-FORMULATION_PARTS`, with the server statistics it keeps), the :class:`~fedcluster.tiers.weight_rules.SoftEM`
+FORMULATION_PARTS`, with the server statistics it keeps), the :class:`~fedcluster.tiers.weighting.SoftEM`
 E-step, and the shared EM round of :meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`; any
 formulation composes with either scope.
 """
@@ -31,7 +31,7 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation
-from fedcluster.tiers.weight_rules import SoftEM
+from fedcluster.tiers.weighting import SoftEM
 
 PAPER = ("Othmane Marfoq, Giovanni Neglia, Aurélien Bellet, Laetitia Kameni, Richard Vidal. Federated Multi-Task "
          "Learning under a Mixture of Distributions. Advances in Neural Information Processing Systems (NeurIPS) 34, "

@@ -49,7 +49,7 @@ from fedcluster.config.notes import note
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import (
     decomposed_cosine,
     inter_group_update,

@@ -6,7 +6,7 @@ received from the server; each (client, k) pair trains with weights γ (eq. 5); 
 and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the models by N_i and recomputes
 C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.
 FedRC is FedEM's shape with other parts: the :class:`~fedcluster.tiers.formulation.LabelRatio` formulation (with its
-label counts and the ``count_noise`` option), the soft EM E-step (or :class:`~fedcluster.tiers.weight_rules.AdamEM`),
+label counts and the ``count_noise`` option), the soft EM E-step (or :class:`~fedcluster.tiers.weighting.AdamEM`),
 and the shared EM round (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`).
 
 Variants (paper readings where the authors' code differs / E.4):
@@ -49,8 +49,7 @@ from fedcluster.data.federation import Split
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.aggregation import weighted_mean
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
-from fedcluster.tiers.weight_rules import AdamEM, SoftEM
-from fedcluster.tiers.weights import one_hot
+from fedcluster.tiers.weighting import AdamEM, AdamMoments, SoftEM, one_hot
 
 
 @dataclass
@@ -89,8 +88,9 @@ class FedRC(ClusteredAlgorithm):
         classes, shape = ctx.fed.num_classes, (len(ctx.fed.train.y), p.num_clusters)  # γ's shape
         formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
                        if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
-        weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps, np.zeros(shape),
-                            np.zeros(shape)) if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
+        em = SoftEM(p.mu_tilde, p.test_em_iters)
+        weighting = (AdamEM(em, AdamMoments(np.zeros(shape), np.zeros(shape)), p.adam_lr, p.beta1, p.beta2, p.eps)
+                     if p.adam else em)
         super().__init__(ctx, params, formulation=formulation, weighting=weighting, adaptation=Fixed(),
                          sample_scope=p.weights_scope == "sample")
         self._tuned: tuple[tuple[int, int], Any] | None = None
@@ -111,21 +111,21 @@ class FedRC(ClusteredAlgorithm):
 
     @property
     def adam_m1(self) -> np.ndarray | None:
-        return self.weighting.m1 if isinstance(self.weighting, AdamEM) else None
+        return self.weighting.moments.m1 if isinstance(self.weighting, AdamEM) else None
 
     @adam_m1.setter
     def adam_m1(self, value: np.ndarray | None) -> None:
         if isinstance(self.weighting, AdamEM) and value is not None:
-            self.weighting.m1 = value
+            self.weighting.moments.m1 = value
 
     @property
     def adam_m2(self) -> np.ndarray | None:
-        return self.weighting.m2 if isinstance(self.weighting, AdamEM) else None
+        return self.weighting.moments.m2 if isinstance(self.weighting, AdamEM) else None
 
     @adam_m2.setter
     def adam_m2(self, value: np.ndarray | None) -> None:
         if isinstance(self.weighting, AdamEM) and value is not None:
-            self.weighting.m2 = value
+            self.weighting.moments.m2 = value
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
         """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;

@@ -30,8 +30,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import FedSoftShares
-from fedcluster.tiers.weights import fedsoft
+from fedcluster.tiers.weighting import FedSoftShares, fedsoft
 
 PAPER = ("Yichen Ruan, Carlee Joe-Wong. FedSoft: Soft Clustered Federated Learning with Proximal Local Updating. "
          "Proceedings of the AAAI Conference on Artificial Intelligence 36, 2022.")

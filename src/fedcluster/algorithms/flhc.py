@@ -38,7 +38,7 @@ from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups, gap_threshold, merge_heights
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "

@@ -31,8 +31,8 @@ from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import inference
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
-from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import cluster_update
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tracking.clusters import sample_groups
 

@@ -26,8 +26,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import flatten
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardLoss
-from fedcluster.tiers.weights import best_cluster
+from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous "
          "Environment. arXiv:1906.06629, 2019.")

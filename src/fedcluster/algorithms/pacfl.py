@@ -14,7 +14,7 @@ signatures; ``src/clustering/hierarchical_clustering.py``: ``calculating_adjacen
    no longer separates rotated Fashion-MNIST);
 2. the server forms the proximity matrix A of angles between client subspaces in degrees
    (:func:`~fedcluster.tiers.distance.subspace_angles`, :meth:`PACFL.proximity`) and clusters it
-   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptive.threshold_clusters`;
+   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptation.threshold_clusters`;
    larger ν → fewer clusters);
 3. every cluster starts from θ^0 and runs FedAvg among its members for all rounds (the first included).
 
@@ -46,7 +46,8 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptive import ClusterBook, threshold_clusters
+from fedcluster.tiers.adaptation import threshold_clusters
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.distance import data_signature, subspace_angles
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "

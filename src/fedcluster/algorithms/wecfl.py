@@ -41,7 +41,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardDistance
+from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Jie Ma, Guodong Long, Tianyi Zhou, Jing Jiang, Chengqi Zhang. On the Convergence of Clustered Federated "
          "Learning. arXiv:2202.06187, 2022.")
