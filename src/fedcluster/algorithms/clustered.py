@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.evaluation.prediction import tier_weights, untrained_omega
@@ -47,13 +48,9 @@ from fedcluster.tracking.clusters import sample_groups
 
 
 @dataclass
-class ClusteredParams:
-    num_clusters: int = 3  # K, the number of cluster models
+class ClusteredParams(RangeChecked):
+    num_clusters: int = ranged(3, ">= 1")  # K, the number of cluster models
     split: bool = False  # shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)
-
-    def __post_init__(self) -> None:
-        if self.num_clusters < 1:
-            raise ValueError(f"num_clusters must be >= 1, got {self.num_clusters}")
 
 
 class ClusteredAlgorithm(Algorithm):

@@ -29,6 +29,7 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation
 from fedcluster.tiers.weighting import SoftEM
@@ -43,15 +44,9 @@ MAX_TEST_EM_ITERS = 10_000  # E-steps of a test client (each a pass over the K m
 class FedEMParams(ClusteredParams):
     formulation: Formulation = "conditional"  # tier 1
     weights_scope: Literal["client", "sample"] = "client"  # tier 2: FedEM's ω_{i;k} or HCFL+'s ω_{i,j;k}
-    mu_tilde: float = 0.0  # HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃
-    test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 <= self.mu_tilde <= 1:
-            raise ValueError(f"mu_tilde must be in [0, 1], got {self.mu_tilde}")
-        if not 1 <= self.test_em_iters <= MAX_TEST_EM_ITERS:
-            raise ValueError(f"test_em_iters must be in 1..{MAX_TEST_EM_ITERS}, got {self.test_em_iters}")
+    mu_tilde: float = ranged(0.0, "[0, 1]")  # HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃
+    test_em_iters: int = ranged(  # E-steps a non-participating client runs on its labelled data
+        10, f"1..{MAX_TEST_EM_ITERS}")
 
 
 @ALGORITHMS.register("fedem", "FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction",

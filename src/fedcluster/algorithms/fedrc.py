@@ -45,6 +45,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.aggregation import weighted_mean
@@ -55,27 +56,25 @@ from fedcluster.tiers.weighting import AdamEM, AdamMoments, SoftEM, one_hot
 @dataclass
 class FedRCParams(FedEMParams):
     formulation: Formulation = "fedrc-ratio"
-    mu_tilde: float = 0.4  # with weights_scope=sample: HCFL+(FedRC)'s μ̃ (HCFL paper E.2)
+    mu_tilde: float = ranged(0.4, "[0, 1]")  # with weights_scope=sample: HCFL+(FedRC)'s μ̃ (HCFL paper E.2)
     ft: bool = False  # FedRC-FT: local accuracy after one local fine-tuning epoch
     hard: Literal["none", "test", "train"] = "none"  # TeHC (predict hard) / TrHC (train and predict hard)
     adam: bool = False  # FedRC-Adam update of γ
-    adam_lr: float = 1.0  # α
-    beta1: float = 0.9  # FedRC-Adam β1
-    beta2: float = 0.99  # FedRC-Adam β2
+    adam_lr: float = ranged(1.0, "> 0")  # α
+    beta1: float = ranged(0.9, "[0, 1)")  # FedRC-Adam β1
+    beta2: float = ranged(0.99, "[0, 1)")  # FedRC-Adam β2
     eps: float = 1e-8  # FedRC-Adam ε
-    count_noise: float = 0.0  # ξ: std of the Gaussian noise on every uploaded label count (FedRC paper Table 10)
-    count_noise_ref: float = 0.0  # > 0: ξ is for a client of this many samples per class (FedRC paper: 45)
+    count_noise: float = ranged(  # ξ: std of the Gaussian noise on every uploaded label count (FedRC paper Table 10)
+        0.0, ">= 0")
+    count_noise_ref: float = ranged(  # > 0: ξ is for a client of this many samples per class (FedRC paper: 45)
+        0.0, ">= 0")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.count_noise < 0 or self.count_noise_ref < 0:
-            raise ValueError("count_noise and count_noise_ref must be >= 0")
         if self.count_noise > 0 and self.formulation != "fedrc-ratio":
             raise ValueError("count_noise perturbs the label counts of formulation=fedrc-ratio; use that formulation")
         if self.adam and self.weights_scope != "client":
             raise ValueError("adam=true updates the client-wise EM; use weights_scope=client")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1) or self.adam_lr <= 0:
-            raise ValueError("need 0 <= beta1, beta2 < 1 and adam_lr > 0")
 
 
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",

@@ -48,6 +48,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, replace_solver
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.features import BodyFeatures
 from fedcluster.engine.params import Params, flatten
@@ -66,40 +67,32 @@ Distance = Literal["prototype-ascp", "prototype-cscp", "update-cosine", "paramet
 
 @dataclass
 class HCFLParams(FedEMParams):
-    num_clusters: int = 1  # K^0
+    num_clusters: int = ranged(1, ">= 1")  # K^0
     split: bool = True  # φ shared by all clusters + K heads (HCFL paper Sec. 4.1)
     weights: WeightingName = "soft-em"  # tier 2
     weights_scope: Literal["client", "sample"] = "sample"  # soft-em only: HCFL+'s ω_{i,j;k} (eq. 4–5)
-    prox: float = 0.0  # FedSoft's proximal weight λ towards the received models
-    floor: float = 1e-3  # σ of weights=fedsoft
+    prox: float = ranged(0.0, ">= 0")  # FedSoft's proximal weight λ towards the received models
+    floor: float = ranged(1e-3, "[0, 1)")  # σ of weights=fedsoft
     adaptive: Adaptive = "split-remove"  # tier 3
     distance: Distance = "prototype-ascp"  # tier 4
     reduce: Reduce = "max"  # eq. 9 max over prototype rows, or the Table 2 ablation "mean"
     prototypes: Literal["features", "head-update"] = "features"  # eq. 11-12 rows, or the HCFL paper's public code's
     confidence: bool = True  # D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)
-    rho: float = 0.1  # eq. 8 threshold
+    rho: float = ranged(0.1, ">= 0")  # eq. 8 threshold
     include_diagonal: bool = True  # mean(D_k) over the whole matrix (reference code) or off-diagonal only
     strict: bool = False  # ">" ρ (reference code) instead of eq. 8's "≥"
     scwu: bool = True  # soft-clustering weight update on split (HCFL paper Alg. 4); False: hard re-assignment
-    tol1: float = 0.4  # adaptive=cfl: ‖mean Δθ‖ < tol1 ...
-    tol2: float = 1.6  # ... and max ‖Δθ_i‖ > tol2
-    min_size: int = 3  # adaptive=cfl: sampled members needed to split
-    warmup: int = 0  # no split / removal before this (0-based) round
-    max_clusters: int | None = None  # never split beyond this many clusters
-    delta: float = 0.05  # adaptive=low-mass: remove clusters with mass below δ (FedRC paper: 0.05)
+    tol1: float = ranged(0.4, ">= 0")  # adaptive=cfl: ‖mean Δθ‖ < tol1 ...
+    tol2: float = ranged(1.6, ">= 0")  # ... and max ‖Δθ_i‖ > tol2
+    min_size: int = ranged(3, ">= 2")  # adaptive=cfl: sampled members needed to split
+    warmup: int = ranged(0, ">= 0")  # no split / removal before this (0-based) round
+    max_clusters: int | None = ranged(None, ">= 1")  # never split beyond this many clusters
+    delta: float = ranged(0.05, "[0, 1)")  # adaptive=low-mass: remove clusters with mass below δ (FedRC paper: 0.05)
 
     def __post_init__(self) -> None:
         if self.weights != "soft-em":
             self.weights_scope = "client"  # the sample-wise prior is the soft E-step's (eq. 4–5)
         super().__post_init__()
-        checks = [(self.prox >= 0, "prox must be >= 0"), (0 <= self.floor < 1, "floor must be in [0, 1)"),
-                  (self.rho >= 0, "rho must be >= 0"), (self.tol1 >= 0 and self.tol2 >= 0, "tol1, tol2 must be >= 0"),
-                  (self.min_size >= 2, "min_size must be >= 2"), (self.warmup >= 0, "warmup must be >= 0"),
-                  (self.max_clusters is None or self.max_clusters >= 1, "max_clusters must be >= 1"),
-                  (0 <= self.delta < 1, "delta must be in [0, 1)")]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
 
 
 @ALGORITHMS.register("hcfl", "HCFL composition: formulation × weights (tiers 1–2) × adaptive × distance (tiers 3–4)",

@@ -41,6 +41,7 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.tiers.adaptation import icfl_bipartition, icfl_connectivity, icfl_threshold
 from fedcluster.tiers.distance import cosine_similarity
 
@@ -49,13 +50,12 @@ PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in He
 
 
 @dataclass
-class ICFLParams:
-    alpha0: float = 0.85  # α*(0) (HCFL paper: 0.85 or 0.98; larger → fewer splits)
+class ICFLParams(RangeChecked):
+    alpha0: float = ranged(0.85, "(0, 1)")  # α*(0) (HCFL paper: 0.85 or 0.98; larger → fewer splits)
     eps1: float = 4.0  # ε1 (HCFL paper: 4.0)
 
     def __post_init__(self) -> None:
-        if not 0 < self.alpha0 < 1:
-            raise ValueError(f"alpha0 must lie in (0, 1), got {self.alpha0}")
+        super().__post_init__()
         if self.eps1 <= 0 or abs(1 - math.log(self.eps1)) < 1e-9:
             raise ValueError(f"eps1 must be > 0 and != e, got {self.eps1}")
 

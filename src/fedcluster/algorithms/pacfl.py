@@ -43,6 +43,7 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
@@ -56,18 +57,12 @@ PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Che
 
 
 @dataclass
-class PACFLParams:
-    nu: float = 4.9  # ν: merge threshold on the subspace angle, degrees
-    n_basis: int = 3  # singular vectors per class
+class PACFLParams(RangeChecked):
+    nu: float = ranged(4.9, ">= 0")  # ν: merge threshold on the subspace angle, degrees
+    n_basis: int = ranged(3, ">= 1")  # singular vectors per class
     linkage: Literal["average", "complete", "single"] = "average"  # hierarchical-clustering linkage
     # principal ≈ 0 when the signatures' columns nearly span the input space (per-class signatures of 8×8 digits)
     measure: Literal["entry-min", "principal"] = "entry-min"  # angle: smallest entry (code) / principal
-
-    def __post_init__(self) -> None:
-        if self.nu < 0:
-            raise ValueError(f"nu must be >= 0, got {self.nu}")
-        if self.n_basis < 1:
-            raise ValueError(f"n_basis must be >= 1, got {self.n_basis}")
 
 
 @ALGORITHMS.register("pacfl", "PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), "

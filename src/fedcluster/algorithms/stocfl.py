@@ -39,6 +39,7 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptation import stocfl_merges
 from fedcluster.tiers.aggregation import merged_update, server_update
@@ -49,15 +50,9 @@ PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Sto
 
 
 @dataclass
-class StoCFLParams:
-    tau: float = 0.1  # merge threshold on the cosine similarity of cluster representations
-    lam: float = 0.5  # λ: weight of the proximal pull toward the global model
-
-    def __post_init__(self) -> None:
-        if not -1 <= self.tau <= 1:
-            raise ValueError(f"tau must lie in [-1, 1], got {self.tau}")
-        if self.lam < 0:
-            raise ValueError(f"lam must be >= 0, got {self.lam}")
+class StoCFLParams(RangeChecked):
+    tau: float = ranged(0.1, "[-1, 1]")  # merge threshold on the cosine similarity of cluster representations
+    lam: float = ranged(0.5, ">= 0")  # λ: weight of the proximal pull toward the global model
 
 
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
