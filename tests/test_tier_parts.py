@@ -12,11 +12,12 @@ import pytest
 import torch
 
 import fedcluster.algorithms.hcfl as hcfl
+from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.runner import Run
-from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, LowMass
+from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, InRound, LowMass
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.distance import DISTANCE_PARTS, HeadUpdateDistance, PrototypeDistance, UpdateCosine
@@ -182,6 +183,23 @@ def test_a_clustered_method_without_one_of_its_parts_is_an_error(tmp_path: Path)
     with pytest.raises(TypeError, match="weighting"):
         hcfl.ClusteredAlgorithm.__init__(alg, alg.ctx, alg.params, formulation=alg.formulation,  # type: ignore[call-arg]
                                          adaptation=Fixed())
+
+
+
+def test_a_hard_method_without_its_parts_is_an_error(tmp_path: Path) -> None:
+    """HardClusters takes the clusters at the start and the tier-3 part in its constructor: a forgotten or wrong one
+    fails at once, naming it; CFL's part is the CFL split rule."""
+    alg = _alg(tmp_path, ["algorithm=cfl"])
+    assert isinstance(alg, HardClusters) and isinstance(alg.adaptation, CFLSplits)
+    with pytest.raises(TypeError, match="adaptation"):
+        HardClusters.__init__(alg, alg.ctx, alg.params, k0=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="adaptation"):
+        HardClusters.__init__(alg, alg.ctx, alg.params, k0=1, adaptation=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="k0"):
+        HardClusters.__init__(alg, alg.ctx, alg.params, adaptation=Fixed())  # type: ignore[call-arg]
+    for method in ("icfl", "stocfl", "pacfl", "flhc", "fedgroup", "fedgwc"):
+        part = _alg(tmp_path / method, [f"algorithm={method}"]).adaptation  # type: ignore[attr-defined]
+        assert isinstance(part, InRound) and part.rule, method
 
 
 @pytest.mark.parametrize("method", ["stocfl", "fedrc", "hcfl", "cflgp"])

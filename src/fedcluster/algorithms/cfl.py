@@ -52,15 +52,15 @@ class CFLParams(RangeChecked):
                      CFLParams, paper=PAPER)
 class CFL(HardClusters):
     def __init__(self, ctx: Context, params: CFLParams) -> None:
-        super().__init__(ctx, params, k0=1)
-        self.adaptation = CFLSplits(CFLRule(params.tol1, params.tol2, params.warmup, params.max_clusters,
-                                            params.min_size))  # tier 3
+        splits = CFLSplits(CFLRule(params.tol1, params.tol2, params.warmup, params.max_clusters, params.min_size))
+        super().__init__(ctx, params, k0=1, adaptation=splits)  # tier 3
+        self.splits = splits
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
         local, delta = self.train(round_, clients, pos)
         extra: dict[str, float] = {}
-        splits = self.adaptation.member_splits(round_, pos, self.num_clusters, delta, extra)
+        splits = self.splits.member_splits(round_, pos, self.num_clusters, delta, extra)
         assign = pos.copy()
         for k, _, second in splits:
             assign[second] = self.split_cluster(k, clients[second])  # both parts start from the pre-split θ_k

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.algorithms.parts import required
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.backends.fold import train_into
@@ -334,13 +335,6 @@ class ClusteredAlgorithm(Algorithm):
 
     def after_load(self) -> None:
         self._scoring = None
-
-
-def required(part: Any, kind: type, name: str) -> Any:
-    """``part`` when it is a ``kind``; a TypeError naming the missing or wrong part otherwise."""
-    if not isinstance(part, kind):
-        raise TypeError(f"a clustered method needs its {name} part, a {kind.__name__}; got {part!r}")
-    return part
 
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:

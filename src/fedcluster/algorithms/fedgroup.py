@@ -50,6 +50,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
+from fedcluster.tiers.adaptation import InRound
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import (
     decomposed_cosine,
@@ -92,7 +93,7 @@ class FedGroup(HardClusters):
         if params.num_groups > ctx.fed.num_clients:
             raise ConfigError(f"algorithm.num_groups={params.num_groups} is more than the {ctx.fed.num_clients} "
                               "clients: FedGroup needs at least one client per group; give fewer groups")
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("FedGroup's groups"))
         self.initial = {n: v[0].clone() for n, v in self.models.items()}  # θ^0, where every cold start begins
         self.grouped = np.zeros(ctx.fed.num_clients, dtype=bool)
         self.directions = np.zeros((0, 0), dtype=np.float32)  # [K, P] each group's cold-start direction

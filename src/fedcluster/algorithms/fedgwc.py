@@ -70,6 +70,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import select
+from fedcluster.tiers.adaptation import InRound
 from fedcluster.tiers.gaussian_weighting import (
     best_spectral_split,
     class_frequencies,
@@ -111,7 +112,7 @@ class FedGWC(HardClusters):
     saved = ("interaction", "mse", "waited", "open")
 
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("FedGWC's spectral splits"))
         m = ctx.fed.num_clients
         self.target = params.patience or max(1, round(m / ctx.cfg.cohort_size()))
         self.interaction = [np.full((m, m), 1.0 / m**2)]  # per position, over its members in id order

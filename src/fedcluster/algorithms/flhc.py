@@ -39,6 +39,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
+from fedcluster.tiers.adaptation import InRound
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups, gap_threshold, merge_heights
 
@@ -70,7 +71,7 @@ class FLHC(HardClusters):
     saved = ("clustered",)
 
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("FL+HC's one-shot clustering"))
         self.clustered = False
         if params.cluster_round >= ctx.cfg.rounds:
             note(f"algorithm.cluster_round={params.cluster_round} is past the last round (rounds={ctx.cfg.rounds}, "

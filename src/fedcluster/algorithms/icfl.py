@@ -42,7 +42,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
-from fedcluster.tiers.adaptation import icfl_bipartition, icfl_connectivity, icfl_threshold
+from fedcluster.tiers.adaptation import InRound, icfl_bipartition, icfl_connectivity, icfl_threshold
 from fedcluster.tiers.distance import cosine_similarity
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
@@ -66,7 +66,7 @@ class ICFL(HardClusters):
     saved = ("pool",)
 
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("ICFL's connectivity split"))
         self.pool: int | None = 0  # stable id of the pool cluster, None once removed
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:

@@ -47,7 +47,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptation import threshold_clusters
+from fedcluster.tiers.adaptation import InRound, threshold_clusters
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.distance import data_signature, subspace_angles
 
@@ -71,7 +71,7 @@ class PACFL(HardClusters):
     saved = ("clustered",)
 
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("PACFL's one-shot clustering"))
         self.clustered = False
 
     def signatures(self) -> list[np.ndarray]:

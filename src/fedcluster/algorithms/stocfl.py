@@ -41,7 +41,7 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, repeat
-from fedcluster.tiers.adaptation import stocfl_merges
+from fedcluster.tiers.adaptation import InRound, stocfl_merges
 from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
@@ -62,7 +62,7 @@ class StoCFL(HardClusters):
 
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
-        super().__init__(ctx, params, k0=m)
+        super().__init__(ctx, params, k0=m, adaptation=InRound("StoCFL's merges"))
         self.cluster = np.arange(m, dtype=np.int64)
         self.sync()
         self.global_model: Params = {n: v[0].clone() for n, v in self.models.items()}

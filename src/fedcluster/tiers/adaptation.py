@@ -237,6 +237,15 @@ class Fixed(Adaptation):
 
 
 @dataclass(frozen=True)
+class InRound(Adaptation):
+    """K changes by a rule the method's own round applies (``rule`` names it: ICFL's connectivity split, StoCFL's
+    merges, PACFL's or FL+HC's one-shot clustering, FedGroup's groups, FedGWC's spectral splits); the part is asked
+    for nothing."""
+
+    rule: str
+
+
+@dataclass(frozen=True)
 class CFLSplits(Adaptation):
     """Sattler's CFL on every cluster: tol1/tol2 on the members' updates, complete linkage on their cosine."""
 
