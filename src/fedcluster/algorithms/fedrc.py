@@ -77,10 +77,29 @@ class FedRCParams(FedEMParams):
             raise ValueError("adam=true updates the client-wise EM; use weights_scope=client")
 
 
+class AdamMoment:
+    """A method attribute for FedRC-Adam's moment ``name`` (``m1``, ``m2``) that its weighting part holds; None
+    (and nothing to restore) without ``adam=true``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, alg: Any, owner: type | None = None) -> Any:
+        if alg is None:
+            return self
+        return getattr(alg.weighting.moments, self.name) if isinstance(alg.weighting, AdamEM) else None
+
+    def __set__(self, alg: Any, value: np.ndarray | None) -> None:
+        if isinstance(alg.weighting, AdamEM) and value is not None:
+            setattr(alg.weighting.moments, self.name, value)
+
+
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams, paper="FedRC paper")
 class FedRC(ClusteredAlgorithm):
     saved = ("adam_m1", "adam_m2")
+    adam_m1 = AdamMoment("m1")
+    adam_m2 = AdamMoment("m2")
 
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
         p = params
@@ -107,24 +126,6 @@ class FedRC(ClusteredAlgorithm):
         best = est.omega.argmax(1)
         self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
         return self.em_result(cohort, ll, est, uploaded=1)
-
-    @property
-    def adam_m1(self) -> np.ndarray | None:
-        return self.weighting.moments.m1 if isinstance(self.weighting, AdamEM) else None
-
-    @adam_m1.setter
-    def adam_m1(self, value: np.ndarray | None) -> None:
-        if isinstance(self.weighting, AdamEM) and value is not None:
-            self.weighting.moments.m1 = value
-
-    @property
-    def adam_m2(self) -> np.ndarray | None:
-        return self.weighting.moments.m2 if isinstance(self.weighting, AdamEM) else None
-
-    @adam_m2.setter
-    def adam_m2(self, value: np.ndarray | None) -> None:
-        if isinstance(self.weighting, AdamEM) and value is not None:
-            self.weighting.moments.m2 = value
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
         """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;
