@@ -26,7 +26,7 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.federation import Federation
 from fedcluster.engine.evaluation.scores import model_outputs, per_sample_losses
 from fedcluster.engine.runner import Run, evaluate  # internal on purpose: times run_round and evaluation apart
-from fedcluster.tiers.weights import soft_em
+from fedcluster.tiers.weighting import soft_em
 
 
 def naive_fedem_round(alg: ClusteredAlgorithm, round_: int, clients: np.ndarray) -> None:

@@ -6,34 +6,36 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.tiers.adaptive import (
+from fedcluster.tiers.adaptation import (
     CFLRule,
-    ClusterBook,
-    append_model,
     bipartition,
     cfl_statistics,
     choose_split,
-    hard_split_weights,
     icfl_bipartition,
     icfl_connectivity,
     icfl_threshold,
-    keep_models,
     low_mass_clusters,
+    removal_set,
+    split_gap,
+    stocfl_merges,
+    threshold_clusters,
+)
+from fedcluster.tiers.cluster_book import (
+    ClusterBook,
+    append_model,
+    hard_split_weights,
+    keep_models,
     merge_clusters,
     merge_weights,
-    removal_set,
     remove_clusters,
     remove_statistics,
     remove_weights,
     reposition,
     soft_remove,
     soft_split,
-    split_gap,
     split_off,
     split_statistics,
     split_weights,
-    stocfl_merges,
-    threshold_clusters,
 )
 from fedcluster.tiers.distance import cosine_similarity
 

@@ -19,7 +19,7 @@ from fedcluster.engine.params import flatten
 from fedcluster.engine.runner import Run
 from fedcluster.engine.transfer import state_to_device
 from fedcluster.storage.state_file import load_state, save_state
-from fedcluster.tiers.weights import fedsoft
+from fedcluster.tiers.weighting import fedsoft
 from fedcluster.tracking.report import report_run
 
 

@@ -14,7 +14,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.holdout import scored_rows, with_fit_rows
 from fedcluster.engine.evaluation.scores import client_scores, per_sample_losses
 from fedcluster.engine.runner import Run
-from fedcluster.tiers.weights import best_cluster, em_weights
+from fedcluster.tiers.weighting import best_cluster, em_weights
 
 
 def _run(tmp_path: Path, *overrides: str) -> Run:

@@ -4,6 +4,7 @@ removals, S4 Alg. 3 low-mass removal, checkpoints and the K^t plot."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -23,9 +24,9 @@ from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.params import num_units
 from fedcluster.engine.runner import Run
-from fedcluster.tiers.adaptive import remove_weights
+from fedcluster.tiers.cluster_book import remove_weights
+from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.distance import ClientDistance, CohortView
-from fedcluster.tiers.weights import segment_mean
 from fedcluster.tracking.run_dir import RunDir
 
 FAST = ["num_clients=8", "progress=false", "threads=1"]
@@ -178,7 +179,7 @@ class _BlockDistance(ClientDistance):
 def test_split_exactly_when_the_eq8_gap_reaches_rho(tmp_path: Path, monkeypatch, rho, strict, splits) -> None:
     alg = _alg(tmp_path, ["algorithm=hcfl", "algorithm.formulation=fedrc-ratio", f"algorithm.rho={rho}",
                           f"algorithm.strict={str(strict).lower()}"])
-    monkeypatch.setattr(alg.adaptation, "distance", _BlockDistance(0.25))
+    monkeypatch.setattr(alg, "adaptation", dataclasses.replace(alg.adaptation, distance=_BlockDistance(0.25)))
     res = alg.run_round(0, np.arange(8))
     assert res.extra["split_gap"] == 0.25
     if not splits:
@@ -201,7 +202,7 @@ def test_split_exactly_when_the_eq8_gap_reaches_rho(tmp_path: Path, monkeypatch,
 def test_split_without_scwu_and_with_hard_weights_reassigns(tmp_path: Path, monkeypatch) -> None:
     for extra in (["algorithm.scwu=false"], ["algorithm.weights=hard-distance"]):
         alg = _alg(tmp_path, ["algorithm=hcfl", "algorithm.rho=0.1", *extra])
-        monkeypatch.setattr(alg.adaptation, "distance", _BlockDistance(0.25))
+        monkeypatch.setattr(alg, "adaptation", dataclasses.replace(alg.adaptation, distance=_BlockDistance(0.25)))
         alg.run_round(0, np.arange(8))
         np.testing.assert_array_equal(alg.omega, np.repeat(np.eye(2), 4, 0))  # C_{k*,1} → k*, C_{k*,2} → new
         _on_simplex(alg.gamma)

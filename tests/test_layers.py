@@ -114,9 +114,30 @@ def test_the_circle_check_finds_a_circle() -> None:
 
 def test_the_check_reads_the_imports_it_judges() -> None:
     assert "fedcluster.engine.algorithm" in {m for m, _ in fedcluster_imports(ROOT / "engine" / "runner.py")}
-    assert "fedcluster.models.params" in {m for m, _ in fedcluster_imports(ROOT / "tiers" / "adaptive.py")}
+    assert "fedcluster.models.params" in {m for m, _ in fedcluster_imports(ROOT / "tiers" / "cluster_book.py")}
     assert _layer("fedcluster.algorithms.base") == "algorithms" and _layer("fedcluster.errors") is None
     assert "fedcluster.config.yaml_dialect" in module_graph()["fedcluster.config.validation"]
+
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_lower_tiers_never_reach_the_split_rules() -> None:
+    """Tier 1 (formulation) and tier 2 (weighting) reach the cluster book, never tier 3's split rules (adaptation)
+    nor the tier-4 distances those rules read."""
+    graph = module_graph()
+    for tier in ("formulation", "weighting", "cluster_state", "cluster_book"):
+        reached = reachable(graph, f"fedcluster.tiers.{tier}")
+        assert not reached & {"fedcluster.tiers.adaptation", "fedcluster.tiers.distance"}, (tier, sorted(reached))
+    assert reachable({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
 
 
 # -- inside the engine: its rooms, each importing only rooms on lower floors ----------------------------------

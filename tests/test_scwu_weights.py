@@ -4,8 +4,8 @@ split rows one-hot and FedEM's E-step never brings a zero weight back; SCWU keep
 import numpy as np
 import pytest
 
-from fedcluster.tiers.adaptive import hard_split_weights, split_weights
-from fedcluster.tiers.weights import soft_em
+from fedcluster.tiers.cluster_book import hard_split_weights, split_weights
+from fedcluster.tiers.weighting import soft_em
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

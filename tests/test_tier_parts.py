@@ -12,16 +12,17 @@ import pytest
 import torch
 
 import fedcluster.algorithms.hcfl as hcfl
+from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.runner import Run
-from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, LowMass
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, InRound, LowMass
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.distance import DISTANCE_PARTS, HeadUpdateDistance, PrototypeDistance, UpdateCosine
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, ServerStatistics
-from fedcluster.tiers.weight_rules import WEIGHT_RULES, HardDistance, HardLoss, SoftEM
+from fedcluster.tiers.weighting import WEIGHTINGS, HardDistance, HardLoss, SoftEM
 
 FAST = ["num_clients=8", "progress=false", "threads=1", "rounds=1"]
 
@@ -33,7 +34,7 @@ def _alg(tmp_path: Path, overrides: list[str]) -> Algorithm:
 
 def test_every_hcfl_tier_option_is_a_part() -> None:
     """Adding a tier option is adding a part: each name the config accepts has an entry in its table."""
-    tables = [(Formulation, FORMULATION_PARTS), (hcfl.WeightRule, WEIGHT_RULES), (hcfl.Adaptive, ADAPTATIONS),
+    tables = [(Formulation, FORMULATION_PARTS), (hcfl.WeightingName, WEIGHTINGS), (hcfl.Adaptive, ADAPTATIONS),
               (hcfl.Distance, DISTANCE_PARTS)]
     for names, table in tables:
         assert set(typing.get_args(names)) == set(table)
@@ -182,6 +183,23 @@ def test_a_clustered_method_without_one_of_its_parts_is_an_error(tmp_path: Path)
     with pytest.raises(TypeError, match="weighting"):
         hcfl.ClusteredAlgorithm.__init__(alg, alg.ctx, alg.params, formulation=alg.formulation,  # type: ignore[call-arg]
                                          adaptation=Fixed())
+
+
+
+def test_a_hard_method_without_its_parts_is_an_error(tmp_path: Path) -> None:
+    """HardClusters takes the clusters at the start and the tier-3 part in its constructor: a forgotten or wrong one
+    fails at once, naming it; CFL's part is the CFL split rule."""
+    alg = _alg(tmp_path, ["algorithm=cfl"])
+    assert isinstance(alg, HardClusters) and isinstance(alg.adaptation, CFLSplits)
+    with pytest.raises(TypeError, match="adaptation"):
+        HardClusters.__init__(alg, alg.ctx, alg.params, k0=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="adaptation"):
+        HardClusters.__init__(alg, alg.ctx, alg.params, k0=1, adaptation=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="k0"):
+        HardClusters.__init__(alg, alg.ctx, alg.params, adaptation=Fixed())  # type: ignore[call-arg]
+    for method in ("icfl", "stocfl", "pacfl", "flhc", "fedgroup", "fedgwc"):
+        part = _alg(tmp_path / method, [f"algorithm={method}"]).adaptation  # type: ignore[attr-defined]
+        assert isinstance(part, InRound) and part.rule, method
 
 
 @pytest.mark.parametrize("method", ["stocfl", "fedrc", "hcfl", "cflgp"])

@@ -13,15 +13,7 @@ from fedcluster.tiers.formulation import (
     label_marginal,
     log_likelihood,
 )
-from fedcluster.tiers.weights import (
-    adam_em,
-    best_cluster,
-    em_weights,
-    fedsoft,
-    hard_distance,
-    hard_loss,
-    soft_em,
-)
+from fedcluster.tiers.weighting import adam_em, best_cluster, em_weights, fedsoft, hard_distance, hard_loss, soft_em
 
 RNG = np.random.default_rng(0)
 

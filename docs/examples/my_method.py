@@ -23,20 +23,16 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FORMULATION_PARTS, FormulationPart, ServerStatistics
-from fedcluster.tiers.weight_rules import SoftEM
+from fedcluster.tiers.weighting import SoftEM
 
 
 @dataclass
 class TemperedEMParams(FedEMParams):
-    temperature: float = 2.0  # τ of log L_k = −ℓ_k / τ (1 = FedEM; larger = softer E-step)
-
-    def __post_init__(self) -> None:  # a ValueError becomes one clear line naming algorithm.<key>
-        super().__post_init__()
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+    temperature: float = ranged(2.0, "> 0")  # τ of log L_k = −ℓ_k / τ (1 = FedEM; larger = softer E-step)
 
 
 @dataclass

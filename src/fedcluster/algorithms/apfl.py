@@ -28,6 +28,7 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.personal import PersonalAlgorithm, chunks, mean_of
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params
 
 PAPER = ("Yuyang Deng, Mohammad Mahdi Kamani, Mehrdad Mahdavi. Adaptive Personalized Federated Learning. "
@@ -35,18 +36,11 @@ PAPER = ("Yuyang Deng, Mohammad Mahdi Kamani, Mehrdad Mahdavi. Adaptive Personal
 
 
 @dataclass
-class APFLParams:
-    alpha: float = 0.5  # α_i at the start: the local model's share of the personalised model
+class APFLParams(RangeChecked):
+    alpha: float = ranged(0.5, "[0, 1]")  # α_i at the start: the local model's share of the personalised model
     adaptive: bool = True  # learn α_i (APFL paper §5); false keeps it fixed
-    alpha_lr: float | None = None  # η_α, the step size of α (null: the run's lr)
-    num_clusters: int = 1  # always 1: one global model
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.alpha <= 1 or (self.alpha_lr is not None and self.alpha_lr <= 0):
-            raise ValueError(f"need 0 <= alpha <= 1 and alpha_lr > 0, got alpha={self.alpha}, "
-                             f"alpha_lr={self.alpha_lr}")
-        if self.num_clusters != 1:
-            raise ValueError("APFL keeps one global model: num_clusters must be 1")
+    alpha_lr: float | None = ranged(None, "> 0")  # η_α, the step size of α (null: the run's lr)
+    num_clusters: int = ranged(1, "== 1", "APFL keeps one global model")  # always 1: one global model
 
 
 @ALGORITHMS.register("apfl", "APFL: personalised mixture α_i v_i + (1 − α_i) w of a local and the global model, "

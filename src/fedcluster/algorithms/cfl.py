@@ -30,8 +30,8 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.tiers.adaptation import CFLSplits
-from fedcluster.tiers.adaptive import CFLRule
+from fedcluster.config.ranges import RangeChecked, ranged
+from fedcluster.tiers.adaptation import CFLRule, CFLSplits
 
 PAPER = ("Felix Sattler, Klaus-Robert Müller, Wojciech Samek. Clustered Federated Learning: Model-Agnostic "
          "Distributed Multitask Optimization Under Privacy Constraints. IEEE Transactions on Neural Networks and "
@@ -39,37 +39,28 @@ PAPER = ("Felix Sattler, Klaus-Robert Müller, Wojciech Samek. Clustered Federat
 
 
 @dataclass
-class CFLParams:
-    tol1: float = 0.4  # ε1: split only when the cluster's mean update is this small (HCFL paper Table 1: 0.4 / 0.2)
-    tol2: float = 1.6  # ε2: ... and some client's update is larger than this (HCFL paper: 1.6 / 0.8)
-    warmup: int = 20  # no split before this (0-based) round (Sattler's code: c_round > 20)
-    max_clusters: int | None = None  # cap on K ("CFL (3)"; the reference code uses 100)
-    min_size: int = 3  # split only clusters with at least this many sampled members (> 2 in both codes)
-
-    def __post_init__(self) -> None:
-        if self.tol1 < 0 or self.tol2 < 0:
-            raise ValueError("tol1 and tol2 must be >= 0")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
-        if self.max_clusters is not None and self.max_clusters < 1:
-            raise ValueError(f"max_clusters must be >= 1, got {self.max_clusters}")
-        if self.min_size < 2:
-            raise ValueError(f"min_size must be >= 2, got {self.min_size}")
+class CFLParams(RangeChecked):
+    tol1: float = ranged(  # ε1: split only when the cluster's mean update is this small (HCFL paper Table 1: 0.4 / 0.2)
+        0.4, ">= 0")
+    tol2: float = ranged(1.6, ">= 0")  # ε2: ... and some client's update is larger than this (HCFL paper: 1.6 / 0.8)
+    warmup: int = ranged(20, ">= 0")  # no split before this (0-based) round (Sattler's code: c_round > 20)
+    max_clusters: int | None = ranged(None, ">= 1")  # cap on K ("CFL (3)"; the reference code uses 100)
+    min_size: int = ranged(3, ">= 2")  # split only clusters with at least this many sampled members (> 2 in both codes)
 
 
 @ALGORITHMS.register("cfl", "CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2",
                      CFLParams, paper=PAPER)
 class CFL(HardClusters):
     def __init__(self, ctx: Context, params: CFLParams) -> None:
-        super().__init__(ctx, params, k0=1)
-        self.adaptation = CFLSplits(CFLRule(params.tol1, params.tol2, params.warmup, params.max_clusters,
-                                            params.min_size))  # tier 3
+        splits = CFLSplits(CFLRule(params.tol1, params.tol2, params.warmup, params.max_clusters, params.min_size))
+        super().__init__(ctx, params, k0=1, adaptation=splits)  # tier 3
+        self.splits = splits
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
         local, delta = self.train(round_, clients, pos)
         extra: dict[str, float] = {}
-        splits = self.adaptation.member_splits(round_, pos, self.num_clusters, delta, extra)
+        splits = self.splits.member_splits(round_, pos, self.num_clusters, delta, extra)
         assign = pos.copy()
         for k, _, second in splits:
             assign[second] = self.split_cluster(k, clients[second])  # both parts start from the pre-split θ_k

@@ -38,36 +38,27 @@ import torch
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.spectral import choose_k, cumulative_beta, spectral_clustering
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import flatten, num_bytes, select
 from fedcluster.metrics.clustering import clustering_ari
 from fedcluster.metrics.regression import regression_extras
 
 
 @dataclass
-class CFLGPParams:
-    num_clusters: int = 4  # K
-    period: int = 2  # P: a cluster update every P rounds
-    t_cl: int | None = None  # T_cl: no cluster updates from this round on (None = whole run)
+class CFLGPParams(RangeChecked):
+    num_clusters: int = ranged(4, ">= 1")  # K
+    period: int = ranged(2, ">= 1")  # P: a cluster update every P rounds
+    t_cl: int | None = ranged(  # T_cl: no cluster updates from this round on (None = whole run)
+        None, ">= 1", "leave it out to update clusters for the whole run")
     variant: Literal["gradient", "model"] = "gradient"  # Alg. 1 (gradient averaging) / Alg. 4-5 (model averaging)
     beta: Literal["cumulative", "last"] = "cumulative"  # β_t = 1/(n+1), or β = 1 (F.1 ablation)
     stable_stop: bool = True  # stop cluster updates once the clustering is unchanged for T/10 rounds
-    stable_window: int = 0  # rounds of unchanged clustering that stop it; 0 = T/10 of this run's rounds (App. F)
+    stable_window: int = ranged(  # rounds of unchanged clustering that stop it; 0 = T/10 of this run's rounds (App. F)
+        0, ">= 0", "0 = a tenth of the rounds")
     compression: Literal["none", "random", "last-layer", "body"] = "none"  # body: profiles without the output layer
-    compression_ratio: float = 1.0  # CR = d / d̂ for compression="random"
-    quantize_digits: int | None = None  # keep this many decimals of every profile entry (CFL-GP paper Table 7)
-
-    def __post_init__(self) -> None:
-        if self.num_clusters < 1 or self.period < 1:
-            raise ValueError("num_clusters and period must be >= 1")
-        if self.stable_window < 0:
-            raise ValueError(f"stable_window must be >= 0 (0 = a tenth of the rounds), got {self.stable_window}")
-        if self.compression_ratio < 1:
-            raise ValueError(f"compression_ratio must be >= 1, got {self.compression_ratio}")
-        if self.quantize_digits is not None and self.quantize_digits < 0:
-            raise ValueError("quantize_digits must be >= 0")
-        if self.t_cl is not None and self.t_cl < 1:
-            raise ValueError(f"t_cl (the round from which clusters stay fixed) must be >= 1, got {self.t_cl}; "
-                             "leave it out to update clusters for the whole run")
+    compression_ratio: float = ranged(1.0, ">= 1")  # CR = d / d̂ for compression="random"
+    quantize_digits: int | None = ranged(  # keep this many decimals of every profile entry (CFL-GP paper Table 7)
+        None, ">= 0")
 
 
 @ALGORITHMS.register("cflgp", "CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)",

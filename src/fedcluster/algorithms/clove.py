@@ -51,12 +51,13 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.finch import finch_partitions
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.grouping import match_clusters_to_models, prefers_one_cluster, silhouette_kmeans
-from fedcluster.tiers.weight_rules import HardLoss
-from fedcluster.tiers.weights import best_cluster, segment_mean
+from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
          "Federated Learning through Clustering of Loss Vector Embeddings. International Conference on Machine "
@@ -65,21 +66,13 @@ PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Cha
 
 @dataclass
 class CLoVEParams(ClusteredParams):
-    num_clusters: int = 4  # K̂, the number of candidate models (an upper bound on the clusters)
-    stable_rounds: int = 3  # rounds with an unchanged model that make a client stable
-    stable_fraction: float = 1.0  # stop clustering once this share of all clients is stable
+    num_clusters: int = ranged(  # K̂, the number of candidate models (an upper bound on the clusters)
+        4, ">= 2", "an upper bound on the clusters")
+    stable_rounds: int = ranged(3, ">= 1")  # rounds with an unchanged model that make a client stable
+    stable_fraction: float = ranged(1.0, "(0, 1]")  # stop clustering once this share of all clients is stable
     sqrt_loss: bool = False  # embed √loss (the square-root loss vector) instead of the loss
     route: Literal["silhouette", "finch"] = "silhouette"  # K^t by k-means + silhouette, or by FINCH
     one_cluster_test: bool = False  # K^t = 1 when the gap statistic prefers one cluster to two
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.num_clusters < 2:
-            raise ValueError(f"num_clusters must be >= 2 (an upper bound on the clusters), got {self.num_clusters}")
-        if self.stable_rounds < 1:
-            raise ValueError(f"stable_rounds must be >= 1, got {self.stable_rounds}")
-        if not 0 < self.stable_fraction <= 1:
-            raise ValueError(f"stable_fraction must lie in (0, 1], got {self.stable_fraction}")
 
 
 @ALGORITHMS.register("clove", "CLoVE: k-means of per-client loss vectors over K̂ models, K^t by silhouette, "

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.algorithms.parts import required
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.evaluation.prediction import tier_weights, untrained_omega
@@ -37,24 +39,19 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptation import Adaptation
-from fedcluster.tiers.adaptive import ClusterBook
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
-from fedcluster.tiers.weight_rules import SoftRule, WeightRule
-from fedcluster.tiers.weights import EStep, one_hot
+from fedcluster.tiers.weighting import EStep, SoftWeighting, Weighting, one_hot
 from fedcluster.tracking.clusters import sample_groups
 
 
 @dataclass
-class ClusteredParams:
-    num_clusters: int = 3  # K, the number of cluster models
+class ClusteredParams(RangeChecked):
+    num_clusters: int = ranged(3, ">= 1")  # K, the number of cluster models
     split: bool = False  # shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)
-
-    def __post_init__(self) -> None:
-        if self.num_clusters < 1:
-            raise ValueError(f"num_clusters must be >= 1, got {self.num_clusters}")
 
 
 class ClusteredAlgorithm(Algorithm):
@@ -81,13 +78,13 @@ class ClusteredAlgorithm(Algorithm):
     saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
     STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
 
-    def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: WeightRule,
+    def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: Weighting,
                  adaptation: Adaptation, sample_scope: bool = False) -> None:
         super().__init__(ctx, params)
         fed, k = ctx.fed, params.num_clusters
         self.split = params.split
         self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
-        self.weighting: WeightRule = required(weighting, WeightRule, "weighting (tier 2)")
+        self.weighting: Weighting = required(weighting, Weighting, "weighting (tier 2)")
         self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tiers 3–4)")
         self.models = ctx.fresh_models(k)
         if self.split:  # one shared body: cluster 0's initial body
@@ -247,7 +244,7 @@ class ClusteredAlgorithm(Algorithm):
 
     def e_step(self, clients: np.ndarray) -> tuple[Cohort, np.ndarray, EStep]:
         """The cohort, its tier-1 log-likelihoods [n, K] and the tier-2 E-step, recorded in γ and Ω."""
-        assert isinstance(self.weighting, SoftRule)
+        assert isinstance(self.weighting, SoftWeighting)
         cohort = self.cohort(clients)
         ll = self.cohort_loglik(cohort)
         est = self.weighting.estimate(ll, cohort, self.state)
@@ -338,13 +335,6 @@ class ClusteredAlgorithm(Algorithm):
 
     def after_load(self) -> None:
         self._scoring = None
-
-
-def required(part: Any, kind: type, name: str) -> Any:
-    """``part`` when it is a ``kind``; a TypeError naming the missing or wrong part otherwise."""
-    if not isinstance(part, kind):
-        raise TypeError(f"a clustered method needs its {name} part, a {kind.__name__}; got {part!r}")
-    return part
 
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:

@@ -14,6 +14,7 @@ import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.params import num_bytes
 from fedcluster.tiers.aggregation import ModelSums
@@ -26,23 +27,14 @@ FEDPROX_PAPER = ("Tian Li, Anit Kumar Sahu, Manzil Zaheer, Maziar Sanjabi, Ameet
 
 
 @dataclass
-class FedAvgParams:
-    num_clusters: int = 1  # always 1 (one global model)
-
-    def __post_init__(self) -> None:
-        if self.num_clusters != 1:
-            raise ValueError("trains one global model: num_clusters must be 1 (use a clustered method "
-                             "such as ifca or fedem for K > 1)")
+class FedAvgParams(RangeChecked):
+    num_clusters: int = ranged(1, "== 1", "one global model; use a clustered method such as ifca or fedem "
+                                                "for K > 1")  # always 1 (one global model)
 
 
 @dataclass
 class FedProxParams(FedAvgParams):
-    mu: float = 0.01  # proximal weight μ (Li et al. 2020); μ = 0 is FedAvg
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.mu < 0:
-            raise ValueError(f"mu must be >= 0, got {self.mu}")
+    mu: float = ranged(0.01, ">= 0")  # proximal weight μ (Li et al. 2020); μ = 0 is FedAvg
 
 
 @ALGORITHMS.register("fedavg", "FedAvg: one global model, N_i-weighted model averaging", FedAvgParams,

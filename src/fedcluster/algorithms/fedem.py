@@ -14,7 +14,7 @@ tier 2 ``soft-em`` (client scope, or HCFL+'s sample scope with μ̃), fixed K. O
 Prediction: Σ_k ω_{i;k} softmax(m_k(x)) (FedRC paper App. H.2). Test clients that never train run the E-step on
 their labelled data with the models fixed (``test_em_iters`` iterations from ω = 1/K), as FedRC paper does.
 The method is its parts: the formulation named by ``formulation`` (:data:`~fedcluster.tiers.formulation.
-FORMULATION_PARTS`, with the server statistics it keeps), the :class:`~fedcluster.tiers.weight_rules.SoftEM`
+FORMULATION_PARTS`, with the server statistics it keeps), the :class:`~fedcluster.tiers.weighting.SoftEM`
 E-step, and the shared EM round of :meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`; any
 formulation composes with either scope.
 """
@@ -29,9 +29,10 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation
-from fedcluster.tiers.weight_rules import SoftEM
+from fedcluster.tiers.weighting import SoftEM
 
 PAPER = ("Othmane Marfoq, Giovanni Neglia, Aurélien Bellet, Laetitia Kameni, Richard Vidal. Federated Multi-Task "
          "Learning under a Mixture of Distributions. Advances in Neural Information Processing Systems (NeurIPS) 34, "
@@ -43,15 +44,9 @@ MAX_TEST_EM_ITERS = 10_000  # E-steps of a test client (each a pass over the K m
 class FedEMParams(ClusteredParams):
     formulation: Formulation = "conditional"  # tier 1
     weights_scope: Literal["client", "sample"] = "client"  # tier 2: FedEM's ω_{i;k} or HCFL+'s ω_{i,j;k}
-    mu_tilde: float = 0.0  # HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃
-    test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 <= self.mu_tilde <= 1:
-            raise ValueError(f"mu_tilde must be in [0, 1], got {self.mu_tilde}")
-        if not 1 <= self.test_em_iters <= MAX_TEST_EM_ITERS:
-            raise ValueError(f"test_em_iters must be in 1..{MAX_TEST_EM_ITERS}, got {self.test_em_iters}")
+    mu_tilde: float = ranged(0.0, "[0, 1]")  # HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃
+    test_em_iters: int = ranged(  # E-steps a non-participating client runs on its labelled data
+        10, f"1..{MAX_TEST_EM_ITERS}")
 
 
 @ALGORITHMS.register("fedem", "FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction",

@@ -46,10 +46,12 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.adaptation import InRound
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import (
     decomposed_cosine,
     inter_group_update,
@@ -64,21 +66,11 @@ PAPER = ("Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang 
 
 
 @dataclass
-class FedGroupParams:
-    num_groups: int = 3  # K, the number of groups (the authors' num_group)
-    pretrain_scale: int = 20  # α: α·K clients are pre-trained for the group cold start
-    pretrain_steps: int = 50  # local steps of a cold-start pre-training from θ^0
-    inter_lr: float = 0.0  # η of the inter-group aggregation (0: groups train independently)
-
-    def __post_init__(self) -> None:
-        if self.num_groups < 1:
-            raise ValueError(f"num_groups must be >= 1, got {self.num_groups}")
-        if self.pretrain_scale < 1:
-            raise ValueError(f"pretrain_scale must be >= 1, got {self.pretrain_scale}")
-        if self.pretrain_steps < 1:
-            raise ValueError(f"pretrain_steps must be >= 1, got {self.pretrain_steps}")
-        if self.inter_lr < 0:
-            raise ValueError(f"inter_lr must be >= 0, got {self.inter_lr}")
+class FedGroupParams(RangeChecked):
+    num_groups: int = ranged(3, ">= 1")  # K, the number of groups (the authors' num_group)
+    pretrain_scale: int = ranged(20, ">= 1")  # α: α·K clients are pre-trained for the group cold start
+    pretrain_steps: int = ranged(50, ">= 1")  # local steps of a cold-start pre-training from θ^0
+    inter_lr: float = ranged(0.0, ">= 0")  # η of the inter-group aggregation (0: groups train independently)
 
 
 def steps_solver(solver: Solver, steps: int, sizes: np.ndarray) -> Solver:
@@ -89,12 +81,7 @@ def steps_solver(solver: Solver, steps: int, sizes: np.ndarray) -> Solver:
 
 @dataclass
 class FedGrouProxParams(FedGroupParams):
-    mu: float = 0.01  # proximal weight μ of each client's objective (FedProx); 0 is FedGroup
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.mu < 0:
-            raise ValueError(f"mu must be >= 0, got {self.mu}")
+    mu: float = ranged(0.01, ">= 0")  # proximal weight μ of each client's objective (FedProx); 0 is FedGroup
 
 
 @ALGORITHMS.register("fedgroup", "FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer "
@@ -106,7 +93,7 @@ class FedGroup(HardClusters):
         if params.num_groups > ctx.fed.num_clients:
             raise ConfigError(f"algorithm.num_groups={params.num_groups} is more than the {ctx.fed.num_clients} "
                               "clients: FedGroup needs at least one client per group; give fewer groups")
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("FedGroup's groups"))
         self.initial = {n: v[0].clone() for n, v in self.models.items()}  # θ^0, where every cold start begins
         self.grouped = np.zeros(ctx.fed.num_clients, dtype=bool)
         self.directions = np.zeros((0, 0), dtype=np.float32)  # [K, P] each group's cold-start direction

@@ -67,8 +67,10 @@ from fedcluster.algorithms.state_checks import (
     one_per_cluster,
 )
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import select
+from fedcluster.tiers.adaptation import InRound
 from fedcluster.tiers.gaussian_weighting import (
     best_spectral_split,
     class_frequencies,
@@ -94,28 +96,14 @@ def common_steps(trajectory: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class FedGWCParams:
-    beta: float = 4.0  # β of the RBF affinity between perception vectors (gamma in the authors' code)
-    eps: float = 1e-5  # ε: P has converged when its running mean squared change is below this
-    patience: int | None = None  # rounds below ε before clustering (null: round(M / cohort size))
-    max_clusters: int = 4  # largest number of parts one split tries
-    min_cluster_size: int = 4  # a cluster with fewer members is not split again
-    loss_sampling_size: int = 10  # complete the cohort's losses to this many Gaussian draws for μ, σ²
+class FedGWCParams(RangeChecked):
+    beta: float = ranged(4.0, "> 0")  # β of the RBF affinity between perception vectors (gamma in the authors' code)
+    eps: float = ranged(1e-5, "> 0")  # ε: P has converged when its running mean squared change is below this
+    patience: int | None = ranged(None, ">= 1")  # rounds below ε before clustering (null: round(M / cohort size))
+    max_clusters: int = ranged(4, ">= 2")  # largest number of parts one split tries
+    min_cluster_size: int = ranged(4, ">= 3")  # a cluster with fewer members is not split again
+    loss_sampling_size: int = ranged(10, ">= 0")  # complete the cohort's losses to this many Gaussian draws for μ, σ²
     perception: Literal["row", "column"] = "row"  # perception vector of i: its row of P / its column
-
-    def __post_init__(self) -> None:
-        if self.beta <= 0:
-            raise ValueError(f"beta must be > 0, got {self.beta}")
-        if self.eps <= 0:
-            raise ValueError(f"eps must be > 0, got {self.eps}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"patience must be >= 1, got {self.patience}")
-        if self.max_clusters < 2:
-            raise ValueError(f"max_clusters must be >= 2, got {self.max_clusters}")
-        if self.min_cluster_size < 3:
-            raise ValueError(f"min_cluster_size must be >= 3, got {self.min_cluster_size}")
-        if self.loss_sampling_size < 0:
-            raise ValueError(f"loss_sampling_size must be >= 0, got {self.loss_sampling_size}")
 
 
 @ALGORITHMS.register("fedgwc", "FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral "
@@ -124,7 +112,7 @@ class FedGWC(HardClusters):
     saved = ("interaction", "mse", "waited", "open")
 
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("FedGWC's spectral splits"))
         m = ctx.fed.num_clients
         self.target = params.patience or max(1, round(m / ctx.cfg.cohort_size()))
         self.interaction = [np.full((m, m), 1.0 / m**2)]  # per position, over its members in id order

@@ -54,6 +54,7 @@ from torch.func import functional_call, grad, vmap
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.spectral import orthogonal_iteration
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.scores import model_outputs, per_sample_losses
 from fedcluster.engine.params import Params, flatten, num_bytes, select
@@ -64,12 +65,13 @@ from fedcluster.tiers.aggregation import weighted_mean
 
 
 @dataclass
-class FedMDParams:
-    num_clusters: int = 3  # k
+class FedMDParams(RangeChecked):
+    num_clusters: int = ranged(3, ">= 1")  # k
     init: Literal["fedmd", "random", "oracle", "oneshot"] = "fedmd"  # moment descent / IFCA / from θ* / k-means
-    phase1_rounds: int = 5  # T (only for init="fedmd")
-    phase1_clients: int = 0  # clients sampled afresh every Phase-1 round for Y (FedMD paper §V-D: 1,000); 0 = all
-    num_anchors: int = 0  # m_H; 0 = ⌈3k ln k⌉ (at least k)
+    phase1_rounds: int = ranged(5, ">= 0")  # T (only for init="fedmd")
+    phase1_clients: int = ranged(  # clients sampled afresh every Phase-1 round for Y (FedMD paper §V-D: 1,000); 0 = all
+        0, ">= 0", "0 = every client")
+    num_anchors: int = ranged(0, ">= 0", "0 picks ⌈3k ln k⌉")  # m_H; 0 = ⌈3k ln k⌉ (at least k)
     anchor_min_samples: int = 0  # anchor candidates need n_i ≥ this; 0 = the largest client size
     pairs: Literal["all", "one"] = "all"  # residual pairs: all (U-statistic) / one (FedMD paper)
     subspace: Literal["svd", "orthogonal"] = "svd"  # moments' subspace: SVD / Alg. 3 iterations
@@ -77,22 +79,12 @@ class FedMDParams:
     alpha: float = 1.0  # α, β: feature covariance bounds (1 for N(0, I) features)
     beta: float = 1.0  # β, the upper covariance bound
     eps: float = 0.05  # ε of the stopping rule σ̂ ≤ ε α Δ / √2
-    delta: float | None = None  # Δ; None = the true min separation from extras["theta_star"]
+    delta: float | None = ranged(None, "> 0")  # Δ; None = the true min separation from extras["theta_star"]
     init_scale: float = 2.0  # θ_0 ~ (init_scale/√D) N(0, I) (FedMD paper §V); 0 = the model's own init
-    local_steps: int = 5  # s
+    local_steps: int = ranged(5, ">= 1")  # s
     local_batch: int = 0  # 0 = full-batch local GD
     prox_mu: float = 0.0  # > 0: FedProx-based Phase 2
     aggregation: Literal["auto", "all", "cluster"] = "auto"  # auto: cluster for init=oneshot, else all (FedMD paper)
-
-    def __post_init__(self) -> None:
-        if self.num_clusters < 1 or self.local_steps < 1 or self.phase1_rounds < 0:
-            raise ValueError("num_clusters and local_steps must be >= 1, phase1_rounds >= 0")
-        if self.phase1_clients < 0:
-            raise ValueError(f"phase1_clients must be >= 0 (0 = every client), got {self.phase1_clients}")
-        if self.delta is not None and self.delta <= 0:
-            raise ValueError("delta must be > 0")
-        if self.num_anchors < 0:
-            raise ValueError(f"num_anchors must be >= 0 (0 picks ⌈3k ln k⌉), got {self.num_anchors}")
 
 
 def default_num_anchors(k: int) -> int:

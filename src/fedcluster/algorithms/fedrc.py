@@ -6,7 +6,7 @@ received from the server; each (client, k) pair trains with weights γ (eq. 5); 
 and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the models by N_i and recomputes
 C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.
 FedRC is FedEM's shape with other parts: the :class:`~fedcluster.tiers.formulation.LabelRatio` formulation (with its
-label counts and the ``count_noise`` option), the soft EM E-step (or :class:`~fedcluster.tiers.weight_rules.AdamEM`),
+label counts and the ``count_noise`` option), the soft EM E-step (or :class:`~fedcluster.tiers.weighting.AdamEM`),
 and the shared EM round (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`).
 
 Variants (paper readings where the authors' code differs / E.4):
@@ -45,52 +45,70 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.aggregation import weighted_mean
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
-from fedcluster.tiers.weight_rules import AdamEM, SoftEM
-from fedcluster.tiers.weights import one_hot
+from fedcluster.tiers.weighting import AdamEM, AdamMoments, SoftEM, one_hot
 
 
 @dataclass
 class FedRCParams(FedEMParams):
     formulation: Formulation = "fedrc-ratio"
-    mu_tilde: float = 0.4  # with weights_scope=sample: HCFL+(FedRC)'s μ̃ (HCFL paper E.2)
+    mu_tilde: float = ranged(0.4, "[0, 1]")  # with weights_scope=sample: HCFL+(FedRC)'s μ̃ (HCFL paper E.2)
     ft: bool = False  # FedRC-FT: local accuracy after one local fine-tuning epoch
     hard: Literal["none", "test", "train"] = "none"  # TeHC (predict hard) / TrHC (train and predict hard)
     adam: bool = False  # FedRC-Adam update of γ
-    adam_lr: float = 1.0  # α
-    beta1: float = 0.9  # FedRC-Adam β1
-    beta2: float = 0.99  # FedRC-Adam β2
+    adam_lr: float = ranged(1.0, "> 0")  # α
+    beta1: float = ranged(0.9, "[0, 1)")  # FedRC-Adam β1
+    beta2: float = ranged(0.99, "[0, 1)")  # FedRC-Adam β2
     eps: float = 1e-8  # FedRC-Adam ε
-    count_noise: float = 0.0  # ξ: std of the Gaussian noise on every uploaded label count (FedRC paper Table 10)
-    count_noise_ref: float = 0.0  # > 0: ξ is for a client of this many samples per class (FedRC paper: 45)
+    count_noise: float = ranged(  # ξ: std of the Gaussian noise on every uploaded label count (FedRC paper Table 10)
+        0.0, ">= 0")
+    count_noise_ref: float = ranged(  # > 0: ξ is for a client of this many samples per class (FedRC paper: 45)
+        0.0, ">= 0")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.count_noise < 0 or self.count_noise_ref < 0:
-            raise ValueError("count_noise and count_noise_ref must be >= 0")
         if self.count_noise > 0 and self.formulation != "fedrc-ratio":
             raise ValueError("count_noise perturbs the label counts of formulation=fedrc-ratio; use that formulation")
         if self.adam and self.weights_scope != "client":
             raise ValueError("adam=true updates the client-wise EM; use weights_scope=client")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1) or self.adam_lr <= 0:
-            raise ValueError("need 0 <= beta1, beta2 < 1 and adam_lr > 0")
+
+
+class AdamMoment:
+    """A method attribute for FedRC-Adam's moment ``name`` (``m1``, ``m2``) that its weighting part holds; None
+    (and nothing to restore) without ``adam=true``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, alg: Any, owner: type | None = None) -> Any:
+        if alg is None:
+            return self
+        return getattr(alg.weighting.moments, self.name) if isinstance(alg.weighting, AdamEM) else None
+
+    def __set__(self, alg: Any, value: np.ndarray | None) -> None:
+        if isinstance(alg.weighting, AdamEM) and value is not None:
+            setattr(alg.weighting.moments, self.name, value)
 
 
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams, paper="FedRC paper")
 class FedRC(ClusteredAlgorithm):
     saved = ("adam_m1", "adam_m2")
+    adam_m1 = AdamMoment("m1")
+    adam_m2 = AdamMoment("m2")
 
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
         p = params
         classes, shape = ctx.fed.num_classes, (len(ctx.fed.train.y), p.num_clusters)  # γ's shape
         formulation = (LabelRatio(classes, p.count_noise, p.count_noise_ref, ctx.cfg.seed)
                        if p.formulation == "fedrc-ratio" else FORMULATION_PARTS[p.formulation](classes))
-        weighting = (AdamEM(p.mu_tilde, p.test_em_iters, p.adam_lr, p.beta1, p.beta2, p.eps, np.zeros(shape),
-                            np.zeros(shape)) if p.adam else SoftEM(p.mu_tilde, p.test_em_iters))
+        em = SoftEM(p.mu_tilde, p.test_em_iters)
+        weighting = (AdamEM(em, AdamMoments(np.zeros(shape), np.zeros(shape)), p.adam_lr, p.beta1, p.beta2, p.eps)
+                     if p.adam else em)
         super().__init__(ctx, params, formulation=formulation, weighting=weighting, adaptation=Fixed(),
                          sample_scope=p.weights_scope == "sample")
         self._tuned: tuple[tuple[int, int], Any] | None = None
@@ -108,24 +126,6 @@ class FedRC(ClusteredAlgorithm):
         best = est.omega.argmax(1)
         self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
         return self.em_result(cohort, ll, est, uploaded=1)
-
-    @property
-    def adam_m1(self) -> np.ndarray | None:
-        return self.weighting.m1 if isinstance(self.weighting, AdamEM) else None
-
-    @adam_m1.setter
-    def adam_m1(self, value: np.ndarray | None) -> None:
-        if isinstance(self.weighting, AdamEM) and value is not None:
-            self.weighting.m1 = value
-
-    @property
-    def adam_m2(self) -> np.ndarray | None:
-        return self.weighting.m2 if isinstance(self.weighting, AdamEM) else None
-
-    @adam_m2.setter
-    def adam_m2(self, value: np.ndarray | None) -> None:
-        if isinstance(self.weighting, AdamEM) and value is not None:
-            self.weighting.m2 = value
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
         """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;

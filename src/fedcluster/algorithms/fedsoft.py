@@ -26,12 +26,12 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import FedSoftShares
-from fedcluster.tiers.weights import fedsoft
+from fedcluster.tiers.weighting import FedSoftShares, fedsoft
 
 PAPER = ("Yichen Ruan, Carlee Joe-Wong. FedSoft: Soft Clustered Federated Learning with Proximal Local Updating. "
          "Proceedings of the AAAI Conference on Artificial Intelligence 36, 2022.")
@@ -39,13 +39,8 @@ PAPER = ("Yichen Ruan, Carlee Joe-Wong. FedSoft: Soft Clustered Federated Learni
 
 @dataclass
 class FedSoftParams(ClusteredParams):
-    prox: float = 0.1  # λ, the proximal weight towards the u-weighted centres
-    floor: float = 1e-3  # σ, the smallest importance weight
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.prox < 0 or not 0 <= self.floor < 1:
-            raise ValueError(f"need prox >= 0 and 0 <= floor < 1, got prox={self.prox}, floor={self.floor}")
+    prox: float = ranged(0.1, ">= 0")  # λ, the proximal weight towards the u-weighted centres
+    floor: float = ranged(1e-3, "[0, 1)")  # σ, the smallest importance weight
 
 
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",

@@ -22,7 +22,7 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardDistance
+from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jiang. Multi-center Federated Learning: "
          "Clients Clustering for Better Personalization. World Wide Web 26(1):481–500, 2023.")

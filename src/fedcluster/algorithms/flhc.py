@@ -37,8 +37,10 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.adaptation import InRound
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups, gap_threshold, merge_heights
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
@@ -47,23 +49,18 @@ PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with H
 
 
 @dataclass
-class FLHCParams:
-    cluster_round: int = 10  # n: FedAvg rounds before the clustering step (0-based round that clusters)
+class FLHCParams(RangeChecked):
+    cluster_round: int = ranged(10, ">= 0")  # n: FedAvg rounds before the clustering step (0-based round that clusters)
     linkage: Linkage = "ward"  # agglomerative linkage (the paper recommends ward)
     metric: Metric = "euclidean"  # distance between updates (ward needs euclidean)
-    distance_threshold: float | None = None  # stop merging above this linkage distance (null: from the gap)
-    num_clusters: int | None = None  # cut the tree at this many clusters instead of at the threshold
-    gap_ratio: float = 1.8  # no threshold given: several clusters when the last merge is this many medians
+    distance_threshold: float | None = ranged(  # stop merging above this linkage distance (null: from the gap)
+        None, "> 0")
+    num_clusters: int | None = ranged(None, ">= 1")  # cut the tree at this many clusters instead of at the threshold
+    gap_ratio: float = ranged(  # no threshold given: several clusters when the last merge is this many medians
+        1.8, "> 1")
 
     def __post_init__(self) -> None:
-        if self.cluster_round < 0:
-            raise ValueError(f"cluster_round must be >= 0, got {self.cluster_round}")
-        if self.distance_threshold is not None and self.distance_threshold <= 0:
-            raise ValueError(f"distance_threshold must be > 0, got {self.distance_threshold}")
-        if self.gap_ratio <= 1:
-            raise ValueError(f"gap_ratio must be > 1, got {self.gap_ratio}")
-        if self.num_clusters is not None and self.num_clusters < 1:
-            raise ValueError(f"num_clusters must be >= 1, got {self.num_clusters}")
+        super().__post_init__()
         if self.linkage == "ward" and self.metric != "euclidean":
             raise ValueError("linkage=ward needs metric=euclidean")
 
@@ -74,7 +71,7 @@ class FLHC(HardClusters):
     saved = ("clustered",)
 
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("FL+HC's one-shot clustering"))
         self.clustered = False
         if params.cluster_round >= ctx.cfg.rounds:
             note(f"algorithm.cluster_round={params.cluster_round} is past the last round (rounds={ctx.cfg.rounds}, "

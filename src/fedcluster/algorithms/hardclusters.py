@@ -26,28 +26,33 @@ import numpy as np
 import torch
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.algorithms.parts import required
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import inference
 from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
 from fedcluster.engine.solver import Solver
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import cluster_update
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tracking.clusters import sample_groups
 
 
 class HardClusters(Algorithm):
     """K^t hard clusters with stable ids; subclasses implement :meth:`step`. ``cluster`` is the state's hard
-    position of every client."""
+    position of every client. The constructor takes the clusters at the start ``k0`` and the tier-3 part
+    ``adaptation``, both required (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies
+    itself)."""
 
     cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
     book: ClusterBook = StateField()  # type: ignore[assignment]
     rounds_done: int = StateField()  # type: ignore[assignment]
     saved = ("cluster", "book", "rounds_done")
 
-    def __init__(self, ctx: Context, params: Any, k0: int = 1) -> None:
+    def __init__(self, ctx: Context, params: Any, *, k0: int, adaptation: Adaptation) -> None:
         super().__init__(ctx, params)
+        self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tier 3)")
         self.models = repeat({n: v[0] for n, v in ctx.fresh_models(1).items()}, k0)  # all from θ^0
         self.book = ClusterBook.start(k0)
         self.cluster = np.zeros(ctx.fed.num_clients, dtype=np.int64)

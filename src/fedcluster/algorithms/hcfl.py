@@ -5,16 +5,16 @@
 * tier 1 ``formulation`` — ``conditional`` | ``fedrc-ratio`` | ``joint`` (:mod:`fedcluster.tiers.formulation`);
 * tier 2 ``weights`` — ``soft-em`` (FedEM/FedRC E-step; ``weights_scope=sample`` is HCFL+'s eq. 4–5 with μ̃),
   ``hard-loss`` (IFCA), ``hard-distance`` (FeSEM), ``fedsoft`` (FedSoft's shares); ``prox`` adds FedSoft's
-  proximal local term (:mod:`fedcluster.tiers.weights`). Sample scope is soft-em's: other rules use client scope;
+  proximal local term (:mod:`fedcluster.tiers.weighting`). Sample scope is soft-em's: other rules use client scope;
 * tier 3 ``adaptive`` — ``fixed``; ``cfl`` (Sattler's tol1/tol2 test, every cluster); ``split`` (HCFL paper eq. 8 with
   ρ); ``split-remove`` (eq. 8 + removal of clusters nobody weights highest, HCFL paper Alg. 2); ``low-mass`` (adaptive
-  FedRC, FedRC paper App. H.4 Alg. 3: remove k when (1/N) Σ_{i,j} γ_{i,j;k} < δ) (:mod:`fedcluster.tiers.adaptive`);
+  FedRC, FedRC paper App. H.4 Alg. 3: remove k when (1/N) Σ_{i,j} γ_{i,j;k} < δ) (:mod:`fedcluster.tiers.adaptation`);
 * tier 4 ``distance`` — ``prototype-ascp`` | ``prototype-cscp`` (HCFL paper eq. 9–12, ``reduce``, ``confidence``),
   ``update-cosine`` (CFL; HCFL paper Table 2 ablation ①), ``parameter-l2`` (:mod:`fedcluster.tiers.distance`);
 
 and ``split`` (shared feature extractor φ + K heads, HCFL paper Sec. 4.1). ``num_clusters`` is K^0 (E.1-13: default 1).
 Each name is looked up once, when the method is built, in the parts' tables (``FORMULATION_PARTS``,
-``WEIGHT_RULES``, ``ADAPTATIONS``, ``DISTANCE_PARTS``): adding an option is adding a part there.
+``WEIGHTINGS``, ``ADAPTATIONS``, ``DISTANCE_PARTS``): adding an option is adding a part there.
 The named methods ``hcfl-plus``, ``hcfl-prime`` and ``fedrc-adaptive`` are presets (``hcfl_presets``).
 
 One round t (HCFL paper Alg. 2 / Alg. 3; Alg. 1 steps 1–7):
@@ -30,7 +30,7 @@ One round t (HCFL paper Alg. 2 / Alg. 3; Alg. 1 steps 1–7):
    re-assignment; removal of R^t (lines 29–31, Alg. 5); for ``low-mass`` FedRC paper Alg. 3.
 
 Hard weights (``hard-loss``, ``hard-distance``) keep Ω one-hot: their splits move C_{k*,2} to the new cluster as
-CFL does. Every change is logged in the :class:`~fedcluster.tiers.adaptive.ClusterBook` (stable ids, the round,
+CFL does. Every change is logged in the :class:`~fedcluster.tiers.cluster_book.ClusterBook` (stable ids, the round,
 the clients that moved) and written to ``clusters.jsonl`` (``ids``, ``events``); ``rounds.csv`` gets
 ``num_clusters`` (K^t) and ``splits``, ``merges`` (always 0), ``removals``, ``split_gap`` (max D_{k*} − mean D_{k*},
 NaN when not tested) — plus ``mean_update_norm`` / ``max_update_norm`` for ``adaptive=cfl``.
@@ -48,59 +48,51 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, replace_solver
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.features import BodyFeatures
 from fedcluster.engine.params import Params, flatten
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import ADAPTATIONS, GapSplits
-from fedcluster.tiers.adaptive import ClusterBook
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.distance import DISTANCE_PARTS, Reduce, client_prototypes
 from fedcluster.tiers.formulation import FORMULATION_PARTS
-from fedcluster.tiers.weight_rules import WEIGHT_RULES, HardRule, SoftRule
-from fedcluster.tiers.weights import one_hot
+from fedcluster.tiers.weighting import WEIGHTINGS, HardWeighting, SoftWeighting, one_hot
 
-WeightRule = Literal["soft-em", "hard-loss", "hard-distance", "fedsoft"]
+WeightingName = Literal["soft-em", "hard-loss", "hard-distance", "fedsoft"]
 Adaptive = Literal["fixed", "cfl", "split", "split-remove", "low-mass"]
 Distance = Literal["prototype-ascp", "prototype-cscp", "update-cosine", "parameter-l2"]
 
 
 @dataclass
 class HCFLParams(FedEMParams):
-    num_clusters: int = 1  # K^0
+    num_clusters: int = ranged(1, ">= 1")  # K^0
     split: bool = True  # φ shared by all clusters + K heads (HCFL paper Sec. 4.1)
-    weights: WeightRule = "soft-em"  # tier 2
+    weights: WeightingName = "soft-em"  # tier 2
     weights_scope: Literal["client", "sample"] = "sample"  # soft-em only: HCFL+'s ω_{i,j;k} (eq. 4–5)
-    prox: float = 0.0  # FedSoft's proximal weight λ towards the received models
-    floor: float = 1e-3  # σ of weights=fedsoft
+    prox: float = ranged(0.0, ">= 0")  # FedSoft's proximal weight λ towards the received models
+    floor: float = ranged(1e-3, "[0, 1)")  # σ of weights=fedsoft
     adaptive: Adaptive = "split-remove"  # tier 3
     distance: Distance = "prototype-ascp"  # tier 4
     reduce: Reduce = "max"  # eq. 9 max over prototype rows, or the Table 2 ablation "mean"
     prototypes: Literal["features", "head-update"] = "features"  # eq. 11-12 rows, or the HCFL paper's public code's
     confidence: bool = True  # D^k_ij = d̃ ω̃_ik ω̃_jk (False: the Table 2 ablation without it)
-    rho: float = 0.1  # eq. 8 threshold
+    rho: float = ranged(0.1, ">= 0")  # eq. 8 threshold
     include_diagonal: bool = True  # mean(D_k) over the whole matrix (reference code) or off-diagonal only
     strict: bool = False  # ">" ρ (reference code) instead of eq. 8's "≥"
     scwu: bool = True  # soft-clustering weight update on split (HCFL paper Alg. 4); False: hard re-assignment
-    tol1: float = 0.4  # adaptive=cfl: ‖mean Δθ‖ < tol1 ...
-    tol2: float = 1.6  # ... and max ‖Δθ_i‖ > tol2
-    min_size: int = 3  # adaptive=cfl: sampled members needed to split
-    warmup: int = 0  # no split / removal before this (0-based) round
-    max_clusters: int | None = None  # never split beyond this many clusters
-    delta: float = 0.05  # adaptive=low-mass: remove clusters with mass below δ (FedRC paper: 0.05)
+    tol1: float = ranged(0.4, ">= 0")  # adaptive=cfl: ‖mean Δθ‖ < tol1 ...
+    tol2: float = ranged(1.6, ">= 0")  # ... and max ‖Δθ_i‖ > tol2
+    min_size: int = ranged(3, ">= 2")  # adaptive=cfl: sampled members needed to split
+    warmup: int = ranged(0, ">= 0")  # no split / removal before this (0-based) round
+    max_clusters: int | None = ranged(None, ">= 1")  # never split beyond this many clusters
+    delta: float = ranged(0.05, "[0, 1)")  # adaptive=low-mass: remove clusters with mass below δ (FedRC paper: 0.05)
 
     def __post_init__(self) -> None:
         if self.weights != "soft-em":
             self.weights_scope = "client"  # the sample-wise prior is the soft E-step's (eq. 4–5)
         super().__post_init__()
-        checks = [(self.prox >= 0, "prox must be >= 0"), (0 <= self.floor < 1, "floor must be in [0, 1)"),
-                  (self.rho >= 0, "rho must be >= 0"), (self.tol1 >= 0 and self.tol2 >= 0, "tol1, tol2 must be >= 0"),
-                  (self.min_size >= 2, "min_size must be >= 2"), (self.warmup >= 0, "warmup must be >= 0"),
-                  (self.max_clusters is None or self.max_clusters >= 1, "max_clusters must be >= 1"),
-                  (0 <= self.delta < 1, "delta must be in [0, 1)")]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
 
 
 @ALGORITHMS.register("hcfl", "HCFL composition: formulation × weights (tiers 1–2) × adaptive × distance (tiers 3–4)",
@@ -112,7 +104,7 @@ class HCFL(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: HCFLParams) -> None:
         p = params
         super().__init__(ctx, params, formulation=FORMULATION_PARTS[p.formulation](ctx.fed.num_classes),  # tier 1
-                         weighting=WEIGHT_RULES[p.weights](p),  # tier 2
+                         weighting=WEIGHTINGS[p.weights](p),  # tier 2
                          adaptation=ADAPTATIONS[p.adaptive](p, DISTANCE_PARTS[p.distance](p)),  # tiers 3–4
                          sample_scope=p.weights_scope == "sample")
         if isinstance(self.adaptation, GapSplits) and self.adaptation.distance.needs_labels \
@@ -162,11 +154,11 @@ class HCFL(ClusteredAlgorithm):
         A soft rule trains every (client, k) pair with its γ; a hard one each client from one position."""
         p, clients, rule = self.params, cohort.clients, self.weighting
         solver = replace_solver(self.ctx.solver, prox_mu=p.prox) if p.prox > 0 else self.ctx.solver
-        if isinstance(rule, SoftRule):
+        if isinstance(rule, SoftWeighting):
             est = rule.estimate(self.cohort_loglik(cohort), cohort, self.state)  # FedRC eq. 3 / HCFL eq. 4–5
             local = self.train_pairs(clients, est.gamma, round_, solver)
             return local, rule.aggregation(est, cohort.sizes), est.gamma, est.omega, np.full(cohort.m, -1)
-        assert isinstance(rule, HardRule)
+        assert isinstance(rule, HardWeighting)
         start = rule.start(self.loglik_of, clients, self.state)
         local = self.train_single(clients, start, round_, solver)
         assign = rule.assign(start, lambda: self.model_distances(local), clients, self.state)
@@ -178,9 +170,9 @@ class HCFL(ClusteredAlgorithm):
         numbers, when tier 3 uses it) and the prototypes P_i ((C+1) × dim z) up (HCFL paper A.2 "communicated")."""
         table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0
         extra_up = self._proto_bytes + (4 * k if self.adaptation.sends_weights else 0)
-        if isinstance(self.weighting, SoftRule):
+        if isinstance(self.weighting, SoftWeighting):
             return m * (self.nbytes(k) + table + extra_up), m * (self.nbytes(k) + table)
-        assert isinstance(self.weighting, HardRule)
+        assert isinstance(self.weighting, HardWeighting)
         everything = self.weighting.receivers(m, new_clients)  # clients that download all K models
         return m * (self.nbytes(1) + extra_up), everything * self.nbytes(k) + (m - everything) * self.nbytes(1)
 

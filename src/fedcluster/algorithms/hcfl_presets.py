@@ -23,6 +23,7 @@ from typing import Literal
 from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.hcfl import HCFL, HCFLParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.tiers.distance import Reduce
 
 Backbone = Literal["fesem", "fedem", "fedrc", "fedsoft"]
@@ -41,15 +42,10 @@ def backbone_tiers(backbone: str, mu_tilde: float | None, prox: float) -> dict[s
     return tiers
 
 
-def _check_k0(k0: int) -> None:
-    if k0 < 1:
-        raise ValueError(f"num_clusters must be >= 1, got {k0}")
-
-
 @dataclass
-class HCFLPlusParams:
+class HCFLPlusParams(RangeChecked):
     backbone: Backbone = "fedrc"  # tiers 1–2 of fesem, fedem, fedrc or fedsoft
-    num_clusters: int = 1  # K^0, the clusters at the start
+    num_clusters: int = ranged(1, ">= 1")  # K^0, the clusters at the start
     rho: float = 0.3  # eq. 8 (HCFL paper: 0.05, 0.1, 0.3)
     principle: Literal["auto", "ascp", "cscp"] = "auto"  # auto: CSCP for FedRC, ASCP otherwise (our reading)
     distance: Literal["prototype", "update-cosine"] = "prototype"  # update-cosine: Table 2 ablation ①
@@ -67,14 +63,14 @@ class HCFLPlusParams:
     test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
-        _check_k0(self.num_clusters)
+        super().__post_init__()
         to_hcfl(self)  # validates the composed values
 
 
 @dataclass
-class HCFLPrimeParams:
+class HCFLPrimeParams(RangeChecked):
     backbone: Backbone = "fedrc"  # tiers 1–2 of fesem, fedem, fedrc or fedsoft
-    num_clusters: int = 1  # K^0
+    num_clusters: int = ranged(1, ">= 1")  # K^0
     tol1: float = 0.4  # HCFL paper Table 1 CFL settings: (0.4, 1.6), (0.4, 0.8), (0.2, 0.8)
     tol2: float = 1.6  # ε2 of CFL's split test
     warmup: int = 20  # Sattler's code splits from round 20 on
@@ -85,20 +81,20 @@ class HCFLPrimeParams:
     test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
-        _check_k0(self.num_clusters)
+        super().__post_init__()
         to_hcfl(self)
 
 
 @dataclass
-class FedRCAdaptiveParams:
-    num_clusters: int = 6  # K^0 (FedRC paper Fig. 7)
+class FedRCAdaptiveParams(RangeChecked):
+    num_clusters: int = ranged(6, ">= 1")  # K^0 (FedRC paper Fig. 7)
     delta: float = 0.05  # FedRC paper: 0.05 (ablation 0.025)
     warmup: int = 0  # no removal before this round
     split: bool = False  # FedRC paper trains K full models (true: the Table 11 shared extractor)
     test_em_iters: int = 10  # E-steps a non-participating client runs on its labelled data
 
     def __post_init__(self) -> None:
-        _check_k0(self.num_clusters)
+        super().__post_init__()
         to_hcfl(self)
 
 

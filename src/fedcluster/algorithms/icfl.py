@@ -3,8 +3,8 @@ connectivity of their clients' update-similarity graph falls below a threshold t
 
 Implements the original's incremental clustering (not in the seeds; HCFL paper only gives α*(0) and ε1, App. E.2) as
 the ICFL paper's steps 1–5, with the formulas of the HCFL authors' reference code ``ICFLAggregator.mix`` (LINs-lab/FedRC
-``aggregator.py``): α_G, ε2 and α_t below (:func:`~fedcluster.tiers.adaptive.icfl_connectivity`,
-:func:`~fedcluster.tiers.adaptive.icfl_threshold`, :func:`~fedcluster.tiers.adaptive.icfl_bipartition`).
+``aggregator.py``): α_G, ε2 and α_t below (:func:`~fedcluster.tiers.adaptation.icfl_connectivity`,
+:func:`~fedcluster.tiers.adaptation.icfl_threshold`, :func:`~fedcluster.tiers.adaptation.icfl_bipartition`).
 
 State: a pool (cluster id 0 at the start, holding every client) and the clusters split off it. One round:
 
@@ -41,7 +41,8 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.tiers.adaptive import icfl_bipartition, icfl_connectivity, icfl_threshold
+from fedcluster.config.ranges import RangeChecked, ranged
+from fedcluster.tiers.adaptation import InRound, icfl_bipartition, icfl_connectivity, icfl_threshold
 from fedcluster.tiers.distance import cosine_similarity
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
@@ -49,13 +50,12 @@ PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in He
 
 
 @dataclass
-class ICFLParams:
-    alpha0: float = 0.85  # α*(0) (HCFL paper: 0.85 or 0.98; larger → fewer splits)
+class ICFLParams(RangeChecked):
+    alpha0: float = ranged(0.85, "(0, 1)")  # α*(0) (HCFL paper: 0.85 or 0.98; larger → fewer splits)
     eps1: float = 4.0  # ε1 (HCFL paper: 4.0)
 
     def __post_init__(self) -> None:
-        if not 0 < self.alpha0 < 1:
-            raise ValueError(f"alpha0 must lie in (0, 1), got {self.alpha0}")
+        super().__post_init__()
         if self.eps1 <= 0 or abs(1 - math.log(self.eps1)) < 1e-9:
             raise ValueError(f"eps1 must be > 0 and != e, got {self.eps1}")
 
@@ -66,7 +66,7 @@ class ICFL(HardClusters):
     saved = ("pool",)
 
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("ICFL's connectivity split"))
         self.pool: int | None = 0  # stable id of the pool cluster, None once removed
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:

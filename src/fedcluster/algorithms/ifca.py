@@ -34,7 +34,7 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams,
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardLoss
+from fedcluster.tiers.weighting import HardLoss
 
 PAPER = ("Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficient Framework for Clustered Federated "
          "Learning. Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.")

@@ -19,15 +19,13 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.personal import PersonalAlgorithm, mean_of
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 
 
 @dataclass
-class LocalParams:
-    num_clusters: int = 1  # always 1: the averaged model test clients predict with
-
-    def __post_init__(self) -> None:
-        if self.num_clusters != 1:
-            raise ValueError("local-only training keeps one model per client: num_clusters must be 1")
+class LocalParams(RangeChecked):
+    num_clusters: int = ranged(  # always 1: the averaged model test clients predict with
+        1, "== 1", "local-only training keeps one model per client")
 
 
 @ALGORITHMS.register("local", "local-only training: every client trains its own model, nothing is communicated "

@@ -23,11 +23,11 @@ from sklearn.cluster import KMeans
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import flatten
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardLoss
-from fedcluster.tiers.weights import best_cluster
+from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous "
          "Environment. arXiv:1906.06629, 2019.")
@@ -35,12 +35,7 @@ PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Feder
 
 @dataclass
 class OneShotParams(ClusteredParams):
-    local_epochs: int = 5  # epochs of the one-shot local fit
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.local_epochs < 1:
-            raise ValueError(f"local_epochs must be >= 1, got {self.local_epochs}")
+    local_epochs: int = ranged(5, ">= 1")  # epochs of the one-shot local fit
 
 
 def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:

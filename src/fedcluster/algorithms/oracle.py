@@ -18,8 +18,7 @@ from fedcluster.data.federation import Split
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardLoss
-from fedcluster.tiers.weights import one_hot
+from fedcluster.tiers.weighting import HardLoss, one_hot
 
 
 @ALGORITHMS.register("oracle", "oracle: each client trains the model of its true cluster (upper reference)",

@@ -14,7 +14,7 @@ signatures; ``src/clustering/hierarchical_clustering.py``: ``calculating_adjacen
    no longer separates rotated Fashion-MNIST);
 2. the server forms the proximity matrix A of angles between client subspaces in degrees
    (:func:`~fedcluster.tiers.distance.subspace_angles`, :meth:`PACFL.proximity`) and clusters it
-   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptive.threshold_clusters`;
+   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptation.threshold_clusters`;
    larger ν → fewer clusters);
 3. every cluster starts from θ^0 and runs FedAvg among its members for all rounds (the first included).
 
@@ -43,10 +43,12 @@ import numpy as np
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptive import ClusterBook, threshold_clusters
+from fedcluster.tiers.adaptation import InRound, threshold_clusters
+from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.distance import data_signature, subspace_angles
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
@@ -55,18 +57,12 @@ PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Che
 
 
 @dataclass
-class PACFLParams:
-    nu: float = 4.9  # ν: merge threshold on the subspace angle, degrees
-    n_basis: int = 3  # singular vectors per class
+class PACFLParams(RangeChecked):
+    nu: float = ranged(4.9, ">= 0")  # ν: merge threshold on the subspace angle, degrees
+    n_basis: int = ranged(3, ">= 1")  # singular vectors per class
     linkage: Literal["average", "complete", "single"] = "average"  # hierarchical-clustering linkage
     # principal ≈ 0 when the signatures' columns nearly span the input space (per-class signatures of 8×8 digits)
     measure: Literal["entry-min", "principal"] = "entry-min"  # angle: smallest entry (code) / principal
-
-    def __post_init__(self) -> None:
-        if self.nu < 0:
-            raise ValueError(f"nu must be >= 0, got {self.nu}")
-        if self.n_basis < 1:
-            raise ValueError(f"n_basis must be >= 1, got {self.n_basis}")
 
 
 @ALGORITHMS.register("pacfl", "PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), "
@@ -75,7 +71,7 @@ class PACFL(HardClusters):
     saved = ("clustered",)
 
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
-        super().__init__(ctx, params, k0=1)
+        super().__init__(ctx, params, k0=1, adaptation=InRound("PACFL's one-shot clustering"))
         self.clustered = False
 
     def signatures(self) -> list[np.ndarray]:

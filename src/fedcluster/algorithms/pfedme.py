@@ -28,25 +28,19 @@ import torch
 from fedcluster.algorithms.base import RoundResult
 from fedcluster.algorithms.personal import PersonalAlgorithm, chunks
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 
 PAPER = ("Canh T. Dinh, Nguyen H. Tran, Tuan Dung Nguyen. Personalized Federated Learning with Moreau Envelopes. "
          "Advances in Neural Information Processing Systems (NeurIPS) 33, 2020.")
 
 
 @dataclass
-class PFedMeParams:
-    lam: float = 15.0  # λ, the weight of the Moreau envelope's proximal term
-    inner_steps: int = 5  # K, gradient steps on the inner problem per local step
-    personal_lr: float = 0.1  # step size of the inner steps (the paper's personal learning rate)
-    beta: float = 1.0  # β, the server's step toward the clients' average (1: plain averaging)
-    num_clusters: int = 1  # always 1: one global model
-
-    def __post_init__(self) -> None:
-        if self.lam <= 0 or self.inner_steps < 1 or self.personal_lr <= 0 or self.beta <= 0:
-            raise ValueError(f"need lam > 0, inner_steps >= 1, personal_lr > 0 and beta > 0, got lam={self.lam}, "
-                             f"inner_steps={self.inner_steps}, personal_lr={self.personal_lr}, beta={self.beta}")
-        if self.num_clusters != 1:
-            raise ValueError("pFedMe keeps one global model: num_clusters must be 1")
+class PFedMeParams(RangeChecked):
+    lam: float = ranged(15.0, "> 0")  # λ, the weight of the Moreau envelope's proximal term
+    inner_steps: int = ranged(5, ">= 1")  # K, gradient steps on the inner problem per local step
+    personal_lr: float = ranged(0.1, "> 0")  # step size of the inner steps (the paper's personal learning rate)
+    beta: float = ranged(1.0, "> 0")  # β, the server's step toward the clients' average (1: plain averaging)
+    num_clusters: int = ranged(1, "== 1", "pFedMe keeps one global model")  # always 1: one global model
 
 
 @ALGORITHMS.register("pfedme", "pFedMe: Moreau-envelope personalised models θ_i = prox(w), one global model w",

@@ -12,7 +12,7 @@ One round:
 2. a client's representation is its first recorded update Δθ_i = θ_i − θ_k (reference code); a cluster's is the
    mean over its members that have one;
 3. with A_ab = cos(r_a, r_b) computed once, scan a = 0, 1, … and merge every later b with A_ab > τ into a
-   (:func:`~fedcluster.tiers.adaptive.stocfl_merges`; larger τ → fewer merges → more clusters, HCFL paper E.1-17);
+   (:func:`~fedcluster.tiers.adaptation.stocfl_merges`; larger τ → fewer merges → more clusters, HCFL paper E.1-17);
 4. cluster models (reference code): θ_c = Σ_{i∈c} N_i θ̂_i / Σ_{i∈c} N_i over ALL members of the merged cluster,
    θ̂_i = θ_i for sampled clients and the model of the cluster i was in for the others (applied with η_g
    from the member average of the old models); θ_g ← N_i-weighted mean of the sampled θ_i (A.0).
@@ -39,8 +39,9 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, repeat
-from fedcluster.tiers.adaptive import stocfl_merges
+from fedcluster.tiers.adaptation import InRound, stocfl_merges
 from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
@@ -49,15 +50,9 @@ PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Sto
 
 
 @dataclass
-class StoCFLParams:
-    tau: float = 0.1  # merge threshold on the cosine similarity of cluster representations
-    lam: float = 0.5  # λ: weight of the proximal pull toward the global model
-
-    def __post_init__(self) -> None:
-        if not -1 <= self.tau <= 1:
-            raise ValueError(f"tau must lie in [-1, 1], got {self.tau}")
-        if self.lam < 0:
-            raise ValueError(f"lam must be >= 0, got {self.lam}")
+class StoCFLParams(RangeChecked):
+    tau: float = ranged(0.1, "[-1, 1]")  # merge threshold on the cosine similarity of cluster representations
+    lam: float = ranged(0.5, ">= 0")  # λ: weight of the proximal pull toward the global model
 
 
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
@@ -67,7 +62,7 @@ class StoCFL(HardClusters):
 
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
-        super().__init__(ctx, params, k0=m)
+        super().__init__(ctx, params, k0=m, adaptation=InRound("StoCFL's merges"))
         self.cluster = np.arange(m, dtype=np.int64)
         self.sync()
         self.global_model: Params = {n: v[0].clone() for n, v in self.models.items()}

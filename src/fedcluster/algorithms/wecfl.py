@@ -38,10 +38,11 @@ from sklearn.cluster import KMeans
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardDistance
+from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Jie Ma, Guodong Long, Tianyi Zhou, Jing Jiang, Chengqi Zhang. On the Convergence of Clustered Federated "
          "Learning. arXiv:2202.06187, 2022.")
@@ -65,12 +66,8 @@ def weighted_kmeans_positions(models: np.ndarray, weights: np.ndarray, distances
 
 @dataclass
 class WeCFLParams(ClusteredParams):
-    n_init: int = 10  # k-means restarts per round (the best of n_init k-means++ starts is kept)
-
-    def __post_init__(self) -> None:  # a ValueError becomes one line naming algorithm.n_init
-        super().__post_init__()
-        if not self.n_init >= 1:
-            raise ValueError(f"n_init must be >= 1 (k-means restarts per round), got {self.n_init}")
+    n_init: int = ranged(  # k-means restarts per round (the best of n_init k-means++ starts is kept)
+        10, ">= 1", "k-means restarts per round")
 
 
 @ALGORITHMS.register("wecfl", "WeCFL: weighted k-means of the trained client models; the centres are the K models",

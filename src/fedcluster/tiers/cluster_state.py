@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from fedcluster.models.params import Params
-from fedcluster.tiers.adaptive import (
+from fedcluster.tiers.aggregation import server_step, weighted_mean
+from fedcluster.tiers.cluster_book import (
     ClusterBook,
     hard_split_weights,
     merge_clusters,
@@ -39,9 +40,8 @@ from fedcluster.tiers.adaptive import (
     split_off,
     split_weights,
 )
-from fedcluster.tiers.aggregation import server_step, weighted_mean
+from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.formulation import ServerStatistics
-from fedcluster.tiers.weights import segment_mean
 
 Groups = dict[str, tuple[np.ndarray, list[str]]]  # grouping -> (group of every training sample, group names)
 

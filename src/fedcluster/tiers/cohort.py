@@ -30,3 +30,15 @@ class Cohort:
         than one pass over the cohort's rows per client."""
         order = np.argsort(self.owner, kind="stable")
         return np.split(order, np.cumsum(np.bincount(self.owner, minlength=self.m))[:-1])
+
+
+def segment_sum(values: np.ndarray, owner: np.ndarray, m: int) -> np.ndarray:
+    """[m, K] sums of the rows of ``values`` [N, K] per owner."""
+    out = np.zeros((m, values.shape[1]))
+    np.add.at(out, owner, values)
+    return out
+
+
+def segment_mean(values: np.ndarray, owner: np.ndarray, m: int) -> np.ndarray:
+    counts = np.bincount(owner, minlength=m)[:, None]
+    return segment_sum(values, owner, m) / np.maximum(counts, 1)

@@ -223,7 +223,7 @@ class ParameterL2(ClientDistance):
         return parameter_distance(view.updates())
 
 
-@dataclass
+@dataclass(frozen=True)
 class PrototypeDistance(ClientDistance):
     """HCFL paper eq. 9–12 on the clients' class prototypes (ASCP or CSCP, max or mean)."""
 
@@ -236,7 +236,7 @@ class PrototypeDistance(ClientDistance):
         return prototype_distance(protos, counts, self.principle, self.reduce)
 
 
-@dataclass
+@dataclass(frozen=True)
 class HeadUpdateDistance(PrototypeDistance):
     """Eq. 9-10 with the prototype rows replaced by the rows of each client's head update (the HCFL paper's public
     code, github.com/LINs-lab/HCFL, computes the distance on client updates): row c is the change of class c's

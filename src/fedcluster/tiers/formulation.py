@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from fedcluster.storage.state_file import persistable
-from fedcluster.tiers.adaptive import remove_statistics, split_statistics
+from fedcluster.tiers.cluster_book import remove_statistics, split_statistics
 from fedcluster.tiers.cohort import Cohort
 
 Formulation = Literal["conditional", "fedrc-ratio", "joint"]
@@ -180,7 +180,7 @@ class Conditional(FormulationPart):
         return log_likelihood(losses, self.name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LabelRatio(FormulationPart):
     """FedRC's Ĩ = exp(−ℓ_k) / C_{y,k} (FedRC paper eq. 2) with the clients' soft label counts. ``noise`` ξ > 0:
     each client adds N(0, ξ_i²) to every count it uploads (FedRC paper App. E, eq. 96), ξ_i = ξ · (N_i / C) /
