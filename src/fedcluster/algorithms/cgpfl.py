@@ -47,7 +47,7 @@ from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardDistance
+from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Xueyang Tang, Song Guo, Jingcai Guo. Personalized Federated Learning with Contextualized Generalization. "
          "International Joint Conference on Artificial Intelligence (IJCAI), 2022 (arXiv:2106.13044).")

@@ -51,7 +51,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.weight_rules import HardDistance
+from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Yuxin Zhang, Haoyu Chen, Zheng Lin, Zhe Chen, Jin Zhao. LCFed: An Efficient Clustered Federated Learning "
          "Framework for Heterogeneous Data. IEEE International Conference on Acoustics, Speech and Signal Processing "
