@@ -42,6 +42,7 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.state_checks import num_models
 from fedcluster.algorithms.wecfl import WeCFLParams, weighted_kmeans_positions
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, flatten, repeat
@@ -55,12 +56,7 @@ PAPER = ("Xueyang Tang, Song Guo, Jingcai Guo. Personalized Federated Learning w
 
 @dataclass
 class CGPFLParams(WeCFLParams):
-    lam: float = 1.0  # λ of the Moreau envelope: the personalised model's proximal weight toward its context
-
-    def __post_init__(self) -> None:  # a ValueError becomes one line naming algorithm.lam
-        super().__post_init__()
-        if not self.lam >= 0:
-            raise ValueError(f"lam must be >= 0 (proximal weight; 0 is WeCFL), got {self.lam}")
+    lam: float = ranged(1.0, ">= 0", "proximal weight; 0 is WeCFL")  # λ of the Moreau envelope toward the context
 
 
 @ALGORITHMS.register("cgpfl", "CGPFL: K contextualised generalised models (weighted k-means of the personalised "

@@ -48,6 +48,7 @@ from sklearn.cluster import KMeans
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
@@ -78,18 +79,9 @@ def cosine_positions(z: np.ndarray, centres: np.ndarray) -> np.ndarray:
 @dataclass
 class LCFedParams(ClusteredParams):
     split: bool = True  # the model partition: a global embedding φ and one decision part per cluster
-    mu: float = 1.0  # μ of the proximal term toward the received model (global embedding and cluster part)
-    rank: int = 10  # r, the dimension of the low-rank models (PCA directions kept)
-    pca_clients: int = 20  # devices whose trained models fit the PCA projection (the first round)
-
-    def __post_init__(self) -> None:  # a ValueError becomes one line naming the parameter
-        super().__post_init__()
-        if not self.mu >= 0:
-            raise ValueError(f"mu must be >= 0 (proximal weight; 0 is plain local training), got {self.mu}")
-        if self.rank < 1:
-            raise ValueError(f"rank must be >= 1 (dimensions of the low-rank models), got {self.rank}")
-        if self.pca_clients < 2:
-            raise ValueError(f"pca_clients must be >= 2 (a PCA needs two models), got {self.pca_clients}")
+    mu: float = ranged(1.0, ">= 0", "proximal weight; 0 is plain local training")  # μ toward the received model
+    rank: int = ranged(10, ">= 1", "dimensions of the low-rank models")  # r, the PCA directions kept
+    pca_clients: int = ranged(20, ">= 2", "a PCA needs two models")  # devices whose models fit the projection
 
 
 @ALGORITHMS.register("lcfed", "LCFed: a global embedding and per-cluster decision parts; clients clustered by the "

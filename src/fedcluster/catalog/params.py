@@ -37,7 +37,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('n_init', 'int', '10', 'k-means restarts per round (the best of n_init k-means++ starts is kept)'),
-            ('lam', 'float', '1.0', "λ of the Moreau envelope: the personalised model's proximal weight toward its context"),
+            ('lam', 'float', '1.0', 'λ of the Moreau envelope toward the context'),
         )),
         'clove': (None, (
             ('num_clusters', 'int', '4', 'K̂, the number of candidate models (an upper bound on the clusters)'),
@@ -217,9 +217,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'lcfed': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
             ('split', 'bool', 'true', 'the model partition: a global embedding φ and one decision part per cluster'),
-            ('mu', 'float', '1.0', 'μ of the proximal term toward the received model (global embedding and cluster part)'),
-            ('rank', 'int', '10', 'r, the dimension of the low-rank models (PCA directions kept)'),
-            ('pca_clients', 'int', '20', 'devices whose trained models fit the PCA projection (the first round)'),
+            ('mu', 'float', '1.0', 'μ toward the received model'),
+            ('rank', 'int', '10', 'r, the PCA directions kept'),
+            ('pca_clients', 'int', '20', 'devices whose models fit the projection'),
         )),
         'local': (None, (
             ('num_clusters', 'int', '1', 'always 1: the averaged model test clients predict with'),
