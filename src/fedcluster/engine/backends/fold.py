@@ -24,7 +24,8 @@ class Sums(Protocol):
 
     group: int  # consecutive units that belong together (a call holds whole groups)
 
-    def add(self, lo: int, hi: int, trained: Params) -> None: ...
+    def add(self, lo: int, hi: int, trained: Params) -> None:
+        """Add units ``lo:hi``; ``trained`` must not be kept (the trainer may reuse its memory for the next call)."""
 
 
 def train_into(backend: Backend, sums: Sums, init: Params, clients: np.ndarray, solver: Solver, round_: int,

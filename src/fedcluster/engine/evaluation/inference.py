@@ -49,19 +49,33 @@ def has_conv(module: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.conv._ConvNd) for m in module.modules())
 
 
-def _frozen(module: nn.Module, params: Params, example: torch.Tensor) -> Forward:
-    """An inference-optimised copy of ``module`` with ``params``; the eager copy if tracing fails."""
-    copy_ = copy.deepcopy(module).eval()
+def _frozen(module: nn.Module, params: Params, example: torch.Tensor,
+            traced: dict[int, nn.Module | None] | None = None, slot: int = 0) -> Forward:
+    """An inference-optimised copy of ``module`` with ``params``; the eager copy if tracing fails. ``traced``: the
+    traces of earlier calls by ``slot`` (a trace records the module's operations, not its weights: the next
+    call with new weights copies them into the kept trace and freezes that, the costly part of a build skipped)."""
+    traced = {} if traced is None else traced
     with torch.no_grad():
+        try:
+            if (graph := traced.get(slot)) is None and slot not in traced:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    graph = torch.jit.trace(copy.deepcopy(module).eval(), example, check_trace=False)
+                traced[slot] = graph
+            if graph is not None:  # fresh tensors: a frozen module keeps the ones it was frozen with
+                for name, _ in [*graph.named_parameters(), *graph.named_buffers()]:
+                    prefix, _, leaf = name.rpartition(".")
+                    value = params[name] if name in params else module.get_buffer(name)
+                    setattr(graph.get_submodule(prefix) if prefix else graph, leaf, value.detach().clone())
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return torch.jit.optimize_for_inference(torch.jit.freeze(graph))
+        except Exception:  # noqa: BLE001 — any model tracing cannot handle runs eagerly
+            traced[slot] = None
+        copy_ = copy.deepcopy(module).eval()
         for name, p in copy_.named_parameters():
             p.copy_(params[name])
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                traced = torch.jit.trace(copy_, example, check_trace=False)
-                return torch.jit.optimize_for_inference(torch.jit.freeze(traced))
-        except Exception:  # noqa: BLE001 — any model tracing cannot handle runs eagerly
-            return copy_
+        return copy_
 
 
 class StackForward:
@@ -73,16 +87,19 @@ class StackForward:
         self._key: tuple | None = None
         self._fns: list[Forward] = []
         self._row_bytes: dict[tuple[int, ...], int] = {}  # per-row bytes of one model, by input shape
+        self._traces: dict[tuple[bool, tuple[int, ...]], dict[int, nn.Module | None]] = {}  # by (body, input shape)
 
     def _build(self, models: Params, example: torch.Tensor, shared_body: bool) -> list[Forward]:
         key = (shared_body, *((id(v), v._version) for v in models.values()))
         if key != self._key:
             k = len(next(iter(models.values())))
+            traces = self._traces.setdefault((shared_body, tuple(example.shape[1:])), {})
             if shared_body:
                 body = {n[5:]: v[0] for n, v in models.items() if n.startswith("body.")}
-                self._fns = [_frozen(self.module.body, body, example)]
+                self._fns = [_frozen(self.module.body, body, example, traces)]
             else:
-                self._fns = [_frozen(self.module, {n: v[j] for n, v in models.items()}, example) for j in range(k)]
+                self._fns = [_frozen(self.module, {n: v[j] for n, v in models.items()}, example, traces, j)
+                             for j in range(k)]
             self._key, self._models = key, models  # keep the tensors alive so their ids stay unique
         return self._fns
 

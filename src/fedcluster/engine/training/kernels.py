@@ -150,22 +150,29 @@ def slice_batch(b: Batch, idx: np.ndarray) -> Batch:
 
 # -- the reference path -------------------------------------------------------------------------
 def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: Batch, solver: Solver,
-                     loss_fn: LossFn, channels_last: bool = False, precision: str = "fp32") -> Params:
-    """One unit at a time with ``torch.optim.SGD``: the plain reference implementation."""
-    out = batch.empty_out()
+                     loss_fn: LossFn, channels_last: bool = False, precision: str = "fp32",
+                     out: Params | None = None) -> Params:
+    """One unit at a time with ``torch.optim.SGD``: the plain reference implementation. ``out``: the result stack
+    to fill (default: a new one).
+
+    Each unit trains in place in its row of the result stack (the model's parameters are views of it) and its
+    kept momentum buffer in place in ``batch.momentum``, so a unit costs no copy beyond its starting point's."""
+    out = batch.empty_out() if out is None else out
     model = copy.deepcopy(module)
     names = [n for n, _ in model.named_parameters()]
     for u in range(len(batch.steps)):
         row = batch.start_of(u)
         with torch.no_grad():
             for n, p in model.named_parameters():
+                if out[n][u].stride() == p.stride():  # same layout: the unit trains in its result row
+                    p.data = out[n][u]
                 p.copy_(batch.init[n][row])
         anchor = [(batch.init[n][row] if batch.anchor is None else batch.anchor[n][u]) for n in names]
         opt = torch.optim.SGD(model.parameters(), lr=solver.lr, momentum=solver.momentum,
                               weight_decay=solver.weight_decay)
-        if batch.momentum is not None:  # the unit's kept buffer (torch's SGD continues from it)
+        if batch.momentum is not None:  # the unit's kept buffer (torch's SGD continues from it, in place)
             for n, p in model.named_parameters():
-                opt.state[p]["momentum_buffer"] = batch.momentum[n][u].clone()
+                opt.state[p]["momentum_buffer"] = batch.momentum[n][u]
         for s in range(int(batch.steps[u])):
             real = int(batch.count[u, s])
             idx = batch.global_index[u, s, :real]
@@ -185,9 +192,12 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
             loss.backward()
             opt.step()
         for n, p in model.named_parameters():
-            out[n][u] = p.detach()
+            if p.data_ptr() != out[n][u].data_ptr():
+                out[n][u] = p.detach()
             if batch.momentum is not None:
-                batch.momentum[n][u] = opt.state[p]["momentum_buffer"]
+                buf = opt.state[p]["momentum_buffer"]
+                if buf.data_ptr() != batch.momentum[n][u].data_ptr():
+                    batch.momentum[n][u] = buf
     return out
 
 

@@ -57,14 +57,30 @@ class ClientMomentum:
                     for n, v in like.items()}
             self.buffers = grow if not self.buffers else {n: torch.cat([self.buffers[n], grow[n]])
                                                           for n in self.buffers}
+        if (span := self.span(keys)) is not None:  # the keys' rows in order (every round after the first)
+            return {n: v[span] for n, v in self.buffers.items()}  # views: training updates the buffers in place
         idx = self.index(keys)
         return {n: v.index_select(0, idx) for n, v in self.buffers.items()}
 
     def put(self, keys: list[tuple[int, int, int]], values: Params) -> None:
-        """Store ``values`` [U, ...] as the buffers of ``keys`` (gathered before)."""
-        idx = self.index(keys)
+        """Store ``values`` [U, ...] as the buffers of ``keys`` (gathered before; views :meth:`gather` handed out are
+        already in place)."""
+        span = self.span(keys)
+        idx = None
         for n, v in self.buffers.items():
+            if span is not None and _same_memory(values[n], v[span]):
+                continue
+            idx = self.index(keys) if idx is None else idx
             v.index_copy_(0, idx, values[n].to(v.dtype))
+
+    def span(self, keys: list[tuple[int, int, int]]) -> slice | None:
+        """The slice of buffer rows holding ``keys`` when they are consecutive rows in order (no key twice)."""
+        if not keys:
+            return None
+        first = self.rows[keys[0]]
+        if any(self.rows[k] != first + i for i, k in enumerate(keys)):
+            return None
+        return slice(first, first + len(keys))
 
     def index(self, keys: list[tuple[int, int, int]]) -> torch.Tensor:
         return torch.as_tensor([self.rows[k] for k in keys], dtype=torch.int64, device=self.device)
@@ -80,3 +96,8 @@ class ClientMomentum:
             raise ValueError("the stored momentum buffers do not match their keys")
         self.rows = {(int(a), int(b), int(c)): i for i, (a, b, c) in enumerate(keys)}
         self.buffers = buffers
+
+
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` is the very view ``b`` (same storage, offset, shape and strides)."""
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
