@@ -13,6 +13,8 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.models import build_model
 
+pytestmark = pytest.mark.host_only(reason="compares the CPU-only paths (dense, pool) on data the test builds on the "
+                                    "host; FedGWC's runs in test_device take the step losses on a device")
 SIZES = [37, 64, 5, 90]
 SOLVER = Solver(lr=0.1, epochs=2, batch_size=16, prox_mu=0.1)
 
