@@ -71,7 +71,7 @@ def test_fedgrouprox_without_the_proximal_term_is_fedgroup(tmp_path: Path) -> No
     prox = _run(tmp_path / "a", ["algorithm=fedgrouprox", "algorithm.mu=0"], rounds=3)
     group = _run(tmp_path / "b", ["algorithm=fedgroup"], rounds=3)
     for name, v in group.alg.models.items():
-        np.testing.assert_array_equal(prox.alg.models[name].numpy(), v.numpy())
+        np.testing.assert_array_equal(prox.alg.models[name].cpu().numpy(), v.cpu().numpy())
 
 
 def test_fedgrouprox_proximal_term_keeps_clients_near_their_group_model(tmp_path: Path) -> None:

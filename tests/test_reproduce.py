@@ -134,8 +134,9 @@ def test_list_is_fast_and_imports_no_torch(tmp_path: Path) -> None:
     (["reproduce", "s4-table3-airline", "--budget", "tiny"], "a folder holding airline_14col.data"),
     (["reproduce", "s4-table3-electricity", "--budget", "tiny"], "a folder holding electricity-normalized.csv"),
     (["reproduce", "s2-mixreg-a", "--estimate"], "--estimate times the experiments run by the generic suite runner"),
-    pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(
-        torch.cuda.is_available(), reason="a CUDA device is present")),
+    pytest.param(["reproduce", "s2-mixreg-a", "--device", "cuda"], "--device cuda", marks=[pytest.mark.skipif(
+        torch.cuda.is_available(), reason="a CUDA device is present"), pytest.mark.host_only(
+        reason="about a machine without a GPU, which the simulated accelerator would stand in for")]),
 ])
 def test_bad_input_is_one_line_and_status_2(argv: list[str], words: str, capsys: pytest.CaptureFixture[str],
                                             tmp_path: Path) -> None:

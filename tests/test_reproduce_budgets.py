@@ -178,6 +178,7 @@ def test_hcfl_paper_budgets_are_its_clients_rounds_and_mobilenet(name: str) -> N
         assert (cfg.num_clients, cfg.rounds, cfg.batch_size, cfg.model) == (100, 200, 128, "mobilenet-v2"), name
 
 
+@pytest.mark.host_only(reason="a model and an input built by the test on the host, used there")
 def test_the_fedrc_paper_cnn_is_its_codes_femnist_cnn_without_padding() -> None:
     """FedRC's public code (FemnistCNN): conv 5×5 → 32, pool, conv 5×5 → 64, pool on 28×28 without padding, then
     FC 64·4·4 = 1,024 → 2,048 → 10; the plain `model=cnn` keeps its 'same' padding (64·7·7 = 3,136)."""
