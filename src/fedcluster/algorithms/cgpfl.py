@@ -40,12 +40,12 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.state_checks import num_models
-from fedcluster.algorithms.wecfl import WeCFLParams, weighted_kmeans_positions
+from fedcluster.algorithms.wecfl import WeCFLParams, weighted_kmeans_step
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.scores import client_outputs
-from fedcluster.engine.params import Params, flatten, repeat
+from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weighting import HardDistance
@@ -92,14 +92,8 @@ class CGPFL(ClusteredAlgorithm):
         return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
 
     def match_contexts(self, local: Params, clients: np.ndarray) -> np.ndarray:
-        """Step 3 on the cohort's personalised models (their heads when the body is shared); kept in ``assigned``."""
-        names = [n for n in local if n.startswith("head." if self.split else "")]
-        models = flatten({n: local[n] for n in names}).double().cpu().numpy()
-        sizes = self.sizes(clients).astype(np.float64)
-        assign = weighted_kmeans_positions(models, sizes / sizes.sum(), self.model_distances(local),
-                                           self.ctx.cfg.seed, self.params.n_init)
-        self.assigned[clients] = assign
-        return assign
+        """Step 3 on the cohort's personalised models (WeCFL's weighted k-means); kept in ``assigned``."""
+        return weighted_kmeans_step(self, local, clients)
 
     @torch.no_grad()
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:

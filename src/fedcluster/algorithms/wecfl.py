@@ -30,6 +30,7 @@ a new client).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -70,6 +71,18 @@ class WeCFLParams(ClusteredParams):
         10, ">= 1", "k-means restarts per round")
 
 
+def weighted_kmeans_step(alg: Any, local: Params, clients: np.ndarray) -> np.ndarray:
+    """Step 3 of WeCFL (and CGPFL's matching): the size-weighted k-means of the cohort's trained models (their heads
+    when the body is shared) against the K cluster models; each client's position kept in ``alg.assigned``."""
+    names = [n for n in local if n.startswith("head." if alg.split else "")]
+    models = flatten({n: local[n] for n in names}).double().cpu().numpy()
+    sizes = alg.sizes(clients).astype(np.float64)
+    assign = weighted_kmeans_positions(models, sizes / sizes.sum(), alg.model_distances(local), alg.ctx.cfg.seed,
+                                       alg.params.n_init)
+    alg.assigned[clients] = assign
+    return assign
+
+
 @ALGORITHMS.register("wecfl", "WeCFL: weighted k-means of the trained client models; the centres are the K models",
                      WeCFLParams, paper=PAPER)
 class WeCFL(ClusteredAlgorithm):
@@ -95,10 +108,4 @@ class WeCFL(ClusteredAlgorithm):
 
     def cluster(self, local: Params, clients: np.ndarray) -> np.ndarray:
         """Step 3 on the cohort's trained models (their heads when the body is shared); kept in ``assigned``."""
-        names = [n for n in local if n.startswith("head." if self.split else "")]
-        models = flatten({n: local[n] for n in names}).double().cpu().numpy()
-        sizes = self.sizes(clients).astype(np.float64)
-        assign = weighted_kmeans_positions(models, sizes / sizes.sum(), self.model_distances(local),
-                                           self.ctx.cfg.seed, self.params.n_init)
-        self.assigned[clients] = assign
-        return assign
+        return weighted_kmeans_step(self, local, clients)
