@@ -13,11 +13,11 @@
 #   paper       the FedRC paper's Table 1 scale (300 clients × 160 samples, batch 128), FedRC then IFCA, 4 rounds,
 #               median s/round of rounds 2-4, one process per mode (paper CNN fast / bf16 / deterministic, light CNN
 #               fast / deterministic) and the whole table estimated from them (benchmarks/paper_rounds.py)
+#   resnet      ResNet-18 at 20 clients, one round: the framework-style loop, then the fast path (engine=auto:
+#               unit-loop), fp32 then bf16, one process each (benchmarks/engine_speed.py)
 #   tests       the device test files and the files that failed on a GPU before, with tracebacks (tests.log), then
 #               one shard of the rest of the default suite (--shard I/N; default: the day's shard of 3, so three
 #               windows cover it); pytest-xdist when installed, a per-test timeout when pytest-timeout is
-#   resnet      ResNet-18 at 20 clients, one round: the framework-style loop, then the fast path (engine=auto:
-#               unit-loop), fp32 then bf16, one process each (benchmarks/engine_speed.py)
 #   regression  MLP / light CNN / CNN fast path, deterministic, against the 2026-11-25 figures
 # GPU utilisation and memory are sampled every second in the background (smi.csv) and summed up per step.
 # Every figure is appended to FOLDER/summary.md as soon as it exists. FOLDER gets at most 5 files: summary.md,
@@ -168,6 +168,26 @@ if wanted paper && [ -n "$FMNIST" ]; then
   done
 fi
 
+# -- resnet: the large-model path -----------------------------------------------------------------------------------
+if wanted resnet; then
+  say ""
+  say "## ResNet-18, 20 clients × 600 samples, batch 32: s/round, one round (engine_speed.py)"
+  if [ "$QUICK" -eq 1 ]; then
+    RESNET=(--device cpu --models mlp --clients 2 --rounds 1 --fedrc none)
+  else
+    RESNET=(--device cuda --models resnet18 --clients 20 --rounds 1 --fedrc none)
+  fi
+  for precision in fp32 bf16; do
+    for path in framework fast; do  # one process each: every figure lands in summary.md when it exists
+      before=$(wc -l < "$LOG")
+      step "resnet-$precision-$path" 35 "${PYCMD[@]}" benchmarks/engine_speed.py "${RESNET[@]}" \
+        --precision "$precision" --paths "$path"
+      tail -n +"$(( before + 1 ))" "$LOG" | grep -E '^(resnet18|mlp) ' | tr -s ' ' \
+        | sed "s/^/  $precision, $path (framework, sequential, fast path columns): /" >> "$SUMMARY"
+    done
+  done
+fi
+
 # -- tests --------------------------------------------------------------------------------------------------------
 count_tests() {  # count_tests LOG: "N passed, M failed or errors" from a pytest -v log (plain or xdist)
   local passed failed
@@ -221,26 +241,6 @@ if wanted tests; then
     done
   fi
   test_step tests-rest 90 "the rest, shard $SHARD (${#REST[@]} files)" "${REST[@]}"
-fi
-
-# -- resnet: the large-model path -----------------------------------------------------------------------------------
-if wanted resnet; then
-  say ""
-  say "## ResNet-18, 20 clients × 600 samples, batch 32: s/round, one round (engine_speed.py)"
-  if [ "$QUICK" -eq 1 ]; then
-    RESNET=(--device cpu --models mlp --clients 2 --rounds 1 --fedrc none)
-  else
-    RESNET=(--device cuda --models resnet18 --clients 20 --rounds 1 --fedrc none)
-  fi
-  for precision in fp32 bf16; do
-    for path in framework fast; do  # one process each: every figure lands in summary.md when it exists
-      before=$(wc -l < "$LOG")
-      step "resnet-$precision-$path" 35 "${PYCMD[@]}" benchmarks/engine_speed.py "${RESNET[@]}" \
-        --precision "$precision" --paths "$path"
-      tail -n +"$(( before + 1 ))" "$LOG" | grep -E '^(resnet18|mlp) ' | tr -s ' ' \
-        | sed "s/^/  $precision, $path (framework, sequential, fast path columns): /" >> "$SUMMARY"
-    done
-  done
 fi
 
 # -- regression: the small models' fast path ----------------------------------------------------------------------
