@@ -78,8 +78,9 @@ class CGPFL(ClusteredAlgorithm):
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         new = int((self.assigned[clients] < 0).sum())
+        lam = self.params.lam if (self.assigned >= 0).any() else 0.0  # no context formed yet: no proximal term
         start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        solver = dataclasses.replace(self.ctx.solver, prox_mu=self.params.lam)
+        solver = dataclasses.replace(self.ctx.solver, prox_mu=lam)
         local = self.train_single(clients, start, round_, solver)  # step 2
         idx = torch.as_tensor(clients, device=self.ctx.device)
         for n, v in local.items():

@@ -101,8 +101,9 @@ class LCFed(ClusteredAlgorithm):
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         new = int((self.assigned[clients] < 0).sum())
+        mu = self.params.mu if (self.assigned >= 0).any() else 0.0  # no cluster formed yet: no proximal term
         start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        solver = dataclasses.replace(self.ctx.solver, prox_mu=self.params.mu)
+        solver = dataclasses.replace(self.ctx.solver, prox_mu=mu)
         local = self.train_single(clients, start, round_, solver)  # step 2 (proximal centre: the start)
         assign = self.cluster(local)  # step 3
         self.assigned[clients] = assign
