@@ -25,7 +25,8 @@ equation numbers are not cited.
    clusters trains without the proximal term: every cluster model is still θ^0, so the term carries no cluster
    knowledge and only shrinks the differences the clustering reads (the WeCFL authors' proximal variant,
    FedBase ``wecfl.py`` with ``reg_lam``, skips it in round 0 likewise). With it, on the digits demo the first
-   clustering followed the clients' label skew instead of their concepts (ARI 0.31, 0.74, 0.17 on seeds 0–2);
+   clustering followed the clients' label skew instead of their concepts, and stayed (ARI 0.31, 0.74, 0.17 on
+   seeds 0–2 after 40 rounds);
 3. low-rank clustering: the first round, the PCA projection is fitted to the trained models of up to
    ``pca_clients`` devices (centre c, top ``rank`` principal directions V: :func:`low_rank_projection`) and kept;
    each model's low-rank model is z = (vec(ω) − c) V. That round, the K clusters are the K-means groups of the
