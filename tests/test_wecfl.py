@@ -20,6 +20,7 @@ BASE = ["num_clients=12", "progress=false", "threads=1", "checkpoint_every=1000"
 
 
 GROUPS = ((0, 1, 2), (3, 4, 5), (6, 7, 8, 9))  # the paper's cluster-wise non-IID: each group its own digits
+DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
 
 
 def test_each_kmeans_group_takes_the_cluster_model_nearest_its_members() -> None:
@@ -41,6 +42,14 @@ def test_wecfl_recovers_client_groups_with_disjoint_labels(tmp_path: Path, seed:
 def test_wecfl_recovers_two_label_swap_concepts(tmp_path: Path, seed: int) -> None:
     run = played(tmp_path, [*BASE, "num_clients=8", "algorithm.num_clusters=2", "scenario=concept-swap",
                             "scenario.concepts=2", "scenario.alpha=10", f"seed={seed}"], rounds=2)
+    assert adjusted_rand_score(run.fed.true_cluster, run.alg.assigned) == 1.0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_wecfl_finds_the_demo_concepts_at_its_defaults(tmp_path: Path, seed: int) -> None:
+    """The digits demo: every cluster starts from one θ^0, so the first k-means sees the clients' concepts (K random
+    starts would group the clients by their start instead) and the later rounds keep its groups."""
+    run = played(tmp_path, [*BASE, f"seed={seed}"], rounds=4, config=DEMO)
     assert adjusted_rand_score(run.fed.true_cluster, run.alg.assigned) == 1.0
 
 

@@ -2,18 +2,29 @@
 arXiv:2106.13044): K contextualised generalised models on the server instead of pFedMe's one global model; each
 client is matched to a context and trains a personalised model kept near its context's generalised model.
 
-The paper poses personalisation as a bi-level problem in which K generalised models guide the personalised ones;
-fedcluster takes it in the form of pFedMe (Dinh et al. 2020, eq. 2–3), with K generalised models and a context c_i
-per client: min_{w_1..w_K, c} Σ_i p_i F_i(w_{c_i}), F_i(w) = min_θ { f_i(θ) + (λ/2)‖θ − w‖² } (the
-Moreau envelope; its minimiser θ̂_i(w) is client i's personalised model), p_i = N_i / N. This implementation is
-built from that objective; the paper's step-by-step listing was not consulted, so the round below is fedcluster's
-block-coordinate minimisation of it, each block a tier part already in the package (the CFLA library's CGPFL, a
-different reading, assigns clients by the cosine similarity of their models to the centres):
+Sources read: the paper's abstract (arXiv:2106.13044; the IJCAI text's opening) and a published review of it
+(liner.com), which state the bi-level problem in which K generalised models guide the personalised ones, that
+CGPFL "dynamically associates" each personalised model with its pertinent generalised model on the server, and a
+heuristic variant, CGPFL-Heur, that sets the generalisation-personalisation trade-off from a bound (not
+implemented); the CFLA library's reading (github.com/Totorino02/CFLA: a proximal term (μ/2)‖ω − Ω_k‖² toward the
+cluster centre, clients assigned by cosine similarity to the centres); and the WeCFL authors' proximal variant of
+WeCFL (github.com/jsmjie/FedBase, ``fedbase/baselines/wecfl.py`` with ``reg_lam``), which is the round below at
+β = 1. The paper's method section (its update rules and algorithm listing) could not be read: the round is
+fedcluster's block-coordinate minimisation of the objective, and equation numbers are not cited.
+
+fedcluster takes the objective in the form of pFedMe (Dinh et al. 2020, eq. 2–3) with K generalised models and a
+context c_i per client: min_{w_1..w_K, c} Σ_i p_i F_i(w_{c_i}), F_i(w) = min_θ { f_i(θ) + (λ/2)‖θ − w‖² } (the
+Moreau envelope; its minimiser θ̂_i(w) is client i's personalised model), p_i = N_i / N. Each block is a tier part
+already in the package:
 
 1. distribution: client i receives w_{c_i} (a client seen for the first time takes the context with the lowest loss
    on its data, as WeCFL and FeSEM do);
 2. personalisation (the inner problem, over θ): E local epochs of SGD on f_i(θ) + (λ/2)‖θ − w_{c_i}‖² from
-   w_{c_i} → θ_i, the client's personalised model (kept; FedProx's proximal step, Li et al. 2020 eq. 2);
+   w_{c_i} → θ_i, the client's personalised model (kept; FedProx's proximal step, Li et al. 2020 eq. 2). The round
+   that forms the first contexts trains without the proximal term, as FedBase's variant does in round 0: every
+   generalised model is still θ^0, so the term carries no context and only shrinks the differences the matching
+   reads (with it, the digits demo's first matching followed the clients' label skew and stayed: ARI −0.01, 0.50,
+   0.04 on seeds 0–2 after 40 rounds);
 3. context matching (over c, with θ fixed): Σ_i p_i (λ/2)‖θ_i − w_{c_i}‖² is a weighted k-means objective in the
    θ_i, so the cohort's contexts are the groups of WeCFL's weighted k-means
    (:func:`~fedcluster.algorithms.wecfl.weighted_kmeans_positions`), each matched to the generalised model nearest
@@ -78,8 +89,9 @@ class CGPFL(ClusteredAlgorithm):
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         new = int((self.assigned[clients] < 0).sum())
+        lam = self.params.lam if (self.assigned >= 0).any() else 0.0  # no context formed yet: no proximal term
         start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        solver = dataclasses.replace(self.ctx.solver, prox_mu=self.params.lam)
+        solver = dataclasses.replace(self.ctx.solver, prox_mu=lam)
         local = self.train_single(clients, start, round_, solver)  # step 2
         idx = torch.as_tensor(clients, device=self.ctx.device)
         for n, v in local.items():

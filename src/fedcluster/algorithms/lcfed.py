@@ -3,31 +3,36 @@ Heterogeneous Data", ICASSP 2025, arXiv:2501.01850): each model is partitioned i
 shared by the whole federation and a decision sub-model per cluster; clients are clustered online by the cosine
 similarity of low-rank (PCA-projected) models.
 
-What the paper states (its abstract and published summaries): "model partitioning and ... distinct aggregation
-strategies for each sub-model" — the embedding Φ is aggregated over every device (global knowledge), the decision
-part within each cluster (intra-cluster co-training); the local objective joins the local loss with terms that keep
-the device's model near the global embedding and near its cluster's model; and "a computationally efficient model
-similarity measurement method based on low-rank models" (a PCA projection M learned from a sample of devices'
-models, each model compared through its projection z = vec(ω) M) enables "real-time cluster updates". This
-implementation is built from those statements; the paper's step-by-step listing was not consulted, so the steps
-below, in particular the first round's K-means and the single proximal weight, are fedcluster's composition of them
-from the tier parts (the CFLA library's ``serveur_lcfed.py`` / ``client_lcfed.py`` have the same structure, with
-random initial clusters and projections fitted to untrained models). The same authors' FedAC (arXiv:2403.16460) is
-summarised with this design: a bi-level objective of the local loss, an intra-cluster regulariser and a
-global-embedding regulariser, minimised alternately, with an EM-like re-clustering by low-rank cosine similarity.
+Sources read: the paper's abstract and introduction (arxiv.org/html/2501.01850v1); a published review of it
+(themoonlight.io), which says the split puts the shallow layers in the embedding (aggregated over every device:
+global knowledge) and the deeper ones in the decision part (aggregated within each cluster); the opening of the
+same authors' FedAC (arXiv:2403.16460), whose framework LCFed condenses (a decoupled network with one aggregation
+rule per sub-module, an online similarity metric by dimensionality reduction); and the CFLA library's reading
+(github.com/Totorino02/CFLA, ``framework/client/client_lcfed.py``, ``framework/server/serveur_lcfed.py``): the
+local loss f_i(ω) + (μ/2)‖ω − Ω_k‖² + (λ/2)‖φ − Φ‖² (μ = 1, λ = 2 in its runs), a PCA projection M fitted to a
+sample of devices' models, z_i = vec(ω_i) M, the cluster of highest cos(z_i, vec(Ω_k) M), Φ averaged over every
+sampled device and Ω_k within each cluster. The paper's method section (its equations and algorithm listing)
+could not be read: the steps below are fedcluster's composition of those statements from the tier parts, and
+equation numbers are not cited.
 
 0. every cluster starts from one model θ^0 (embedding Φ and the K decision parts equal);
 1. distribution: client i receives Φ and the decision part h_{k_i} of its cluster (a client seen for the first time
    takes the cluster with the lowest loss on its data, as WeCFL and FeSEM do);
-2. local update: E local epochs of SGD on f_i(ω) + (μ/2)‖ω − (Φ, h_{k_i})‖² from (Φ, h_{k_i}) → ω_i. The
-   cluster's model is (Φ, h_{k_i}), so one proximal term holds both regularisers: their two weights (an
-   intra-cluster one on ω and a global one on φ, which add up on φ) become one weight μ; μ = 0 is plain local
-   training;
+2. local update: E local epochs of SGD on f_i(ω) + (μ/2)‖ω − (Φ, h_{k_i})‖² from (Φ, h_{k_i}) → ω_i. Here the
+   cluster's model Ω_k is (Φ, h_k), so the two regularisers act on φ with weight μ + λ and on the decision part
+   with μ; fedcluster's trainer takes one proximal weight, so both are the one weight μ (a departure: CFLA's
+   μ = 1, λ = 2 weigh φ three times as much as h). μ = 0 is plain local training. The round that forms the first
+   clusters trains without the proximal term: every cluster model is still θ^0, so the term carries no cluster
+   knowledge and only shrinks the differences the clustering reads (the WeCFL authors' proximal variant,
+   FedBase ``wecfl.py`` with ``reg_lam``, skips it in round 0 likewise). With it, on the digits demo the first
+   clustering followed the clients' label skew instead of their concepts, and stayed (ARI 0.31, 0.74, 0.17 on
+   seeds 0–2 after 40 rounds);
 3. low-rank clustering: the first round, the PCA projection is fitted to the trained models of up to
    ``pca_clients`` devices (centre c, top ``rank`` principal directions V: :func:`low_rank_projection`) and kept;
    each model's low-rank model is z = (vec(ω) − c) V. That round, the K clusters are the K-means groups of the
-   cohort's normalised z_i (all cluster models are still equal); every later round each sampled client joins the
-   cluster whose model's low-rank model has the highest cosine similarity with its z_i (:func:`cosine_positions`);
+   cohort's normalised z_i (all cluster models are still equal; CFLA starts from random clusters and fits M to
+   the untrained models, which are all equal); every later round each sampled client joins the cluster whose
+   model's low-rank model has the highest cosine similarity with its z_i (:func:`cosine_positions`);
 4. aggregation: Φ ← the N_i-weighted mean of every sampled client's embedding, h_k ← that of cluster k's sampled
    members (``cluster_update`` with the shared body; a cluster no sampled client joined keeps its decision part).
 
@@ -101,8 +106,9 @@ class LCFed(ClusteredAlgorithm):
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         new = int((self.assigned[clients] < 0).sum())
+        mu = self.params.mu if (self.assigned >= 0).any() else 0.0  # no cluster formed yet: no proximal term
         start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        solver = dataclasses.replace(self.ctx.solver, prox_mu=self.params.mu)
+        solver = dataclasses.replace(self.ctx.solver, prox_mu=mu)
         local = self.train_single(clients, start, round_, solver)  # step 2 (proximal centre: the start)
         assign = self.cluster(local)  # step 3
         self.assigned[clients] = assign
