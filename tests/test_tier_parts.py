@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import fedcluster.algorithms.hcfl as hcfl
+from fedcluster.algorithms.cluster_method import ClusterMethod
+from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
@@ -57,11 +59,14 @@ def test_hcfl_holds_the_parts_its_config_names(tmp_path: Path, overrides: list[s
 
 
 def test_no_method_sits_more_than_three_levels_below_the_protocol() -> None:
-    """Algorithm → ClusteredAlgorithm / HardClusters → method: a method file reads top to bottom."""
+    """Algorithm → ClusterMethod → ClusteredAlgorithm / HardClusters → method (or Algorithm → method): a method file
+    reads top to bottom, and every cluster method, soft or hard, stands on the one cluster-method base."""
     for entry in ALGORITHMS.registered():
         if isinstance(entry.obj, type):
             chain = entry.obj.__mro__[:entry.obj.__mro__.index(Algorithm)]
-            assert len(chain) <= 2, f"{entry.name}: {[c.__name__ for c in chain]}"
+            assert len(chain) <= 3, f"{entry.name}: {[c.__name__ for c in chain]}"
+            if issubclass(entry.obj, ClusteredAlgorithm | HardClusters):
+                assert chain[-1] is ClusterMethod, f"{entry.name}: {[c.__name__ for c in chain]}"
 
 
 @pytest.mark.parametrize("method", ["cfl", "fedem", "ifca", "fedavg", "hcfl"])
