@@ -154,6 +154,31 @@ def test_cluster_state_hard_split_merge_and_removal() -> None:
     assert state.changes(2) == {"splits": 0.0, "merges": 0.0, "removals": 2.0}
 
 
+def test_cluster_state_regroup_replaces_every_cluster_with_a_fresh_book() -> None:
+    """A one-shot clustering (PACFL, FL+HC, FedGroup) is the state's too: the new stack replaces the models, the book
+    starts again at ids 0..K−1 with no events, and only the clients named take their positions."""
+    state, _ = _hard_state()
+    state.split_copy(0, np.array([1]), round_=1)
+    state.regroup({"w": torch.tensor([[5.0], [6.0]])}, np.array([0, 4]), np.array([1, 0]))
+    assert state.num_clusters == 2 and state.book.ids == [0, 1] and state.book.next_id == 2
+    assert state.changes(1) == {"splits": 0.0, "merges": 0.0, "removals": 0.0}
+    np.testing.assert_array_equal(state.assigned, [1, 3, 1, 1, 0])
+    assert state.models["w"][:, 0].tolist() == [5.0, 6.0]
+
+
+@pytest.mark.parametrize(("method", "k_changes"), [("cfl", True), ("hcfl", True), ("fedem", False)])
+def test_the_cluster_method_base_writes_the_k_columns_and_saves_the_book_for_either_family(
+        tmp_path: Path, method: str, k_changes: bool) -> None:
+    """One base for both families: a method whose K can change gets a book, its checkpoint entry and the
+    splits/merges/removals columns from ClusterMethod, without a line of its own; a fixed-K method none of them."""
+    alg = _alg(tmp_path, [f"algorithm={method}"])
+    assert isinstance(alg, ClusterMethod)
+    res = alg.run_round(0, np.arange(4))
+    assert ("book" in alg.state_dict()) is k_changes and ("ids" in res.clusters) is k_changes
+    assert ({"splits", "merges", "removals"} <= set(res.extra)) is k_changes
+    assert alg.rounds_done == 1 and alg.state_dict()["rounds_done"] == 1
+
+
 def test_cluster_record_is_one_form_for_hard_and_soft_states() -> None:
     """A hard state's record counts each (cluster, group)'s samples; a soft state's with one-hot γ says the same;
     with a book both name the ids and the events of the round just done."""

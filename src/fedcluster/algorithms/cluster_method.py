@@ -5,10 +5,11 @@ such method writes and saves the same way.
 * The round: :meth:`ClusterMethod.run_round` runs the method's :meth:`~ClusterMethod.step`, lets the family bring
   its weights up to date (:meth:`~ClusterMethod.after_step`), then writes the ``splits``/``merges``/``removals``
   columns (when K can change) and the ``clusters.jsonl`` line, both from the cluster state.
-* K changes: :meth:`~ClusterMethod.split_cluster`, :meth:`~ClusterMethod.merge_clusters` and
-  :meth:`~ClusterMethod.remove_clusters` go through the state (soft splits: :meth:`ClusterState.split`), which keeps
-  models, weights, the clients' positions and the :class:`~fedcluster.tiers.cluster_book.ClusterBook` (stable ids,
-  the log of every change) consistent. A method whose K can change (``fixed_clusters = False``) starts with a book.
+* K changes: :meth:`~ClusterMethod.split_cluster`, :meth:`~ClusterMethod.merge_clusters`,
+  :meth:`~ClusterMethod.remove_clusters` and a one-shot :meth:`~ClusterMethod.regroup` go through the state (soft
+  splits: :meth:`ClusterState.split`), which keeps models, weights, the clients' positions and the
+  :class:`~fedcluster.tiers.cluster_book.ClusterBook` (stable ids, the log of every change) consistent. A method
+  whose K can change (``fixed_clusters = False``) starts with a book.
 * Saved state: the fields the classes along the method's bases declare in ``saved`` (the rounds done here, the book
   when K can change); :meth:`~ClusterMethod.state_problem` checks them on resume.
 * Bytes on the wire (:meth:`~ClusterMethod.nbytes`): a shared feature extractor (``split``) counts once.
@@ -105,6 +106,11 @@ class ClusterMethod(Algorithm):
         keep = self.state.remove(positions, round_=self._round, owner=self._owner, rule=rule)
         self.on_reindex(keep)
         return keep
+
+    def regroup(self, models: Params, clients: np.ndarray, positions: np.ndarray) -> None:
+        """A one-shot clustering: ``models`` [K, ...] become the clusters (ids 0..K−1, a fresh book) and ``clients``
+        take the hard ``positions``."""
+        self.state.regroup(models, clients, positions)
 
     def on_reindex(self, keep: np.ndarray) -> None:
         """Hook: per-cluster state of a subclass follows the kept positions."""

@@ -51,7 +51,6 @@ from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import InRound
-from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import (
     decomposed_cosine,
     inter_group_update,
@@ -121,9 +120,7 @@ class FedGroup(HardClusters):
         mean = onehot.T / onehot.sum(0)[:, None]  # [k, n] plain average over members (the authors' code)
         self.directions = (mean @ delta).astype(np.float32)
         base = np.concatenate([v.reshape(-1).double().cpu().numpy() for v in self.initial.values()])
-        self.models = self._unflatten(base[None, :] + mean @ delta)
-        self.book = ClusterBook.start(k)
-        self.cluster[chosen] = labels
+        self.regroup(self._unflatten(base[None, :] + mean @ delta), chosen, labels)
         self.grouped[chosen] = True
         return len(chosen)
 

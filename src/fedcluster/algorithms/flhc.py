@@ -40,7 +40,6 @@ from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptation import InRound
-from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups, gap_threshold, merge_heights
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
@@ -98,9 +97,7 @@ class FLHC(HardClusters):
         if k > 1 and k == len(everyone):
             note(f"FL+HC made each of the {k} clients its own cluster: every merge lies above the distance threshold; "
                  "give a larger algorithm.distance_threshold, or leave it out to read it off the dendrogram")
-        self.models = repeat({n: v[0] for n, v in self.models.items()}, k)
-        self.book = ClusterBook.start(k)
-        self.cluster = labels
+        self.regroup(repeat({n: v[0] for n, v in self.models.items()}, k), everyone, labels)
         self.fedavg(everyone, local, labels)
         self.clustered = True
         payload = len(everyone) * self.model_bytes()

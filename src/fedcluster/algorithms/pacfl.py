@@ -48,7 +48,6 @@ from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.adaptation import InRound, threshold_clusters
-from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.distance import data_signature, subspace_angles
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
@@ -103,9 +102,7 @@ class PACFL(HardClusters):
         sigs = self.signatures()
         labels = threshold_clusters(self.proximity(sigs), p.nu, p.linkage)
         k = int(labels.max()) + 1
-        self.models = repeat({n: v[0] for n, v in self.models.items()}, k)
-        self.book = ClusterBook.start(k)
-        self.cluster = labels
+        self.regroup(repeat({n: v[0] for n, v in self.models.items()}, k), np.arange(len(labels)), labels)
         self.sync()
         self.clustered = True
         return sum(s.size for s in sigs) * 4
