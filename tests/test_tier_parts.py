@@ -19,7 +19,18 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.runner import Run
-from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, InRound, LowMass
+from fedcluster.tiers.adaptation import (
+    ADAPTATIONS,
+    CFLSplits,
+    Fixed,
+    GapSplits,
+    ICFLSplits,
+    InRound,
+    LowMass,
+    StoCFLMerges,
+    ThresholdGroups,
+    TreeCut,
+)
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.distance import DISTANCE_PARTS, HeadUpdateDistance, PrototypeDistance, UpdateCosine
@@ -227,9 +238,42 @@ def test_a_hard_method_without_its_parts_is_an_error(tmp_path: Path) -> None:
         HardClusters.__init__(alg, alg.ctx, alg.params, k0=1, adaptation=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="k0"):
         HardClusters.__init__(alg, alg.ctx, alg.params, adaptation=Fixed())  # type: ignore[call-arg]
+    parts = {"icfl": ICFLSplits, "stocfl": StoCFLMerges, "pacfl": ThresholdGroups, "flhc": TreeCut}
     for method in ("icfl", "stocfl", "pacfl", "flhc", "fedgroup", "fedgwc"):
         part = _alg(tmp_path / method, [f"algorithm={method}"]).adaptation  # type: ignore[attr-defined]
-        assert isinstance(part, InRound) and part.rule, method
+        if method in parts:  # the rule's parameters are the part's, from the method's own keys
+            assert type(part) is parts[method], method
+        else:
+            assert isinstance(part, InRound) and part.rule, method
+
+
+@pytest.mark.parametrize(("method", "key", "value", "field"), [
+    ("icfl", "alpha0", "0.98", "alpha0"), ("stocfl", "tau", "0.3", "tau"), ("pacfl", "nu", "7.5", "nu"),
+    ("pacfl", "linkage", "single", "link"), ("flhc", "num_clusters", "2", "num_clusters"),
+    ("flhc", "linkage", "average", "linkage")])
+def test_an_in_round_rule_part_holds_the_method_keys(tmp_path: Path, method: str, key: str, value: str,
+                                                     field: str) -> None:
+    """ICFL's, StoCFL's, PACFL's and FL+HC's rules are tier-3 parts built from the method's own algorithm.<key>."""
+    part = _alg(tmp_path, [f"algorithm={method}", f"algorithm.{key}={value}"]).adaptation  # type: ignore[attr-defined]
+    assert str(getattr(part, field)) == value
+
+
+def test_the_in_round_parts_decide_as_their_rules() -> None:
+    """ICFL's part splits two opposed groups and keeps an agreeing cluster whole; StoCFL's merges only above τ;
+    PACFL's and FL+HC's one-shot parts group near rows together."""
+    a = np.kron(np.array([[1.0, -1.0], [-1.0, 1.0]]), np.ones((2, 2)))  # two groups of 2 with opposite updates
+    part = ICFLSplits(alpha0=0.85, eps1=4.0)
+    connectivity, labels = part.cluster_split(a, threshold=0.9, seed=0)
+    assert connectivity == pytest.approx(1.0) and labels is None  # |λ_1|/n = 1: whole at any α_t < 1
+    connectivity, labels = part.cluster_split(np.eye(4), threshold=0.9, seed=0)
+    assert connectivity == pytest.approx(0.25) and labels is not None and 0 < labels.sum() < 4
+    reps = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
+    assert StoCFLMerges(0.5).merges(reps, np.ones(3, bool)) == [(0, [1])]
+    assert StoCFLMerges(0.999).merges(reps, np.ones(3, bool)) == []
+    d = np.array([[0, 1, 9, 9], [1, 0, 9, 9], [9, 9, 0, 1], [9, 9, 1, 0]], dtype=float)
+    assert ThresholdGroups(2.0).groups(d).tolist() == [0, 0, 1, 1]
+    assert TreeCut(num_clusters=2).groups(np.array([[0.0], [0.1], [5.0], [5.1]])).tolist() in ([0, 0, 1, 1],
+                                                                                             [1, 1, 0, 0])
 
 
 def _host(value: torch.Tensor | np.ndarray) -> np.ndarray:
