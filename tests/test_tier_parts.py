@@ -22,11 +22,13 @@ from fedcluster.engine.runner import Run
 from fedcluster.tiers.adaptation import (
     ADAPTATIONS,
     CFLSplits,
+    DirectionGroups,
     Fixed,
     GapSplits,
     ICFLSplits,
     InRound,
     LowMass,
+    SpectralSplits,
     StoCFLMerges,
     ThresholdGroups,
     TreeCut,
@@ -238,29 +240,29 @@ def test_a_hard_method_without_its_parts_is_an_error(tmp_path: Path) -> None:
         HardClusters.__init__(alg, alg.ctx, alg.params, k0=1, adaptation=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="k0"):
         HardClusters.__init__(alg, alg.ctx, alg.params, adaptation=Fixed())  # type: ignore[call-arg]
-    parts = {"icfl": ICFLSplits, "stocfl": StoCFLMerges, "pacfl": ThresholdGroups, "flhc": TreeCut}
-    for method in ("icfl", "stocfl", "pacfl", "flhc", "fedgroup", "fedgwc"):
-        part = _alg(tmp_path / method, [f"algorithm={method}"]).adaptation  # type: ignore[attr-defined]
-        if method in parts:  # the rule's parameters are the part's, from the method's own keys
-            assert type(part) is parts[method], method
-        else:
-            assert isinstance(part, InRound) and part.rule, method
+    parts = {"icfl": ICFLSplits, "stocfl": StoCFLMerges, "pacfl": ThresholdGroups, "flhc": TreeCut,
+             "fedgroup": DirectionGroups, "fedgwc": SpectralSplits}
+    for method, part in parts.items():  # the rule's parameters are the part's, from the method's own keys
+        assert type(_alg(tmp_path / method, [f"algorithm={method}"]).adaptation) is part, method  # type: ignore[attr-defined]
+    assert InRound("a rule of one's own").rule
 
 
 @pytest.mark.parametrize(("method", "key", "value", "field"), [
     ("icfl", "alpha0", "0.98", "alpha0"), ("stocfl", "tau", "0.3", "tau"), ("pacfl", "nu", "7.5", "nu"),
     ("pacfl", "linkage", "single", "link"), ("flhc", "num_clusters", "2", "num_clusters"),
-    ("flhc", "linkage", "average", "linkage")])
+    ("flhc", "linkage", "average", "linkage"), ("fedgroup", "num_groups", "2", "num_groups"),
+    ("fedgwc", "beta", "2.5", "beta"), ("fedgwc", "perception", "column", "perception")])
 def test_an_in_round_rule_part_holds_the_method_keys(tmp_path: Path, method: str, key: str, value: str,
                                                      field: str) -> None:
-    """ICFL's, StoCFL's, PACFL's and FL+HC's rules are tier-3 parts built from the method's own algorithm.<key>."""
+    """The hard methods' K-change rules are tier-3 parts built from the method's own algorithm.<key>."""
     part = _alg(tmp_path, [f"algorithm={method}", f"algorithm.{key}={value}"]).adaptation  # type: ignore[attr-defined]
     assert str(getattr(part, field)) == value
 
 
 def test_the_in_round_parts_decide_as_their_rules() -> None:
-    """ICFL's part splits two opposed groups and keeps an agreeing cluster whole; StoCFL's merges only above τ;
-    PACFL's and FL+HC's one-shot parts group near rows together."""
+    """ICFL's part keeps a cluster of aligned updates whole and splits unrelated ones; StoCFL's merges only above τ;
+    PACFL's, FL+HC's and FedGroup's one-shot parts group near rows together, and a FedGroup newcomer joins the
+    group of its direction."""
     a = np.kron(np.array([[1.0, -1.0], [-1.0, 1.0]]), np.ones((2, 2)))  # two groups of 2 with opposite updates
     part = ICFLSplits(alpha0=0.85, eps1=4.0)
     connectivity, labels = part.cluster_split(a, threshold=0.9, seed=0)
@@ -274,6 +276,11 @@ def test_the_in_round_parts_decide_as_their_rules() -> None:
     assert ThresholdGroups(2.0).groups(d).tolist() == [0, 0, 1, 1]
     assert TreeCut(num_clusters=2).groups(np.array([[0.0], [0.1], [5.0], [5.1]])).tolist() in ([0, 0, 1, 1],
                                                                                              [1, 1, 0, 0])
+    updates = np.array([[1.0, 0.1, 0.0], [0.9, 0.0, 0.1], [0.0, 0.1, 1.0], [0.1, 0.0, 0.9]])
+    labels = DirectionGroups(2).groups(updates, seed=0)
+    assert labels[0] == labels[1] != labels[2] == labels[3]
+    directions = np.stack([updates[labels == g].mean(0) for g in range(2)])
+    assert DirectionGroups(2).newcomers(np.array([[0.0, 0.0, 1.0]]), directions).tolist() == [labels[2]]
 
 
 def _host(value: torch.Tensor | np.ndarray) -> np.ndarray:

@@ -15,7 +15,8 @@ split (:meth:`Adaptation.removals`, decided from the round's Ω before any chang
 both, which low-mass clusters to drop by FedRC's rule (:meth:`Adaptation.low_mass`). :data:`ADAPTATIONS` maps the
 ``adaptive`` names of ``algorithm=hcfl`` to parts. A hard method's round asks its own part: CFL's
 :class:`CFLSplits`, ICFL's :class:`ICFLSplits`, StoCFL's :class:`StoCFLMerges`, PACFL's :class:`ThresholdGroups`,
-FL+HC's :class:`TreeCut` (:class:`InRound` names a rule a round still applies itself).
+FL+HC's :class:`TreeCut`, FedGroup's :class:`DirectionGroups`, FedGWC's :class:`SpectralSplits` (:class:`InRound`
+names a rule a round applies itself, for a method of one's own).
 """
 
 from __future__ import annotations
@@ -31,7 +32,18 @@ from scipy.spatial.distance import squareform
 from sklearn.cluster import AgglomerativeClustering, KMeans
 
 from fedcluster.tiers.distance import ClientDistance, CohortView, cluster_matrices, cosine_distance, cosine_similarity
-from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups, gap_threshold, merge_heights
+from fedcluster.tiers.gaussian_weighting import best_spectral_split, interaction_affinity
+from fedcluster.tiers.grouping import (
+    Linkage,
+    Metric,
+    agglomerative_groups,
+    decomposed_cosine,
+    gap_threshold,
+    kmeans_groups,
+    merge_heights,
+    most_similar,
+    update_directions,
+)
 
 Split = tuple[int, np.ndarray, np.ndarray]  # (k*, cohort rows of C_{k*,1}, cohort rows of C_{k*,2})
 _NONE = np.zeros(0, np.int64)
@@ -241,8 +253,7 @@ class Fixed(Adaptation):
 
 @dataclass(frozen=True)
 class InRound(Adaptation):
-    """K changes by a rule the method's own round applies (``rule`` names it: FedGroup's groups, FedGWC's spectral
-    splits); the part is asked for nothing."""
+    """K changes by a rule the method's own round applies (``rule`` names it); the part is asked for nothing."""
 
     rule: str
 
@@ -316,6 +327,40 @@ class TreeCut(Adaptation):
             if threshold is None:
                 return np.zeros(len(updates), dtype=np.int64)
         return agglomerative_groups(updates, self.linkage, self.metric, threshold, None)
+
+
+@dataclass(frozen=True)
+class DirectionGroups(Adaptation):
+    """FedGroup's groups (Duan et al. Sec. IV): the cold start K-means into ``num_groups`` groups on the decomposed
+    cosine of the pre-trained clients' updates to their top singular directions (EDC), and a newcomer joins the
+    group whose cold-start direction its update is most cosine-similar to."""
+
+    num_groups: int
+
+    def groups(self, updates: np.ndarray, seed: int) -> np.ndarray:
+        """Labels of the cold start's clients from their updates [n, P]."""
+        return kmeans_groups(decomposed_cosine(updates, update_directions(updates, self.num_groups)), self.num_groups,
+                             seed)
+
+    def newcomers(self, updates: np.ndarray, directions: np.ndarray) -> np.ndarray:
+        """The group of each newcomer from its update [n, P] and the groups' directions [K, P]."""
+        return most_similar(updates, directions)
+
+
+@dataclass(frozen=True)
+class SpectralSplits(Adaptation):
+    """FedGWC's split of a converged cluster (Licciardi et al. Sec. 3.3–3.4): spectral clustering of the RBF affinity
+    (β = ``beta``, ``perception`` vectors) of its interaction matrix into 2 … ``max_clusters`` parts, kept when the
+    best Davies–Bouldin score is below 1."""
+
+    beta: float
+    perception: Literal["row", "column"] = "row"
+    max_clusters: int = 4
+
+    def split(self, interaction: np.ndarray, seed: int) -> np.ndarray | None:
+        """Each member's part, or None when the cluster stays whole."""
+        return best_spectral_split(interaction_affinity(interaction, self.beta, self.perception), self.max_clusters,
+                                   seed)
 
 
 @dataclass(frozen=True)
