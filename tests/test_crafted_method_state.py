@@ -1,5 +1,6 @@
-"""Crafted checkpoints of FedGWC, FL+HC, CLoVE and FedGroup: values the writer never writes, rewritten with a valid
-checksum, are refused on resume in one line, exit 2 (never a traceback, never a run that finishes on them)."""
+"""Crafted checkpoints of FedGWC, FL+HC, CLoVE, FedGroup, HCFL and IFCA: values the writer never writes, rewritten
+with a valid checksum, are refused on resume in one line, exit 2 (never a traceback, never a run that finishes on
+them)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ METHODS = {  # as tests/test_new_methods.py runs them: every method has clustere
     "fedgroup": ["algorithm.num_groups=2"],
     "fedgwc": ["algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3"],
     "clove": ["algorithm.num_clusters=3"],
+    "hcfl": ["algorithm.rho=0", "algorithm.num_clusters=2"],  # the soft family, K changing (the base's checks)
+    "ifca": [],  # the soft family, K fixed
 }
 FAST = ["num_clients=8", "progress=false", "threads=1", "rounds=2"]
 
@@ -58,6 +61,10 @@ CRAFTS: dict[str, tuple[str, Craft, str]] = {  # case: (method, change to the al
     "fedgroup directions nan": ("fedgroup", _set("directions", lambda v: np.full_like(v, np.nan)), "directions"),
     "fedgroup cluster ids 999": ("fedgroup", _set("cluster", lambda v: np.full_like(v, 999)), "cluster"),
     "fedgroup rounds_done -5": ("fedgroup", _set("rounds_done", lambda v: -5), "rounds_done"),
+    "hcfl book ids 999": ("hcfl", _set("book", lambda b: {**b, "ids": [999] * len(b["ids"])}), "book"),
+    "hcfl book one id short": ("hcfl", _set("book", lambda b: {**b, "ids": b["ids"][:-1]}), "book"),
+    "hcfl rounds_done 10^6": ("hcfl", _set("rounds_done", lambda v: 10**6), "rounds_done"),
+    "ifca rounds_done -5": ("ifca", _set("rounds_done", lambda v: -5), "rounds_done"),
 }
 
 

@@ -12,12 +12,27 @@ import pytest
 import torch
 
 import fedcluster.algorithms.hcfl as hcfl
+from fedcluster.algorithms.cluster_method import ClusterMethod
+from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.runner import Run
-from fedcluster.tiers.adaptation import ADAPTATIONS, CFLSplits, Fixed, GapSplits, InRound, LowMass
+from fedcluster.tiers.adaptation import (
+    ADAPTATIONS,
+    CFLSplits,
+    DirectionGroups,
+    Fixed,
+    GapSplits,
+    ICFLSplits,
+    InRound,
+    LowMass,
+    SpectralSplits,
+    StoCFLMerges,
+    ThresholdGroups,
+    TreeCut,
+)
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.distance import DISTANCE_PARTS, HeadUpdateDistance, PrototypeDistance, UpdateCosine
@@ -57,11 +72,14 @@ def test_hcfl_holds_the_parts_its_config_names(tmp_path: Path, overrides: list[s
 
 
 def test_no_method_sits_more_than_three_levels_below_the_protocol() -> None:
-    """Algorithm → ClusteredAlgorithm / HardClusters → method: a method file reads top to bottom."""
+    """Algorithm → ClusterMethod → ClusteredAlgorithm / HardClusters → method (or Algorithm → method): a method file
+    reads top to bottom, and every cluster method, soft or hard, stands on the one cluster-method base."""
     for entry in ALGORITHMS.registered():
         if isinstance(entry.obj, type):
             chain = entry.obj.__mro__[:entry.obj.__mro__.index(Algorithm)]
-            assert len(chain) <= 2, f"{entry.name}: {[c.__name__ for c in chain]}"
+            assert len(chain) <= 3, f"{entry.name}: {[c.__name__ for c in chain]}"
+            if issubclass(entry.obj, ClusteredAlgorithm | HardClusters):
+                assert chain[-1] is ClusterMethod, f"{entry.name}: {[c.__name__ for c in chain]}"
 
 
 @pytest.mark.parametrize("method", ["cfl", "fedem", "ifca", "fedavg", "hcfl"])
@@ -149,6 +167,31 @@ def test_cluster_state_hard_split_merge_and_removal() -> None:
     assert state.changes(2) == {"splits": 0.0, "merges": 0.0, "removals": 2.0}
 
 
+def test_cluster_state_regroup_replaces_every_cluster_with_a_fresh_book() -> None:
+    """A one-shot clustering (PACFL, FL+HC, FedGroup) is the state's too: the new stack replaces the models, the book
+    starts again at ids 0..K−1 with no events, and only the clients named take their positions."""
+    state, _ = _hard_state()
+    state.split_copy(0, np.array([1]), round_=1)
+    state.regroup({"w": torch.tensor([[5.0], [6.0]])}, np.array([0, 4]), np.array([1, 0]))
+    assert state.num_clusters == 2 and state.book.ids == [0, 1] and state.book.next_id == 2
+    assert state.changes(1) == {"splits": 0.0, "merges": 0.0, "removals": 0.0}
+    np.testing.assert_array_equal(state.assigned, [1, 3, 1, 1, 0])
+    assert state.models["w"][:, 0].tolist() == [5.0, 6.0]
+
+
+@pytest.mark.parametrize(("method", "k_changes"), [("cfl", True), ("hcfl", True), ("fedem", False)])
+def test_the_cluster_method_base_writes_the_k_columns_and_saves_the_book_for_either_family(
+        tmp_path: Path, method: str, k_changes: bool) -> None:
+    """One base for both families: a method whose K can change gets a book, its checkpoint entry and the
+    splits/merges/removals columns from ClusterMethod, without a line of its own; a fixed-K method none of them."""
+    alg = _alg(tmp_path, [f"algorithm={method}"])
+    assert isinstance(alg, ClusterMethod)
+    res = alg.run_round(0, np.arange(4))
+    assert ("book" in alg.state_dict()) is k_changes and ("ids" in res.clusters) is k_changes
+    assert ({"splits", "merges", "removals"} <= set(res.extra)) is k_changes
+    assert alg.rounds_done == 1 and alg.state_dict()["rounds_done"] == 1
+
+
 def test_cluster_record_is_one_form_for_hard_and_soft_states() -> None:
     """A hard state's record counts each (cluster, group)'s samples; a soft state's with one-hot γ says the same;
     with a book both name the ids and the events of the round just done."""
@@ -197,9 +240,47 @@ def test_a_hard_method_without_its_parts_is_an_error(tmp_path: Path) -> None:
         HardClusters.__init__(alg, alg.ctx, alg.params, k0=1, adaptation=None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="k0"):
         HardClusters.__init__(alg, alg.ctx, alg.params, adaptation=Fixed())  # type: ignore[call-arg]
-    for method in ("icfl", "stocfl", "pacfl", "flhc", "fedgroup", "fedgwc"):
-        part = _alg(tmp_path / method, [f"algorithm={method}"]).adaptation  # type: ignore[attr-defined]
-        assert isinstance(part, InRound) and part.rule, method
+    parts = {"icfl": ICFLSplits, "stocfl": StoCFLMerges, "pacfl": ThresholdGroups, "flhc": TreeCut,
+             "fedgroup": DirectionGroups, "fedgwc": SpectralSplits}
+    for method, part in parts.items():  # the rule's parameters are the part's, from the method's own keys
+        assert type(_alg(tmp_path / method, [f"algorithm={method}"]).adaptation) is part, method  # type: ignore[attr-defined]
+    assert InRound("a rule of one's own").rule
+
+
+@pytest.mark.parametrize(("method", "key", "value", "field"), [
+    ("icfl", "alpha0", "0.98", "alpha0"), ("stocfl", "tau", "0.3", "tau"), ("pacfl", "nu", "7.5", "nu"),
+    ("pacfl", "linkage", "single", "link"), ("flhc", "num_clusters", "2", "num_clusters"),
+    ("flhc", "linkage", "average", "linkage"), ("fedgroup", "num_groups", "2", "num_groups"),
+    ("fedgwc", "beta", "2.5", "beta"), ("fedgwc", "perception", "column", "perception")])
+def test_an_in_round_rule_part_holds_the_method_keys(tmp_path: Path, method: str, key: str, value: str,
+                                                     field: str) -> None:
+    """The hard methods' K-change rules are tier-3 parts built from the method's own algorithm.<key>."""
+    part = _alg(tmp_path, [f"algorithm={method}", f"algorithm.{key}={value}"]).adaptation  # type: ignore[attr-defined]
+    assert str(getattr(part, field)) == value
+
+
+def test_the_in_round_parts_decide_as_their_rules() -> None:
+    """ICFL's part keeps a cluster of aligned updates whole and splits unrelated ones; StoCFL's merges only above τ;
+    PACFL's, FL+HC's and FedGroup's one-shot parts group near rows together, and a FedGroup newcomer joins the
+    group of its direction."""
+    a = np.kron(np.array([[1.0, -1.0], [-1.0, 1.0]]), np.ones((2, 2)))  # two groups of 2 with opposite updates
+    part = ICFLSplits(alpha0=0.85, eps1=4.0)
+    connectivity, labels = part.cluster_split(a, threshold=0.9, seed=0)
+    assert connectivity == pytest.approx(1.0) and labels is None  # |λ_1|/n = 1: whole at any α_t < 1
+    connectivity, labels = part.cluster_split(np.eye(4), threshold=0.9, seed=0)
+    assert connectivity == pytest.approx(0.25) and labels is not None and 0 < labels.sum() < 4
+    reps = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
+    assert StoCFLMerges(0.5).merges(reps, np.ones(3, bool)) == [(0, [1])]
+    assert StoCFLMerges(0.999).merges(reps, np.ones(3, bool)) == []
+    d = np.array([[0, 1, 9, 9], [1, 0, 9, 9], [9, 9, 0, 1], [9, 9, 1, 0]], dtype=float)
+    assert ThresholdGroups(2.0).groups(d).tolist() == [0, 0, 1, 1]
+    assert TreeCut(num_clusters=2).groups(np.array([[0.0], [0.1], [5.0], [5.1]])).tolist() in ([0, 0, 1, 1],
+                                                                                             [1, 1, 0, 0])
+    updates = np.array([[1.0, 0.1, 0.0], [0.9, 0.0, 0.1], [0.0, 0.1, 1.0], [0.1, 0.0, 0.9]])
+    labels = DirectionGroups(2).groups(updates, seed=0)
+    assert labels[0] == labels[1] != labels[2] == labels[3]
+    directions = np.stack([updates[labels == g].mean(0) for g in range(2)])
+    assert DirectionGroups(2).newcomers(np.array([[0.0, 0.0, 1.0]]), directions).tolist() == [labels[2]]
 
 
 def _host(value: torch.Tensor | np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
-"""Shared machinery of the fixed-K clustered methods: batched E-step forward passes, the K model–client
-pairs trained as units of one trainer call, (split-aware) aggregation, bytes on the wire and the
-per-round cluster makeup.
+"""The soft/EM family of cluster methods (IFCA, FedEM, FedRC, HCFL, …) over the shared base
+:class:`~fedcluster.algorithms.cluster_method.ClusterMethod` (the round, K changes, bytes on the wire, the per-round
+cluster makeup and the saved state): batched E-step forward passes, the K model–client pairs trained as units of one
+trainer call and (split-aware) aggregation.
 
 Two model layouts (``algorithm.split``):
 
@@ -19,33 +20,31 @@ left unchanged.
 from __future__ import annotations
 
 import dataclasses
-from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Algorithm, Context, RoundResult
+from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.cluster_method import ClusterMethod
 from fedcluster.algorithms.parts import required
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.evaluation.prediction import tier_weights, untrained_omega
 from fedcluster.engine.evaluation.scores import client_outputs
-from fedcluster.engine.params import Params, distances, num_bytes, subset
+from fedcluster.engine.params import Params, distances
 from fedcluster.engine.protocol import Backend
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
-from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
 from fedcluster.tiers.weighting import EStep, SoftWeighting, Weighting, one_hot
-from fedcluster.tracking.clusters import sample_groups
 
 
 @dataclass
@@ -54,13 +53,14 @@ class ClusteredParams(RangeChecked):
     split: bool = False  # shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)
 
 
-class ClusteredAlgorithm(Algorithm):
-    """K models, client weights Ω [M, K] and per-sample weights γ [N_train, K] (the last E-step's, or
-    the one-hot of the client's cluster for hard methods), with the tier parts the method passes to the constructor,
-    each required: ``formulation`` (tier 1), ``weighting`` (tier 2; with the formulation it also decides how a
-    client that never trained weights the clusters, :meth:`test_weights`) and ``adaptation`` (tiers 3–4; ``Fixed()``
-    for a fixed K). ``sample_scope``: HCFL+'s sample-wise prior ω_{i,j;k} is kept; the tier-1 server statistics
-    are kept when the formulation uses them or the scope is the sample's."""
+class ClusteredAlgorithm(ClusterMethod):
+    """The soft/EM family of :class:`~fedcluster.algorithms.cluster_method.ClusterMethod`: K models, client
+    weights Ω [M, K] and per-sample weights γ [N_train, K] (the last E-step's, or the one-hot of the client's cluster
+    for hard rules), with the tier parts the method passes to the constructor, each required: ``formulation``
+    (tier 1), ``weighting`` (tier 2; with the formulation it also decides how a client that never trained weights
+    the clusters, :meth:`test_weights`) and ``adaptation`` (tiers 3–4; ``Fixed()`` for a fixed K).
+    ``sample_scope``: HCFL+'s sample-wise prior ω_{i,j;k} is kept; the tier-1 server statistics are kept when the
+    formulation uses them or the scope is the sample's."""
 
     fixed_clusters = True
 
@@ -70,32 +70,25 @@ class ClusteredAlgorithm(Algorithm):
     marginal: np.ndarray = StateField("stats.marginal")  # type: ignore[assignment]
     client_stats: dict = StateField("stats.client_stats")  # type: ignore[assignment]
     density: Any = StateField("stats.density")
-    book: ClusterBook = StateField()  # type: ignore[assignment]  # methods whose K changes
-    assigned: np.ndarray = StateField()  # type: ignore[assignment]
     estimated: np.ndarray = StateField()  # type: ignore[assignment]
-    rounds_done: int = StateField()  # type: ignore[assignment]
-    saved = ("gamma", "rounds_done", "estimated")
+    saved = ("gamma", "estimated")
     saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
     STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
 
     def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: Weighting,
                  adaptation: Adaptation, sample_scope: bool = False) -> None:
-        super().__init__(ctx, params)
         fed, k = ctx.fed, params.num_clusters
-        self.split = params.split
-        self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
-        self.weighting: Weighting = required(weighting, Weighting, "weighting (tier 2)")
-        self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tiers 3–4)")
-        self.models = ctx.fresh_models(k)
-        if self.split:  # one shared body: cluster 0's initial body
-            for name, v in self.models.items():
+        models = ctx.fresh_models(k)
+        if params.split:  # one shared body: cluster 0's initial body
+            for name, v in models.items():
                 if name.startswith("body."):
                     v[1:] = v[0]
+        super().__init__(ctx, params, models=models, adaptation=adaptation, split=params.split)
+        self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
+        self.weighting: Weighting = required(weighting, Weighting, "weighting (tier 2)")
         self.omega = np.full((fed.num_clients, k), 1.0 / k)
         self.gamma = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
-        self._groups = sample_groups(fed)
         self._multi: Backend | None = None
-        self.rounds_done = 0  # completed rounds (seeds evaluation-time training such as FedRC-FT)
         self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
         self._scoring: tuple[tuple[int, int], np.ndarray] | None = None
         self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
@@ -115,17 +108,8 @@ class ClusteredAlgorithm(Algorithm):
             return f"formulation={self.formulation.name} (the server fits a Gaussian density to the cohort's inputs)"
         return None
 
-    def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
-        res = self.step(round_, np.asarray(clients, dtype=np.int64))
-        self.estimated[np.asarray(clients, dtype=np.int64)] = True
-        self.rounds_done = round_ + 1
-        if res.clusters is None:
-            res.clusters = self.clusters_record()
-        return res
-
-    @abstractmethod
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        """One round of the method (E-step, local training, aggregation)."""
+    def after_step(self, clients: np.ndarray) -> None:
+        self.estimated[clients] = True
 
     # -- data --------------------------------------------------------------------------------
     def rows(self, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,11 +148,6 @@ class ClusteredAlgorithm(Algorithm):
         return distances({n: local[n] for n in names}, {n: self.models[n] for n in names}).cpu().numpy()
 
     # -- forward passes ----------------------------------------------------------------------
-    @property
-    def body_shared(self) -> bool:  # type: ignore[override]
-        """Whether the K models share φ (``split``): the body then runs once per row."""
-        return self.split
-
     def losses(self, rows: np.ndarray) -> np.ndarray:
         """[N, K] per-sample losses of the K models on training ``rows`` (the clients' E-step work, done by
         the trainer: in process one batched pass over the cohort, on Flower by each node)."""
@@ -281,14 +260,6 @@ class ClusteredAlgorithm(Algorithm):
         """A [m, K] = N_i at each client's cluster (hard methods)."""
         return one_hot(assign, self.num_clusters) * self.sizes(clients)[:, None]
 
-    # -- communication -----------------------------------------------------------------------
-    def nbytes(self, models: int, body: bool = True) -> int:
-        """Bytes of ``models`` cluster models (split: φ once, if ``body``, plus that many heads)."""
-        one = {n: v[0] for n, v in self.models.items()}
-        if not self.split:
-            return models * num_bytes(one)
-        return (num_bytes(subset(one, "body.")) if body else 0) + models * num_bytes(subset(one, "head."))
-
     # -- evaluation --------------------------------------------------------------------------
     def scoring_omega(self) -> np.ndarray:
         """Ω for evaluation. A client never sampled still has the uniform start row (an ensemble for a hard
@@ -325,9 +296,6 @@ class ClusteredAlgorithm(Algorithm):
         rows, owner = self.rows(clients)
         self.omega[clients] = one_hot(assign, self.num_clusters)
         self.gamma[rows] = self.omega[clients][owner]
-
-    def clusters_record(self) -> dict[str, Any]:
-        return self.state.record(self._groups)
 
     def saved_fields(self) -> tuple[str, ...]:
         """The saved attributes, with the tier-1 statistics (and the sample-wise prior) of the EM family."""

@@ -50,15 +50,8 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
-from fedcluster.tiers.adaptation import InRound
-from fedcluster.tiers.cluster_book import ClusterBook
-from fedcluster.tiers.grouping import (
-    decomposed_cosine,
-    inter_group_update,
-    kmeans_groups,
-    most_similar,
-    update_directions,
-)
+from fedcluster.tiers.adaptation import DirectionGroups
+from fedcluster.tiers.grouping import inter_group_update
 
 PAPER = ("Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang Chen, Yujuan Tan. FedGroup: Efficient"
          " Federated Learning via Decomposed Similarity-Based Clustering. IEEE International Symposium on Parallel "
@@ -87,13 +80,14 @@ class FedGrouProxParams(FedGroupParams):
 @ALGORITHMS.register("fedgroup", "FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer "
                      "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams, paper=PAPER)
 class FedGroup(HardClusters):
+    adaptation: DirectionGroups
     saved = ("initial", "grouped", "directions")
 
     def __init__(self, ctx: Context, params: FedGroupParams) -> None:
         if params.num_groups > ctx.fed.num_clients:
             raise ConfigError(f"algorithm.num_groups={params.num_groups} is more than the {ctx.fed.num_clients} "
                               "clients: FedGroup needs at least one client per group; give fewer groups")
-        super().__init__(ctx, params, k0=1, adaptation=InRound("FedGroup's groups"))
+        super().__init__(ctx, params, k0=1, adaptation=DirectionGroups(params.num_groups))
         self.initial = {n: v[0].clone() for n, v in self.models.items()}  # θ^0, where every cold start begins
         self.grouped = np.zeros(ctx.fed.num_clients, dtype=bool)
         self.directions = np.zeros((0, 0), dtype=np.float32)  # [K, P] each group's cold-start direction
@@ -111,8 +105,7 @@ class FedGroup(HardClusters):
         rng = np.random.default_rng([self.ctx.cfg.seed, 32])
         chosen = np.sort(rng.choice(m, size=min(p.num_groups * p.pretrain_scale, m), replace=False))
         delta = self.pretrain(round_, chosen).double().cpu().numpy()
-        labels = kmeans_groups(decomposed_cosine(delta, update_directions(delta, p.num_groups)), p.num_groups,
-                               self.ctx.cfg.seed)
+        labels = self.adaptation.groups(delta, self.ctx.cfg.seed)
         k = int(labels.max()) + 1
         if k < p.num_groups:
             note(f"FedGroup's cold start found {k} distinct groups among the {len(chosen)} pre-trained clients, not "
@@ -121,9 +114,7 @@ class FedGroup(HardClusters):
         mean = onehot.T / onehot.sum(0)[:, None]  # [k, n] plain average over members (the authors' code)
         self.directions = (mean @ delta).astype(np.float32)
         base = np.concatenate([v.reshape(-1).double().cpu().numpy() for v in self.initial.values()])
-        self.models = self._unflatten(base[None, :] + mean @ delta)
-        self.book = ClusterBook.start(k)
-        self.cluster[chosen] = labels
+        self.regroup(self._unflatten(base[None, :] + mean @ delta), chosen, labels)
         self.grouped[chosen] = True
         return len(chosen)
 
@@ -133,7 +124,7 @@ class FedGroup(HardClusters):
         new = clients[~self.grouped[clients]]
         if len(new):  # step 2, the newcomers' cold start
             delta = self.pretrain(round_, new).double().cpu().numpy()
-            self.cluster[new] = most_similar(delta, self.directions)
+            self.cluster[new] = self.adaptation.newcomers(delta, self.directions)
             self.grouped[new] = True
             pretrained += len(new)
         pos = self.cluster[clients]

@@ -70,12 +70,10 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import select
-from fedcluster.tiers.adaptation import InRound
+from fedcluster.tiers.adaptation import SpectralSplits
 from fedcluster.tiers.gaussian_weighting import (
-    best_spectral_split,
     class_frequencies,
     gaussian_rewards,
-    interaction_affinity,
     update_interaction,
     wasserstein_adjusted_score,
 )
@@ -109,10 +107,12 @@ class FedGWCParams(RangeChecked):
 @ALGORITHMS.register("fedgwc", "FedGWC: Gaussian rewards of client losses, interaction matrix, recursive spectral "
                      "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams, paper=PAPER)
 class FedGWC(HardClusters):
+    adaptation: SpectralSplits
     saved = ("interaction", "mse", "waited", "open")
 
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
-        super().__init__(ctx, params, k0=1, adaptation=InRound("FedGWC's spectral splits"))
+        split = SpectralSplits(params.beta, params.perception, params.max_clusters)
+        super().__init__(ctx, params, k0=1, adaptation=split)
         m = ctx.fed.num_clients
         self.target = params.patience or max(1, round(m / ctx.cfg.cohort_size()))
         self.interaction = [np.full((m, m), 1.0 / m**2)]  # per position, over its members in id order
@@ -154,8 +154,7 @@ class FedGWC(HardClusters):
         self.waited[c] = self.waited[c] + 1 if self.mse[c] < p.eps else 0
         if self.waited[c] < self.target:
             return
-        labels = best_spectral_split(interaction_affinity(self.interaction[c], p.beta, p.perception), p.max_clusters,
-                                     self.ctx.cfg.seed)
+        labels = self.adaptation.split(self.interaction[c], self.ctx.cfg.seed)
         if labels is None:
             self.mse[c] = 1.0
             return

@@ -39,9 +39,8 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptation import InRound
-from fedcluster.tiers.cluster_book import ClusterBook
-from fedcluster.tiers.grouping import Linkage, Metric, agglomerative_groups, gap_threshold, merge_heights
+from fedcluster.tiers.adaptation import TreeCut
+from fedcluster.tiers.grouping import Linkage, Metric
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
          "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "
@@ -68,10 +67,12 @@ class FLHCParams(RangeChecked):
 @ALGORITHMS.register("flhc", "FL+HC: FedAvg, then agglomerative clustering of client updates once, then FedAvg "
                      "per cluster", FLHCParams, paper=PAPER)
 class FLHC(HardClusters):
+    adaptation: TreeCut
     saved = ("clustered",)
 
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
-        super().__init__(ctx, params, k0=1, adaptation=InRound("FL+HC's one-shot clustering"))
+        super().__init__(ctx, params, k0=1, adaptation=TreeCut(params.linkage, params.metric, params.distance_threshold,
+                                                                params.num_clusters, params.gap_ratio))
         self.clustered = False
         if params.cluster_round >= ctx.cfg.rounds:
             note(f"algorithm.cluster_round={params.cluster_round} is past the last round (rounds={ctx.cfg.rounds}, "
@@ -93,31 +94,16 @@ class FLHC(HardClusters):
         everyone = np.arange(self.ctx.fed.num_clients, dtype=np.int64)
         local, delta = self.train(round_, everyone, np.zeros(len(everyone), dtype=np.int64))
         updates = delta.double().cpu().numpy()
-        labels = self.groups(updates)
+        labels = self.adaptation.groups(updates)
         k = int(labels.max()) + 1
         if k > 1 and k == len(everyone):
             note(f"FL+HC made each of the {k} clients its own cluster: every merge lies above the distance threshold; "
                  "give a larger algorithm.distance_threshold, or leave it out to read it off the dendrogram")
-        self.models = repeat({n: v[0] for n, v in self.models.items()}, k)
-        self.book = ClusterBook.start(k)
-        self.cluster = labels
+        self.regroup(repeat({n: v[0] for n, v in self.models.items()}, k), everyone, labels)
         self.fedavg(everyone, local, labels)
         self.clustered = True
         payload = len(everyone) * self.model_bytes()
         return RoundResult(payload, payload, extra={"max_update_norm": float(delta.norm(dim=1).max())})
-
-    def groups(self, updates: np.ndarray) -> np.ndarray:
-        """Each client's cluster from its update: the tree cut at ``num_clusters``, at ``distance_threshold`` or at
-        the threshold read off the tree's gap (one cluster when it shows none)."""
-        p = self.params
-        if p.num_clusters is not None:
-            return agglomerative_groups(updates, p.linkage, p.metric, None, p.num_clusters)
-        threshold = p.distance_threshold
-        if threshold is None:
-            threshold = gap_threshold(merge_heights(updates, p.linkage, p.metric), p.gap_ratio)
-            if threshold is None:
-                return np.zeros(len(updates), dtype=np.int64)
-        return agglomerative_groups(updates, p.linkage, p.metric, threshold, None)
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
         """Before its clustering round FL+HC has one model."""

@@ -1,5 +1,6 @@
-"""Shared machinery of the adaptive hard-clustering methods (CFL, ICFL, StoCFL, PACFL): K^t clusters with
-stable ids, each client in exactly one of them.
+"""The hard family of cluster methods (CFL, FedGroup, FedGWC, FL+HC, ICFL, PACFL, StoCFL) over the shared base
+:class:`~fedcluster.algorithms.cluster_method.ClusterMethod`: K^t clusters with stable ids, each client in exactly one
+of them.
 
 State: the model stack (position k = cluster ``book.ids[k]``), ``cluster[i]`` = position of client i's
 cluster, Ω = one-hot(cluster) (kept in sync after every round), and the :class:`ClusterBook` with the log of
@@ -25,55 +26,35 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Algorithm, Context, RoundResult
-from fedcluster.algorithms.parts import required
+from fedcluster.algorithms.base import Context
+from fedcluster.algorithms.cluster_method import ClusterMethod
 from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import inference
-from fedcluster.engine.params import Params, flatten, num_bytes, repeat, select
+from fedcluster.engine.params import Params, flatten, repeat, select
 from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import cluster_update
-from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
-from fedcluster.tracking.clusters import sample_groups
 
 
-class HardClusters(Algorithm):
-    """K^t hard clusters with stable ids; subclasses implement :meth:`step`. ``cluster`` is the state's hard
-    position of every client. The constructor takes the clusters at the start ``k0`` and the tier-3 part
-    ``adaptation``, both required (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies
-    itself)."""
+class HardClusters(ClusterMethod):
+    """K^t hard clusters with stable ids (:class:`~fedcluster.algorithms.cluster_method.ClusterMethod`); subclasses
+    implement :meth:`step`. ``cluster`` is the state's hard position of every client. The constructor takes the
+    clusters at the start ``k0`` and the tier-3 part ``adaptation``, both required
+    (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies itself)."""
 
     cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
-    book: ClusterBook = StateField()  # type: ignore[assignment]
-    rounds_done: int = StateField()  # type: ignore[assignment]
-    saved = ("cluster", "book", "rounds_done")
+    saved = ("cluster",)
 
     def __init__(self, ctx: Context, params: Any, *, k0: int, adaptation: Adaptation) -> None:
-        super().__init__(ctx, params)
-        self.adaptation: Adaptation = required(adaptation, Adaptation, "adaptation (tier 3)")
-        self.models = repeat({n: v[0] for n, v in ctx.fresh_models(1).items()}, k0)  # all from θ^0
-        self.book = ClusterBook.start(k0)
+        super().__init__(ctx, params, models=repeat({n: v[0] for n, v in ctx.fresh_models(1).items()}, k0),
+                         adaptation=adaptation)  # all from θ^0
         self.cluster = np.zeros(ctx.fed.num_clients, dtype=np.int64)
-        self.rounds_done = 0
-        self._round = 0  # 1-based label of the round in progress (event rounds)
-        self._groups = sample_groups(ctx.fed)
-        self._owner = ctx.fed.train.owner()
         self.sync()
 
-    # -- the round -----------------------------------------------------------------------------
-    def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
-        self._round = round_ + 1
-        res = self.step(round_, np.asarray(clients, dtype=np.int64))
+    def after_step(self, clients: np.ndarray) -> None:
         self.sync()
-        self.rounds_done = round_ + 1
-        res.extra.update(self.state.changes(self._round))
-        res.clusters = self.state.record(self._groups, self._owner)
-        return res
-
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        raise NotImplementedError
 
     def sync(self) -> None:
         """Ω = one-hot of the hard assignment."""
@@ -95,31 +76,6 @@ class HardClusters(Algorithm):
                             device=self.ctx.device)
         self.models = cluster_update(self.models, local, a, self.ctx.cfg.global_lr)
 
-    # -- cluster changes (models, Ω, ids) ----------------------------------------------------
-    def split_cluster(self, position: int, movers: np.ndarray) -> int:
-        """Split ``movers`` (client ids) off ``position`` into a new cluster starting from a copy of its model."""
-        return self.state.split_copy(position, movers, self._round)
-
-    def merge_clusters(self, groups: list[tuple[int, list[int]]], models: Params | None = None) -> np.ndarray:
-        """Fold the absorbed positions of each (keep, absorbed) into keep; ``models`` (the full stack before
-        the drop, e.g. merged averages) replaces the current one. Returns the kept positions."""
-        keep = self.state.merge(groups, self._round, models)
-        self.on_reindex(keep)
-        return keep
-
-    def remove_clusters(self, positions: list[int] | np.ndarray) -> np.ndarray:
-        """Delete clusters that have no members. Returns the kept positions."""
-        keep = self.state.remove(positions, round_=self._round)
-        self.on_reindex(keep)
-        return keep
-
-    def on_reindex(self, keep: np.ndarray) -> None:
-        """Hook: per-cluster state of a subclass follows the kept positions."""
-
-    # -- communication -----------------------------------------------------------------------
-    def model_bytes(self) -> int:
-        return num_bytes({n: v[0] for n, v in self.models.items()})
-
     # -- evaluation --------------------------------------------------------------------------
     @torch.no_grad()
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, torch.Tensor | np.ndarray]:
@@ -137,19 +93,6 @@ class HardClusters(Algorithm):
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
-        """Every client's position names one of the models; the book has one distinct id per model, each below
-        its next id, and events it can read; the rounds done are those of the checkpoint at most."""
-        k = num_models(state)
-        problem = first_problem(super().state_problem(state, rounds),
-                                integers_within(state["cluster"], "cluster", 0, k - 1),
-                                integers_within([state["rounds_done"]], "rounds_done", 0, rounds))
-        if problem is not None:
-            return problem
-        try:
-            book = ClusterBook.from_state(state["book"])
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return "algorithm.book (the clusters' ids and events) cannot be read"
-        if len(book.ids) != k or len(set(book.ids)) != k or min(book.ids) < 0 or max(book.ids) >= book.next_id:
-            return (f"algorithm.book.ids {book.ids[:5]} are not {k} distinct cluster ids below next_id "
-                    f"{book.next_id}")
-        return None
+        """Every client's position names one of the models (then the base's checks: rounds done, the book)."""
+        return first_problem(integers_within(state["cluster"], "cluster", 0, num_models(state) - 1),
+                             super().state_problem(state, rounds))

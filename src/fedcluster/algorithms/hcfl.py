@@ -54,7 +54,6 @@ from fedcluster.engine.evaluation.features import BodyFeatures
 from fedcluster.engine.params import Params, flatten
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import ADAPTATIONS, GapSplits
-from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.distance import DISTANCE_PARTS, Reduce, client_prototypes
 from fedcluster.tiers.formulation import FORMULATION_PARTS
@@ -99,7 +98,7 @@ class HCFLParams(FedEMParams):
                      HCFLParams, paper="HCFL paper")
 class HCFL(ClusteredAlgorithm):
     fixed_clusters = False  # splits and removals change K
-    saved = ("book", "assigned")
+    saved = ("assigned",)
 
     def __init__(self, ctx: Context, params: HCFLParams) -> None:
         p = params
@@ -110,15 +109,13 @@ class HCFL(ClusteredAlgorithm):
         if isinstance(self.adaptation, GapSplits) and self.adaptation.distance.needs_labels \
                 and ctx.fed.task != "classification":
             raise ConfigError("prototype distances need class labels; use algorithm.distance=update-cosine")
-        self.book = ClusterBook.start(p.num_clusters)
-        self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)  # hard-distance: current position
         self._features = BodyFeatures(ctx.module)
-        self._round, self._proto_bytes = 0, 0
+        self._proto_bytes = 0
 
     # -- one round -------------------------------------------------------------------------------
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         p = self.params
-        self._round, self._proto_bytes = round_ + 1, 0
+        self._proto_bytes = 0
         k0, m = self.num_clusters, len(clients)
         new_clients = int((self.assigned[clients] < 0).sum())
         cohort = self.cohort(clients)
@@ -133,18 +130,16 @@ class HCFL(ClusteredAlgorithm):
         self.aggregate(local, a)  # Alg. 2 lines 8–9
         if self.state.stats is not None:  # F_i^{latest}, C_{y,k} (lines 7, 10)
             self.formulation.update(self.state.stats, cohort, gamma, self.rounds_done)
-        owner = self.ctx.fed.train.owner()
         for j, first, second in splits:
             if p.max_clusters is None or self.num_clusters < p.max_clusters:
                 self.state.split(j, first, second, local, a, clients, old, soft_update=p.scwu and self.weighting.soft,
-                                 global_lr=self.ctx.cfg.global_lr, shared_body=self.split, owner=owner,
+                                 global_lr=self.ctx.cfg.global_lr, shared_body=self.split, owner=self._owner,
                                  round_=self._round)
-        self.state.remove(removal, owner=owner, round_=self._round)  # positions < K^t: unaffected by new ones
-        self.state.remove(self.adaptation.low_mass(self.gamma, round_), owner=owner, round_=self._round, rule="s4")
+        self.remove_clusters(removal)  # positions < K^t: unaffected by new ones
+        self.remove_clusters(self.adaptation.low_mass(self.gamma, round_), rule="s4")
         if self.num_clusters != k0 and self._multi is not None:  # the K-head trainer is rebuilt for K^{t+1}
             self._multi.close()
             self._multi = None
-        extra.update(self.state.changes(self._round))
         return RoundResult(*self.payload(m, k0, new_clients), extra=extra)
 
     def weights_and_training(self, round_: int, cohort: Cohort

@@ -42,7 +42,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
-from fedcluster.tiers.adaptation import InRound, icfl_bipartition, icfl_connectivity, icfl_threshold
+from fedcluster.tiers.adaptation import ICFLSplits
 from fedcluster.tiers.distance import cosine_similarity
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
@@ -63,14 +63,14 @@ class ICFLParams(RangeChecked):
 @ALGORITHMS.register("icfl", "ICFL: split clusters whose update-similarity connectivity falls below α_t (α*(0), ε1)",
                      ICFLParams, paper=PAPER)
 class ICFL(HardClusters):
+    adaptation: ICFLSplits
     saved = ("pool",)
 
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
-        super().__init__(ctx, params, k0=1, adaptation=InRound("ICFL's connectivity split"))
+        super().__init__(ctx, params, k0=1, adaptation=ICFLSplits(params.alpha0, params.eps1))
         self.pool: int | None = 0  # stable id of the pool cluster, None once removed
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        p = self.params
         pos = self.cluster[clients]
         local, delta = self.train(round_, clients, pos)
         pool = self.book.position(self.pool) if self.pool is not None else -1
@@ -78,18 +78,16 @@ class ICFL(HardClusters):
         assign = pos.copy()
         if pool >= 0 and not alone:
             self._join(assign, delta, pool)
-        threshold = icfl_threshold(round_, p.alpha0, p.eps1)
+        threshold = self.adaptation.threshold(round_)
         conn: list[float] = []
         for k in range(self.num_clusters):  # the clusters before this round's splits
             rows = np.flatnonzero(assign == k)
             if (k == pool and not alone) or len(rows) < 2:
                 continue
-            a = cosine_similarity(delta[torch.as_tensor(rows)])
-            conn.append(icfl_connectivity(a))
-            if conn[-1] >= threshold:
-                continue
-            labels = icfl_bipartition(a, self.ctx.cfg.seed + round_)
-            if not 0 < labels.sum() < len(labels):
+            connectivity, labels = self.adaptation.cluster_split(cosine_similarity(delta[torch.as_tensor(rows)]),
+                                                                 threshold, self.ctx.cfg.seed + round_)
+            conn.append(connectivity)
+            if labels is None:
                 continue
             if k == pool:  # the lone pool: both halves become clusters, the pool keeps the rest
                 for part in (0, 1):

@@ -47,8 +47,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptation import InRound, threshold_clusters
-from fedcluster.tiers.cluster_book import ClusterBook
+from fedcluster.tiers.adaptation import ThresholdGroups
 from fedcluster.tiers.distance import data_signature, subspace_angles
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
@@ -68,10 +67,11 @@ class PACFLParams(RangeChecked):
 @ALGORITHMS.register("pacfl", "PACFL: one-shot clustering of data-subspace signatures (angle threshold ν), "
                      "then FedAvg per cluster", PACFLParams, paper=PAPER)
 class PACFL(HardClusters):
+    adaptation: ThresholdGroups
     saved = ("clustered",)
 
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
-        super().__init__(ctx, params, k0=1, adaptation=InRound("PACFL's one-shot clustering"))
+        super().__init__(ctx, params, k0=1, adaptation=ThresholdGroups(params.nu, params.linkage))
         self.clustered = False
 
     def signatures(self) -> list[np.ndarray]:
@@ -99,13 +99,10 @@ class PACFL(HardClusters):
 
     def cluster_clients(self) -> int:
         """Steps 1–2; returns the bytes of the uploaded signatures."""
-        p = self.params
         sigs = self.signatures()
-        labels = threshold_clusters(self.proximity(sigs), p.nu, p.linkage)
+        labels = self.adaptation.groups(self.proximity(sigs))
         k = int(labels.max()) + 1
-        self.models = repeat({n: v[0] for n, v in self.models.items()}, k)
-        self.book = ClusterBook.start(k)
-        self.cluster = labels
+        self.regroup(repeat({n: v[0] for n, v in self.models.items()}, k), np.arange(len(labels)), labels)
         self.sync()
         self.clustered = True
         return sum(s.size for s in sigs) * 4

@@ -41,7 +41,7 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, repeat
-from fedcluster.tiers.adaptation import InRound, stocfl_merges
+from fedcluster.tiers.adaptation import StoCFLMerges
 from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 
@@ -58,11 +58,12 @@ class StoCFLParams(RangeChecked):
 @ALGORITHMS.register("stocfl", "StoCFL: one cluster per client, merge clusters with update cosine > τ; "
                      "prox λ toward a global model", StoCFLParams, paper=PAPER)
 class StoCFL(HardClusters):
+    adaptation: StoCFLMerges
     saved = ("global_model", "rep_sum", "rep_count", "seen")
 
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
-        super().__init__(ctx, params, k0=m, adaptation=InRound("StoCFL's merges"))
+        super().__init__(ctx, params, k0=m, adaptation=StoCFLMerges(params.tau))
         self.cluster = np.arange(m, dtype=np.int64)
         self.sync()
         self.global_model: Params = {n: v[0].clone() for n, v in self.models.items()}
@@ -85,7 +86,7 @@ class StoCFL(HardClusters):
         valid = self.rep_count > 0
         count = torch.as_tensor(np.maximum(self.rep_count, 1), device=self.rep_sum.device)
         reps = (self.rep_sum / count[:, None]).cpu().numpy()
-        groups = stocfl_merges(reps, valid, self.params.tau)
+        groups = self.adaptation.merges(reps, valid)
         sim = cosine_similarity(reps[valid]) if valid.sum() > 1 else np.zeros((1, 1))
         max_cos = float(sim[~np.eye(len(sim), dtype=bool)].max()) if len(sim) > 1 else float("nan")
         target = np.arange(self.num_clusters)

@@ -13,7 +13,10 @@ Within a round (HCFL paper Alg. 2 lines 11–31) a part is asked, in this order:
 split (:meth:`Adaptation.removals`, decided from the round's Ω before any change), which clusters to split
 (:meth:`Adaptation.splits`, from the cohort's ω̃ and a :class:`~fedcluster.tiers.distance.CohortView`), and, after
 both, which low-mass clusters to drop by FedRC's rule (:meth:`Adaptation.low_mass`). :data:`ADAPTATIONS` maps the
-``adaptive`` names of ``algorithm=hcfl`` to parts.
+``adaptive`` names of ``algorithm=hcfl`` to parts. A hard method's round asks its own part: CFL's
+:class:`CFLSplits`, ICFL's :class:`ICFLSplits`, StoCFL's :class:`StoCFLMerges`, PACFL's :class:`ThresholdGroups`,
+FL+HC's :class:`TreeCut`, FedGroup's :class:`DirectionGroups`, FedGWC's :class:`SpectralSplits` (:class:`InRound`
+names a rule a round applies itself, for a method of one's own).
 """
 
 from __future__ import annotations
@@ -29,6 +32,18 @@ from scipy.spatial.distance import squareform
 from sklearn.cluster import AgglomerativeClustering, KMeans
 
 from fedcluster.tiers.distance import ClientDistance, CohortView, cluster_matrices, cosine_distance, cosine_similarity
+from fedcluster.tiers.gaussian_weighting import best_spectral_split, interaction_affinity
+from fedcluster.tiers.grouping import (
+    Linkage,
+    Metric,
+    agglomerative_groups,
+    decomposed_cosine,
+    gap_threshold,
+    kmeans_groups,
+    merge_heights,
+    most_similar,
+    update_directions,
+)
 
 Split = tuple[int, np.ndarray, np.ndarray]  # (k*, cohort rows of C_{k*,1}, cohort rows of C_{k*,2})
 _NONE = np.zeros(0, np.int64)
@@ -238,11 +253,114 @@ class Fixed(Adaptation):
 
 @dataclass(frozen=True)
 class InRound(Adaptation):
-    """K changes by a rule the method's own round applies (``rule`` names it: ICFL's connectivity split, StoCFL's
-    merges, PACFL's or FL+HC's one-shot clustering, FedGroup's groups, FedGWC's spectral splits); the part is asked
-    for nothing."""
+    """K changes by a rule the method's own round applies (``rule`` names it); the part is asked for nothing."""
 
     rule: str
+
+
+@dataclass(frozen=True)
+class ICFLSplits(Adaptation):
+    """ICFL's connectivity split, asked by its round for each cluster (reference code ICFL aggregator; HCFL paper
+    E.2): a cluster whose members' update-similarity connectivity α_G = λ_1(A)/n falls below α_t
+    (:func:`icfl_threshold` from α*(0) = ``alpha0`` and ε1 = ``eps1``) is bi-partitioned by 2-means on the top-2
+    eigenvectors of A (:func:`icfl_bipartition`)."""
+
+    alpha0: float
+    eps1: float
+
+    def threshold(self, round_: int) -> float:
+        """α_t of (0-based) round ``round_``."""
+        return icfl_threshold(round_, self.alpha0, self.eps1)
+
+    def cluster_split(self, similarity: np.ndarray, threshold: float, seed: int) -> tuple[float, np.ndarray | None]:
+        """(α_G of a cluster's members with cosine similarities ``similarity``, their 0/1 labels when the cluster
+        splits into two non-empty parts, None when it stays whole)."""
+        connectivity = icfl_connectivity(similarity)
+        if connectivity >= threshold:
+            return connectivity, None
+        labels = icfl_bipartition(similarity, seed)
+        return connectivity, labels if 0 < labels.sum() < len(labels) else None
+
+
+@dataclass(frozen=True)
+class StoCFLMerges(Adaptation):
+    """StoCFL's merges, asked by its round: clusters whose representations' cosine exceeds τ = ``tau`` fold into
+    the first of them (:func:`stocfl_merges`)."""
+
+    tau: float
+
+    def merges(self, representations: np.ndarray, valid: np.ndarray) -> list[tuple[int, list[int]]]:
+        return stocfl_merges(representations, valid, self.tau)
+
+
+@dataclass(frozen=True)
+class ThresholdGroups(Adaptation):
+    """PACFL's one-shot clustering: hierarchical clustering of the clients' proximity matrix, merging while the
+    closest clusters are ≤ ν = ``nu`` with ``link`` (:func:`threshold_clusters`)."""
+
+    nu: float
+    link: Literal["average", "complete", "single"] = "average"
+
+    def groups(self, distance: np.ndarray) -> np.ndarray:
+        return threshold_clusters(distance, self.nu, self.link)
+
+
+@dataclass(frozen=True)
+class TreeCut(Adaptation):
+    """FL+HC's one-shot clustering of the clients' updates (Briggs et al. Alg. 1): the agglomerative tree with
+    ``linkage`` and ``metric`` cut at ``num_clusters``, else at ``distance_threshold``, else at the threshold read off
+    the tree's gap (:func:`~fedcluster.tiers.grouping.gap_threshold` with ``gap_ratio``; one cluster without one)."""
+
+    linkage: Linkage = "ward"
+    metric: Metric = "euclidean"
+    distance_threshold: float | None = None
+    num_clusters: int | None = None
+    gap_ratio: float = 1.8
+
+    def groups(self, updates: np.ndarray) -> np.ndarray:
+        """Each client's cluster from its update [M, P]."""
+        if self.num_clusters is not None:
+            return agglomerative_groups(updates, self.linkage, self.metric, None, self.num_clusters)
+        threshold = self.distance_threshold
+        if threshold is None:
+            threshold = gap_threshold(merge_heights(updates, self.linkage, self.metric), self.gap_ratio)
+            if threshold is None:
+                return np.zeros(len(updates), dtype=np.int64)
+        return agglomerative_groups(updates, self.linkage, self.metric, threshold, None)
+
+
+@dataclass(frozen=True)
+class DirectionGroups(Adaptation):
+    """FedGroup's groups (Duan et al. Sec. IV): the cold start K-means into ``num_groups`` groups on the decomposed
+    cosine of the pre-trained clients' updates to their top singular directions (EDC), and a newcomer joins the
+    group whose cold-start direction its update is most cosine-similar to."""
+
+    num_groups: int
+
+    def groups(self, updates: np.ndarray, seed: int) -> np.ndarray:
+        """Labels of the cold start's clients from their updates [n, P]."""
+        return kmeans_groups(decomposed_cosine(updates, update_directions(updates, self.num_groups)), self.num_groups,
+                             seed)
+
+    def newcomers(self, updates: np.ndarray, directions: np.ndarray) -> np.ndarray:
+        """The group of each newcomer from its update [n, P] and the groups' directions [K, P]."""
+        return most_similar(updates, directions)
+
+
+@dataclass(frozen=True)
+class SpectralSplits(Adaptation):
+    """FedGWC's split of a converged cluster (Licciardi et al. Sec. 3.3–3.4): spectral clustering of the RBF affinity
+    (β = ``beta``, ``perception`` vectors) of its interaction matrix into 2 … ``max_clusters`` parts, kept when the
+    best Davies–Bouldin score is below 1."""
+
+    beta: float
+    perception: Literal["row", "column"] = "row"
+    max_clusters: int = 4
+
+    def split(self, interaction: np.ndarray, seed: int) -> np.ndarray | None:
+        """Each member's part, or None when the cluster stays whole."""
+        return best_spectral_split(interaction_affinity(interaction, self.beta, self.perception), self.max_clusters,
+                                   seed)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ models, weights, statistics, the clients' positions and stable ids consistent:
   Alg. 4); :meth:`ClusterState.split_copy` — a hard split whose new cluster starts from a copy of the model (CFL,
   ICFL, FedGWC);
 * :meth:`ClusterState.merge` — merged clusters (StoCFL);
+* :meth:`ClusterState.regroup` — a one-shot clustering that replaces every cluster (PACFL, FL+HC, FedGroup);
 * :meth:`ClusterState.remove` — removed clusters (HCFL paper Alg. 5; FedRC paper App. H.4 Alg. 3; a hard state's
   clusters without members).
 
@@ -115,6 +116,14 @@ class ClusterState:
                                      {n: v[position] for n, v in self.models.items()}, movers)
         self.assigned[np.asarray(movers, dtype=np.int64)] = new
         return new
+
+    def regroup(self, models: Params, clients: np.ndarray, positions: np.ndarray) -> None:
+        """A one-shot clustering (PACFL, FL+HC, FedGroup's cold start): the stack ``models`` replaces the current
+        one, the book starts again with ids 0..K−1 and no events, and ``clients`` take the hard ``positions``."""
+        assert self.assigned is not None
+        self.models = models
+        self.book = ClusterBook.start(self.num_clusters)
+        self.assigned[np.asarray(clients, dtype=np.int64)] = positions
 
     def merge(self, groups: list[tuple[int, list[int]]], round_: int, models: Params | None = None) -> np.ndarray:
         """Fold the absorbed positions of each (keep, absorbed) into keep (StoCFL); ``models`` (the full stack
