@@ -35,8 +35,8 @@ from fedcluster.data.build import build_federation  # noqa: E402
 from fedcluster.data.federation import Federation  # noqa: E402
 from fedcluster.data.scenarios.common import full_test  # noqa: E402
 from fedcluster.engine.runner import Run  # noqa: E402
-from fedcluster.tiers.adaptation import threshold_clusters  # noqa: E402
 from fedcluster.tiers.distance import cosine_similarity, data_signature, subspace_angles  # noqa: E402
+from fedcluster.tiers.regrouping import threshold_clusters  # noqa: E402
 
 NUS = np.round(np.arange(0.25, 60.01, 0.25), 2)
 TWO_CONCEPTS = ["scenario=concept-swap", "scenario.concepts=2", "scenario.alpha=10"]

@@ -11,14 +11,9 @@ from fedcluster.tiers.adaptation import (
     bipartition,
     cfl_statistics,
     choose_split,
-    icfl_bipartition,
-    icfl_connectivity,
-    icfl_threshold,
     low_mass_clusters,
     removal_set,
     split_gap,
-    stocfl_merges,
-    threshold_clusters,
 )
 from fedcluster.tiers.cluster_book import (
     ClusterBook,
@@ -38,6 +33,13 @@ from fedcluster.tiers.cluster_book import (
     split_weights,
 )
 from fedcluster.tiers.distance import cosine_similarity
+from fedcluster.tiers.regrouping import (
+    icfl_bipartition,
+    icfl_connectivity,
+    icfl_threshold,
+    stocfl_merges,
+    threshold_clusters,
+)
 
 RNG = np.random.default_rng(0)
 

@@ -22,21 +22,23 @@ from fedcluster.engine.runner import Run
 from fedcluster.tiers.adaptation import (
     ADAPTATIONS,
     CFLSplits,
-    DirectionGroups,
     Fixed,
     GapSplits,
-    ICFLSplits,
     InRound,
     LowMass,
-    SpectralSplits,
-    StoCFLMerges,
-    ThresholdGroups,
-    TreeCut,
 )
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.distance import DISTANCE_PARTS, HeadUpdateDistance, PrototypeDistance, UpdateCosine
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, ServerStatistics
+from fedcluster.tiers.regrouping import (
+    DirectionGroups,
+    ICFLSplits,
+    SpectralSplits,
+    StoCFLMerges,
+    ThresholdGroups,
+    TreeCut,
+)
 from fedcluster.tiers.weighting import WEIGHTINGS, HardDistance, HardLoss, SoftEM
 
 FAST = ["num_clients=8", "progress=false", "threads=1", "rounds=1"]

@@ -50,8 +50,8 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
-from fedcluster.tiers.adaptation import DirectionGroups
 from fedcluster.tiers.grouping import inter_group_update
+from fedcluster.tiers.regrouping import DirectionGroups
 
 PAPER = ("Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang Chen, Yujuan Tan. FedGroup: Efficient"
          " Federated Learning via Decomposed Similarity-Based Clustering. IEEE International Symposium on Parallel "

@@ -70,13 +70,13 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import select
-from fedcluster.tiers.adaptation import SpectralSplits
 from fedcluster.tiers.gaussian_weighting import (
     class_frequencies,
     gaussian_rewards,
     update_interaction,
     wasserstein_adjusted_score,
 )
+from fedcluster.tiers.regrouping import SpectralSplits
 
 PAPER = ("Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. Interaction-Aware Gaussian "
          "Weighting for Clustered Federated Learning. International Conference on Machine Learning (ICML), PMLR 267, "

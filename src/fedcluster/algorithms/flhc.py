@@ -39,8 +39,8 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptation import TreeCut
 from fedcluster.tiers.grouping import Linkage, Metric
+from fedcluster.tiers.regrouping import TreeCut
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
          "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "

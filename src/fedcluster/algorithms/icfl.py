@@ -3,8 +3,8 @@ connectivity of their clients' update-similarity graph falls below a threshold t
 
 Implements the original's incremental clustering (not in the seeds; HCFL paper only gives α*(0) and ε1, App. E.2) as
 the ICFL paper's steps 1–5, with the formulas of the HCFL authors' reference code ``ICFLAggregator.mix`` (LINs-lab/FedRC
-``aggregator.py``): α_G, ε2 and α_t below (:func:`~fedcluster.tiers.adaptation.icfl_connectivity`,
-:func:`~fedcluster.tiers.adaptation.icfl_threshold`, :func:`~fedcluster.tiers.adaptation.icfl_bipartition`).
+``aggregator.py``): α_G, ε2 and α_t below (:func:`~fedcluster.tiers.regrouping.icfl_connectivity`,
+:func:`~fedcluster.tiers.regrouping.icfl_threshold`, :func:`~fedcluster.tiers.regrouping.icfl_bipartition`).
 
 State: a pool (cluster id 0 at the start, holding every client) and the clusters split off it. One round:
 
@@ -42,8 +42,8 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
-from fedcluster.tiers.adaptation import ICFLSplits
 from fedcluster.tiers.distance import cosine_similarity
+from fedcluster.tiers.regrouping import ICFLSplits
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
          "Transactions on Neural Networks and Learning Systems, 2023.")

@@ -14,7 +14,7 @@ signatures; ``src/clustering/hierarchical_clustering.py``: ``calculating_adjacen
    no longer separates rotated Fashion-MNIST);
 2. the server forms the proximity matrix A of angles between client subspaces in degrees
    (:func:`~fedcluster.tiers.distance.subspace_angles`, :meth:`PACFL.proximity`) and clusters it
-   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.adaptation.threshold_clusters`;
+   hierarchically, merging while the closest clusters are ≤ ν (:func:`~fedcluster.tiers.regrouping.threshold_clusters`;
    larger ν → fewer clusters);
 3. every cluster starts from θ^0 and runs FedAvg among its members for all rounds (the first included).
 
@@ -47,8 +47,8 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
-from fedcluster.tiers.adaptation import ThresholdGroups
 from fedcluster.tiers.distance import data_signature, subspace_angles
+from fedcluster.tiers.regrouping import ThresholdGroups
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
          "Efficient Distribution Similarity Identification in Clustered Federated Learning via Principal Angles "

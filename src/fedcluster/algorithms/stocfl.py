@@ -12,7 +12,7 @@ One round:
 2. a client's representation is its first recorded update Δθ_i = θ_i − θ_k (reference code); a cluster's is the
    mean over its members that have one;
 3. with A_ab = cos(r_a, r_b) computed once, scan a = 0, 1, … and merge every later b with A_ab > τ into a
-   (:func:`~fedcluster.tiers.adaptation.stocfl_merges`; larger τ → fewer merges → more clusters, HCFL paper E.1-17);
+   (:func:`~fedcluster.tiers.regrouping.stocfl_merges`; larger τ → fewer merges → more clusters, HCFL paper E.1-17);
 4. cluster models (reference code): θ_c = Σ_{i∈c} N_i θ̂_i / Σ_{i∈c} N_i over ALL members of the merged cluster,
    θ̂_i = θ_i for sampled clients and the model of the cluster i was in for the others (applied with η_g
    from the member average of the old models); θ_g ← N_i-weighted mean of the sampled θ_i (A.0).
@@ -41,9 +41,9 @@ from fedcluster.algorithms.hardclusters import HardClusters
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, repeat
-from fedcluster.tiers.adaptation import StoCFLMerges
 from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
+from fedcluster.tiers.regrouping import StoCFLMerges
 
 PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning."
          " arXiv:2303.00897, 2023.")
