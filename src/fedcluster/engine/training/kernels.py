@@ -159,6 +159,8 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     kept momentum buffer in place in ``batch.momentum``, so a unit costs no copy beyond its starting point's."""
     out = batch.empty_out() if out is None else out
     model = copy.deepcopy(module)
+    if channels_last:  # NHWC convolution weights and inputs (oneDNN's fast layout on the CPU)
+        model = model.to(memory_format=torch.channels_last)
     names = [n for n, _ in model.named_parameters()]
     for u in range(len(batch.steps)):
         row = batch.start_of(u)
