@@ -74,3 +74,10 @@ def test_a_bad_channels_last_value_is_one_line(tmp_path: Path, capsys: pytest.Ca
     assert main(["run", "channels_last=sometimes", "rounds=1", "progress=false", f"out={tmp_path / 'r'}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "channels_last" in err[0]
+
+
+def test_a_flower_node_trains_with_channels_last() -> None:
+    from fedcluster.flower import node_work
+
+    config = "num_clients: 3\nmodel: light-cnn\nengine: sequential\nchannels_last: true\nprogress: false\n"
+    assert node_work.node_data(0, config).trainer.channels_last is True
