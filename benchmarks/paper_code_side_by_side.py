@@ -17,8 +17,11 @@ https://github.com/LINs-lab/FedRC``). Its ``models.py`` imports torchvision (for
 torchvision is missing an empty stand-in module is put in its place. Without ``--paper-code`` the script says so
 and exits 0.
 
+``--also KEY=VALUE[,KEY=VALUE]`` adds a third side, fedcluster with those extra run keys (e.g. ``channels_last=true``),
+interleaved with the other two.
+
 Usage: python benchmarks/paper_code_side_by_side.py --paper-code PATH [--methods fedrc,ifca,fedavg] [--rounds 15]
-       [--clients 15] [--per-client 160] [--engine auto]
+       [--clients 15] [--per-client 160] [--engine auto] [--also channels_last=true]
 """
 
 from __future__ import annotations
@@ -101,13 +104,14 @@ def paper_round(code: dict[str, Any], method: str, xs: list[torch.Tensor], ys: l
     return agg.mix
 
 
-def fedcluster_round(method: str, fed: Any, k: int, engine: str, out: Path) -> tuple[Callable[[], None], Run]:
-    """One ``alg.run_round`` of fedcluster with the matching keys."""
+def fedcluster_round(method: str, fed: Any, k: int, engine: str, out: Path, extra: tuple[str, ...] = ()
+                     ) -> tuple[Callable[[], None], Run]:
+    """One ``alg.run_round`` of fedcluster with the matching keys (and the ``extra`` ones)."""
     cfg, typed = resolve(load_raw(None, [
         f"algorithm={method}", *PAPER_CNN, "device=cpu", "threads=1", f"engine={engine}", f"lr={LR}",
         "momentum=0.9", "weight_decay=5e-4", "client_momentum=keep", f"batch_size={BATCH}", "drop_last=true",
         "local_epochs=1", "progress=false", f"out={out / method}",
-        *([f"algorithm.num_clusters={k}"] if method != "fedavg" else [])]))
+        *([f"algorithm.num_clusters={k}"] if method != "fedavg" else []), *extra]))
     run = Run(cfg, typed, fed=fed)
     clients = np.arange(fed.train.num_clients)
     state = {"t": 0}
@@ -139,6 +143,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=15)
     ap.add_argument("--per-client", type=int, default=160)
     ap.add_argument("--engine", default="auto", help="fedcluster's engine= (auto: its CPU choice)")
+    ap.add_argument("--also", default="", help="a third side: fedcluster with these extra keys (KEY=VALUE,...)")
     args = ap.parse_args()
     if args.paper_code is None:
         print("skipped: no --paper-code PATH (a checkout of github.com/LINs-lab/FedRC) was given")
@@ -159,11 +164,21 @@ def main() -> None:
         for method in args.methods.split(","):
             k = 1 if method == "fedavg" else 3
             ours, run = fedcluster_round(method, fed, k, args.engine, Path(tmp))
-            times = interleaved({"paper": paper_round(code, method, xs, ys, k), "fedcluster": ours}, args.rounds)
-            run.ctx.trainer.close()
-            paper, fc = (statistics.median(times[s]) for s in ("paper", "fedcluster"))
-            print(f"{method:7s} paper code {paper:.4f} s  fedcluster {fc:.4f} s ({run.ctx.trainer.path})  "
-                  f"ratio {paper / fc:.2f}x", flush=True)
+            sides = {"paper": paper_round(code, method, xs, ys, k), "fedcluster": ours}
+            runs = [run]
+            if args.also:
+                sides[args.also], also = fedcluster_round(method, fed, k, args.engine, Path(tmp) / "also",
+                                                          tuple(args.also.split(",")))
+                runs.append(also)
+            times = interleaved(sides, args.rounds)
+            for r in runs:
+                r.ctx.trainer.close()
+            paper = statistics.median(times["paper"])
+            line = f"{method:7s} paper code {paper:.4f} s"
+            for side in list(sides)[1:]:
+                fc = statistics.median(times[side])
+                line += f"  {side} {fc:.4f} s (ratio {paper / fc:.2f}x)"
+            print(f"{line}  [{run.ctx.trainer.path}]", flush=True)
 
 
 if __name__ == "__main__":

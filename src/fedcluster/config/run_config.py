@@ -67,6 +67,7 @@ class RunConfig:
     ranks: int = 1  # processes sharing each round's clients (torch.distributed); >1 starts them with torchrun
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when PyTorch sees a GPU
     precision: Literal["fp32", "bf16"] = "fp32"  # bf16: autocast forward/backward, fp32 weights and aggregation
+    channels_last: bool = False  # CNNs, engine=sequential/pool: NHWC training (faster on the CPU, last bits differ)
     chunk_mb: float | None = None  # memory budget of one vectorised call (default: free accelerator memory)
     deterministic: bool = False  # CUDA: true = bitwise repeatable (slower kernels); the CPU always is
     progress: bool = True

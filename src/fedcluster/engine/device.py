@@ -50,6 +50,14 @@ def check_client_momentum(engine: str, client_momentum: str) -> None:
                           "or sequential")
 
 
+def check_channels_last(engine: str, channels_last: bool) -> None:
+    """Channels-last training is offered by the per-unit paths, which train a real module (engine.training.kernels
+    .train_sequential); the vectorised and dense paths have no such layout."""
+    if channels_last and engine not in ("sequential", "pool"):
+        raise ConfigError(f"channels_last=true is offered by engine=sequential or pool (this run's engine is "
+                          f"{engine}); choose one of them, or channels_last=false")
+
+
 def check_engine(engine: str, device: torch.device, precision: str) -> None:
     """Engines that exist only on the CPU, and the dense path's fp32-only maths, as one-line errors."""
     if device.type != "cpu" and engine in ("dense", "pool", "pool-vectorized"):

@@ -17,5 +17,5 @@ class InProcess(Placement):
     def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
                 device: torch.device) -> Backend:
         return Trainer(module, fed.train.x, fed.train.y, fed.train.ptr, fed.task, seed=cfg.seed, path=path,
-                       workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb,
-                       client_momentum=cfg.client_momentum)
+                       workers=cfg.workers, channels_last=cfg.channels_last, precision=cfg.precision,
+                       chunk_mb=cfg.chunk_mb, client_momentum=cfg.client_momentum)

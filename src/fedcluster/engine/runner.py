@@ -40,7 +40,14 @@ from fedcluster.engine.callbacks import (
     Tracking,
 )
 from fedcluster.engine.checkpointing import Checkpointing, restore
-from fedcluster.engine.device import check_client_momentum, check_engine, configure, device_name, resolve_device
+from fedcluster.engine.device import (
+    check_channels_last,
+    check_client_momentum,
+    check_engine,
+    configure,
+    device_name,
+    resolve_device,
+)
 from fedcluster.engine.divergence import DivergenceWatch
 from fedcluster.engine.evaluation.holdout import with_fit_rows
 from fedcluster.engine.evaluation.scores import missing_validation_note
@@ -140,6 +147,7 @@ class Run:
             note(message)
         torch.manual_seed(cfg.seed)
         module = build_model(cfg.model, self.fed.input_shape, self.fed.output_dim, typed["model"]).to(self.device)
+        check_channels_last(path, cfg.channels_last)
         self.engine_path = path
         trainer = self.make_trainer(module)
         solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum,

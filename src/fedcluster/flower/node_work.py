@@ -56,7 +56,8 @@ def node_data(partition: int, config_yaml: str) -> NodeData:
         path = auto_path(cfg.model, "cpu", cfg.precision) if cfg.engine == "auto" else cfg.engine
         path = "sequential" if path == "pool" else "vectorized" if path == "pool-vectorized" else path
         x, y = fed.train.client(partition)
-        trainer = node_trainer(module, x.clone(), y.clone(), partition, fed.num_clients, fed.task, cfg.seed, path)
+        trainer = node_trainer(module, x.clone(), y.clone(), partition, fed.num_clients, fed.task, cfg.seed, path,
+                               cfg.channels_last)
         _CACHE.clear()  # one run at a time per node process
         _CACHE[key] = NodeData(partition, int(fed.true_cluster[partition]), trainer)
     return _CACHE[key]

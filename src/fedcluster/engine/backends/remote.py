@@ -158,12 +158,12 @@ class RemoteTrainer(Trainer):
 
 # -- client side ----------------------------------------------------------------------------------------
 def node_trainer(module: nn.Module, x: torch.Tensor, y: torch.Tensor, client: int, num_clients: int, task: str,
-                 seed: int, path: str) -> Trainer:
+                 seed: int, path: str, channels_last: bool = False) -> Trainer:
     """A trainer that holds one client's data only (rows ``x``/``y``) under its federation-wide id, so its
     batch schedule (seeded by seed, round, client, stream) is the in-process engine's."""
     ptr = np.zeros(num_clients + 1, dtype=np.int64)
     ptr[client + 1:] = len(x)
-    return Trainer(module, x, y, ptr, task, seed=seed, path=path, workers=1)
+    return Trainer(module, x, y, ptr, task, seed=seed, path=path, workers=1, channels_last=channels_last)
 
 
 def _params(arrays: Arrays, prefix: str, device: torch.device) -> Params:

@@ -81,7 +81,8 @@ class Ranks(Placement):
         tr = fed.train
         local = tr.local()
         trainer = ShardedTrainer(module, local.x, local.y, local.ptr, fed.task, seed=cfg.seed, path=path,
-                                 workers=cfg.workers, precision=cfg.precision, chunk_mb=cfg.chunk_mb)
+                                 workers=cfg.workers, channels_last=cfg.channels_last, precision=cfg.precision,
+                                 chunk_mb=cfg.chunk_mb)
         trainer.split = tr if isinstance(tr, ShardedSplit) else None
         return trainer
 

@@ -33,6 +33,7 @@ from fedcluster.engine.memory import MAX_UNITS
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import Schedule
+from fedcluster.engine.training.pooling import fast_pooling
 from fedcluster.engine.training.precision import autocast
 from fedcluster.engine.transfer import to_device
 
@@ -158,7 +159,9 @@ def train_sequential(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
     Each unit trains in place in its row of the result stack (the model's parameters are views of it) and its
     kept momentum buffer in place in ``batch.momentum``, so a unit costs no copy beyond its starting point's."""
     out = batch.empty_out() if out is None else out
-    model = copy.deepcopy(module)
+    model = fast_pooling(copy.deepcopy(module))  # the same numbers (engine.training.pooling)
+    if channels_last:  # NHWC convolution weights and inputs (oneDNN's fast layout on the CPU)
+        model = model.to(memory_format=torch.channels_last)
     names = [n for n, _ in model.named_parameters()]
     for u in range(len(batch.steps)):
         row = batch.start_of(u)
