@@ -15,6 +15,7 @@ from torch import nn
 
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.training.sgd import sgd_step
 
 CACHE_BYTES = 6 * 2**20  # weights of one chunk of units (with activations, well inside a 16–32 MiB L3)
 
@@ -144,7 +145,7 @@ def _train_chunk(layers: list[list[str]], x: torch.Tensor, y: torch.Tensor, batc
                 gW = torch.bmm(dz.transpose(1, 2), hs[i])
                 pairs = ((W[i], gW, aW[i]), (b[i], dz.sum(1), ab[i]))[: 2 if has_bias[i] else 1]
                 for j, (p, g, a) in enumerate(pairs):
-                    _step(p[:active], g, a[:active], bufs[2 * i + j][:active] if bufs else None, solver)
+                    sgd_step([p[:active]], [g], solver, [bufs[2 * i + j][:active]] if bufs else None, [a[:active]])
             if dh is not None:
                 dz = torch.ops.aten.threshold_backward(dh, zs[i - 1], 0.0)  # dh · 1[z > 0]
     if not plain and kept is not None and bufs is not None:  # the buffers back to the batch, per parameter
@@ -176,12 +177,3 @@ def _split_into(params: Params, group: list[str], kind: str, joined: torch.Tenso
         params[f"{name}.{kind}"].copy_(joined[:, k * rows:(k + 1) * rows])
 
 
-def _step(p: torch.Tensor, g: torch.Tensor, anchor: torch.Tensor, buf: torch.Tensor | None, solver: Solver) -> None:
-    """torch.optim.SGD's update (weight decay, momentum without dampening) plus the proximal gradient."""
-    if solver.weight_decay:
-        g = g.add(p, alpha=solver.weight_decay)
-    if solver.prox_mu:
-        g = g.add(p - anchor, alpha=solver.prox_mu)
-    if buf is not None:
-        g = buf.mul_(solver.momentum).add_(g)
-    p.sub_(g, alpha=solver.lr)

@@ -35,6 +35,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import Schedule
 from fedcluster.engine.training.pooling import fast_pooling
 from fedcluster.engine.training.precision import autocast
+from fedcluster.engine.training.sgd import sgd_step
 from fedcluster.engine.transfer import to_device
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targets) -> per-sample loss
@@ -256,21 +257,15 @@ def train_vectorized(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch:
         if recording:
             g, value = g
             batch.step_losses[order[sel], s] = value.detach().to(batch.step_losses.dtype)
-        for k, p in view.items():
-            d = g[k]
-            if solver.weight_decay:
-                d = d.add(p, alpha=solver.weight_decay)
-            if anchor is not None:
-                d = d.add(p - anchor[k][sel], alpha=solver.prox_mu)
-            if bufs is not None:
-                buf = bufs[k][sel]
-                buf.mul_(solver.momentum).add_(d)
-                d = buf
-                if not isinstance(sel, slice):
-                    bufs[k][sel] = buf
-            p.sub_(d, alpha=solver.lr)
-            if not isinstance(sel, slice):
-                params[k][sel] = p
+        names = list(view)
+        unit_bufs = None if bufs is None else [bufs[k][sel] for k in names]
+        sgd_step([view[k] for k in names], [g[k] for k in names], solver, unit_bufs,
+                 None if anchor is None else [anchor[k][sel] for k in names])
+        if not isinstance(sel, slice):  # gathered copies: written back
+            for i, k in enumerate(names):
+                params[k][sel] = view[k]
+                if unit_bufs is not None:
+                    bufs[k][sel] = unit_bufs[i]
 
     with torch.no_grad():
         for s in range(int(steps.max(initial=0))):

@@ -27,6 +27,7 @@ from torch.func import functional_call, grad
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.precision import autocast
+from fedcluster.engine.training.sgd import sgd_step
 
 STREAMS = 4  # CUDA streams whose units' steps may overlap
 MAX_GRAPHS = 8  # batch widths captured per stream; other widths run eagerly
@@ -83,16 +84,9 @@ def train_looped(module: nn.Module, x: torch.Tensor, y: torch.Tensor, batch, sol
         """One SGD step of the lane's unit on its first ``rows`` staged rows (the vectorised path's maths)."""
         idx = lane.idx[:rows]
         g = grad_fn(lane.p, x[idx], y[idx], lane.w[:rows], lane.n)
-        for k in names:
-            p, d = lane.p[k], g[k]
-            if solver.weight_decay:
-                d = d.add(p, alpha=solver.weight_decay)
-            if lane.anchor is not None:
-                d = d.add(p - lane.anchor[k], alpha=solver.prox_mu)
-            if lane.buf is not None:
-                lane.buf[k].mul_(solver.momentum).add_(d)
-                d = lane.buf[k]
-            p.sub_(d, alpha=solver.lr)
+        sgd_step([lane.p[k] for k in names], [g[k] for k in names], solver,
+                 None if lane.buf is None else [lane.buf[k] for k in names],
+                 None if lane.anchor is None else [lane.anchor[k] for k in names])
 
     def replay(lane: _Lane, rows: int) -> None:
         graph = lane.graphs.get(rows)
