@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, grad_and_value, vmap
 
@@ -42,14 +41,16 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (outputs, targe
 
 
 class PerSampleLoss:
-    """Cross-entropy (classification) or squared error (regression) per sample; picklable for the pool."""
+    """Cross-entropy (classification) or squared error (regression) per sample of ``out`` [B, C]; picklable for the
+    pool. The cross-entropy is the negated log-softmax at the label: ``F.cross_entropy``'s values and gradients bit
+    for bit, without its ``ignore_index`` masking (under ``vmap`` three operators fewer in each pass)."""
 
     def __init__(self, task: str) -> None:
         self.task = task
 
     def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.task == "classification":
-            return F.cross_entropy(out.float(), y, reduction="none")
+            return -torch.log_softmax(out.float(), -1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
         return (out.float().squeeze(-1) - y) ** 2
 
 
