@@ -11,34 +11,21 @@ Usage: python benchmarks/step_operators.py [--units 6] [--samples 64] [--batch 3
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 
 import _common as common  # noqa: F401  (first: pins BLAS threads before numpy/torch load)
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from fedcluster.engine.operators import OperatorCount
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.kernels import build_batch, per_sample_loss, train_vectorized
 from fedcluster.models import build_model
 
-VIEWS = {"view", "_unsafe_view", "expand", "permute", "transpose", "slice", "select", "unsqueeze", "squeeze", "t",
-         "alias", "as_strided", "detach", "_reshape_alias", "split", "unbind"}
 MODELS = {"mlp 784-200-10": ("mlp", None), "light CNN 8/16, FC 64": ("light-cnn", {"channels": [8, 16], "fc": 64}),
           "paper CNN 32/64, FC 2048": ("cnn", {"channels": [32, 64], "fc": 2048, "padding": "valid"})}
 UPDATE = ("add", "mul_", "add_", "sub_")  # the SGD update's kinds per tensor (and a few of the backward's adds)
-
-
-class Operators(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def main() -> None:
@@ -59,11 +46,11 @@ def main() -> None:
         ptr = np.concatenate([[0], np.cumsum(sizes)])
         schedule = make_schedule(sizes, np.arange(args.units), 0, 0, 1, args.batch)
         batch = build_batch(stack([get_params(module)] * args.units), np.arange(args.units), ptr, schedule, None, None)
-        counter = Operators()
+        counter = OperatorCount()
         with counter:
             train_vectorized(module, x, y, batch, solver, per_sample_loss("classification"))
         steps = int(batch.steps.max())
-        launching = {k: v for k, v in counter.ops.items() if k not in VIEWS}
+        launching = counter.launching()
         update = sum(v for k, v in launching.items() if k in UPDATE or k.startswith("_foreach_"))
         print(f"| {label} | {len(module.state_dict())} | {sum(launching.values()) / steps:g} | {update / steps:g} |")
 

@@ -4,32 +4,18 @@ proximal gradient, and a constant number of update operations per step whatever 
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.operators import OperatorCount
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.sgd import sgd_step
 from fedcluster.models import build_model
 
 SOLVER = Solver(lr=0.05, epochs=2, batch_size=8, momentum=0.9, weight_decay=1e-3)
-
-
-class _Ops(TorchDispatchMode):
-    """Counts the operators dispatched inside the block by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def test_the_step_is_torch_sgd_bit_for_bit() -> None:
@@ -70,11 +56,12 @@ def _update_ops_per_step(path: str, hidden: list[int]) -> float:
     module = build_model("mlp", (6,), 3, {"hidden": hidden})
     trainer = Trainer(module, x, y, np.concatenate([[0], np.cumsum(sizes)]), "classification", seed=0, path=path)
     models = stack([get_params(module)] * len(sizes))
-    counter = _Ops()
+    counter = OperatorCount()
     with counter:
         trainer.train(models, np.arange(len(sizes)), SOLVER, round_=0)
     steps = SOLVER.epochs * 16 // SOLVER.batch_size * (len(sizes) if path == "unit-loop" else 1)
-    in_place = {k: v for k, v in counter.ops.items() if k.endswith("_") and k not in ("index_put_", "copy_", "zero_")}
+    skipped = ("index_put_", "copy_", "zero_")
+    in_place = {k: v for k, v in counter.counts.items() if k.endswith("_") and k not in skipped}
     return sum(in_place.values()) / steps
 
 
