@@ -119,8 +119,7 @@ def build_batch(
     if weights is not None:
         # [n_i] arrays weight each sample; [n_i, K] arrays weight each (sample, output head) pair and
         # need a loss that returns [batch, K] (e.g. engine.training.multihead's shared body + K heads).
-        gathered = torch.stack([torch.as_tensor(wu, dtype=torch.float32).cpu()[schedule.local[u]]
-                                for u, wu in enumerate(weights)])
+        gathered = _gather_weights(weights, schedule.local)
         w = gathered * (w if gathered.dim() == 3 else w.unsqueeze(-1))
     index = None if init_index is None else to_device(np.asarray(init_index, dtype=np.int64), device)
     return Batch(
@@ -131,6 +130,21 @@ def build_batch(
         real=schedule.mask.sum(-1).numpy().astype(np.int64),
         init_rows=None if init_index is None else np.asarray(init_index, dtype=np.int64),
     )
+
+
+def _gather_weights(weights: list, local: torch.Tensor) -> torch.Tensor:
+    """[U, S, B] (or [U, S, B, K]): unit u's weight of its local sample ``local[u, s, b]``, in one indexing of the
+    units' weights joined end to end (a padded lane reads the unit's first weight, as indexing each unit's own
+    weights would; the mask zeroes it)."""
+    if all(isinstance(wu, np.ndarray) for wu in weights):  # one conversion (the same float32 rounding)
+        joined = torch.from_numpy(np.concatenate(weights).astype(np.float32, copy=False))
+    else:
+        joined = torch.cat([torch.as_tensor(wu, dtype=torch.float32).cpu() for wu in weights])
+    if not len(joined):
+        return joined.new_zeros((*local.shape, *joined.shape[1:]))
+    starts = np.cumsum([0, *(len(wu) for wu in weights[:-1])])
+    rows = (local + torch.from_numpy(starts).view(-1, 1, 1)).clamp_(max=len(joined) - 1)
+    return joined[rows]
 
 
 def slice_batch(b: Batch, idx: np.ndarray) -> Batch:
