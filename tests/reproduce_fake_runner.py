@@ -19,3 +19,31 @@ def fake_run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], d
             raise RuntimeError("seed 1 failed")
         emit({"seed": seed, "setting": setting, "method": method, "curve": [], "seconds": 0.0, "calls": ran,
               "metrics": {"x": float(seed), "t": float(len(extra))}})
+
+
+def sleepy_run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
+               emit: Emit) -> None:
+    """One record per (setting, method) not in ``done``; seed 2 sleeps a minute first (a run the limit cuts)."""
+    import time
+
+    if seed == 2:
+        time.sleep(60)
+    for setting in exp.settings:
+        for method in exp.methods:
+            if (setting.name, method.label) not in done:
+                emit({"seed": seed, "setting": setting.name, "method": method.label, "curve": [], "seconds": 0.0,
+                      "metrics": {"x": float(seed)}})
+
+
+def share_run(exp: Experiment, budget: Budget, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
+              emit: Emit) -> None:
+    """One record per (setting, method) not in ``done``: the memory share this worker process was given (MiB)."""
+    import os
+
+    from fedcluster.engine.memory import SHARE_VARIABLE
+
+    for setting in exp.settings:
+        for method in exp.methods:
+            if (setting.name, method.label) not in done:
+                emit({"seed": seed, "setting": setting.name, "method": method.label, "curve": [], "seconds": 0.0,
+                      "metrics": {"share": float(os.environ.get(SHARE_VARIABLE, "nan")), "pid": float(os.getpid())}})

@@ -75,12 +75,13 @@ def test_reproduce_suite_runs_score_the_training_data_for_best_train() -> None:
         seen.append(list(over))
         raise Stop
 
-    real_make_run, real_build = run_suite.make_run, run_suite.build
+    real_make_run, real_build, real_digest = run_suite.make_run, run_suite.build, run_suite.federation_digest
     run_suite.make_run, run_suite.build = fake_make_run, lambda *a: type("F", (), {"train": type(
         "T", (), {"sizes": torch.tensor([1])})()})()
+    run_suite.federation_digest = lambda fed: "a stand-in federation"
     try:
         with pytest.raises(Stop):
             run_suite.run(Q_S4_PROTOCOL, Q_S4_PROTOCOL.budget("tiny"), 0, [], set(), lambda r: None)
     finally:
-        run_suite.make_run, run_suite.build = real_make_run, real_build
+        run_suite.make_run, run_suite.build, run_suite.federation_digest = real_make_run, real_build, real_digest
     assert "eval_train=true" in seen[0]

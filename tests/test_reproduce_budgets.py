@@ -196,7 +196,8 @@ def test_the_fedrc_paper_cnn_is_its_codes_femnist_cnn_without_padding() -> None:
     assert next(m for m in same.modules() if isinstance(m, torch.nn.Linear)).in_features == 3136
 
 
-@pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if "protocol" in e.budgets])
+@pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if "protocol" in e.budgets
+                                  and "FedRC paper" in e.source])
 def test_the_fedrc_protocol_budget_is_the_papers_training_protocol(name: str) -> None:
     """The FedRC paper's clients, 200 rounds, batch 128, one local epoch, its Fashion-MNIST-C corruptions (App. H)."""
     exp = EXPERIMENTS[name]
@@ -209,3 +210,16 @@ def test_the_fedrc_protocol_budget_is_the_papers_training_protocol(name: str) ->
             assert cfg.scenario_params["family"] == "mnist-c" and cfg.scenario_params["styles"]
     if "scenario=diverse-shift" in exp.overrides:
         assert "Fashion-MNIST-C" in b.note and "Fashion-MNIST-C" in exp.budgets["paper"].note
+
+
+@pytest.mark.parametrize("name", [n for n, e in EXPERIMENTS.items() if "HCFL paper" in e.source
+                                  and "FedRC paper" not in e.source])
+def test_the_hcfl_protocol_budget_is_the_papers_training_protocol(name: str) -> None:
+    """The HCFL paper's §5 / App. E: 100 clients, 200 rounds, one local epoch, its learning-rate grid {0.03, 0.06,
+    1.0} (the best reported: chosen here by validation), every client's data."""
+    exp = EXPERIMENTS[name]
+    b = exp.budgets["protocol"]
+    assert (b.clients, b.rounds, b.fraction, b.test_size, b.lr_grid) == (100, 200, 1.0, 0, (0.03, 0.06, 1.0))
+    for cfg, _ in _resolved(exp, "protocol"):
+        assert (cfg.batch_size, cfg.local_epochs, cfg.clients_per_round) == (128, 1, 1.0)
+    assert "validation" in b.note and "never chosen by test" in b.note

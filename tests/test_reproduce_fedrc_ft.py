@@ -55,6 +55,7 @@ def test_the_table_reads_fedrc_ft_at_fedrcs_best_train_round(monkeypatch: pytest
         return {}, rows["FedRC-FT" if "algorithm.ft=true" in overrides else "FedRC"]
 
     monkeypatch.setattr(run_suite, "execute", fake_execute)
+    monkeypatch.setattr(run_suite, "federation_digest", lambda fed: "a stand-in federation")
     monkeypatch.setattr(run_suite, "build", lambda *a: type("Fed", (), {"train": type("S", (), {
         "sizes": np.array([10])})()})())
     records: list[dict] = []

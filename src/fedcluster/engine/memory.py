@@ -15,6 +15,11 @@ first (the K models and, for a method that streams its aggregation, the K sums i
 unit's trained result and start; kept momentum; minibatch schedules; evaluation outputs), and the vectorised chunk
 is sized from what is left. A run is refused only when a single unit cannot fit beside the held state.
 
+Several runs sharing one accelerator (``fedcluster reproduce --workers N --device cuda``) each plan with their share:
+the caller reads the free memory once, splits it (:func:`worker_share`) and gives every worker process its share in
+``FEDCLUSTER_DEVICE_MEMORY_MB``; :func:`device_memory` then counts at most that share, less what the process has
+allocated, as available, so that N workers never over-commit the card.
+
 Users: :meth:`fedcluster.engine.backends.local.Trainer.chunk_size` (units per vectorised call, at training time),
 :func:`estimate_training` + :func:`fedcluster.engine.budget.fit_run` (the early refusal), and the inference row
 budget (:func:`free_bytes`).
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,12 +40,15 @@ from torch.func import functional_call
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.data.host_memory import format_bytes
+from fedcluster.errors import UserError
 from fedcluster.models.base import build_model
 
 PARAM_COPIES = 5  # while training: parameters, gradients, momentum, anchor, update temporaries
 ACTIVATION_COPIES = 3  # saved activations, their gradients, vmap's temporaries
 HELD_COPIES = 2  # each unit's trained result and (unless shared) its starting point, while they are held
 FREE_SHARE = 0.6  # of the memory left for vectorised calls, leaving room for the allocator's fragmentation
+SHARE_VARIABLE = "FEDCLUSTER_DEVICE_MEMORY_MB"  # this process's share of the accelerator (runs sharing one device)
+CONTEXT_BYTES = 1 << 30  # what each process's CUDA context and kernels take outside the allocator (about)
 MAX_UNITS = 256  # units per vectorised call without a budget (Trainer.max_units; the CPU default)
 
 
@@ -113,11 +122,15 @@ class DeviceMemory:
     free: int
     total: int
     cached: int = 0
+    share: int | None = None  # this process's share of the device (several runs share it), None: no share set
+    allocated: int = 0  # what this process's allocator has handed out
 
     @property
     def available(self) -> int:
-        """The memory this process can still use: the driver's free memory plus the allocator's unused cache."""
-        return self.free + max(self.cached, 0)
+        """The memory this process can still use: the driver's free memory plus the allocator's unused cache, and
+        with a share at most what the share leaves beside this process's allocations."""
+        own = self.free + max(self.cached, 0)
+        return own if self.share is None else max(0, min(own, self.share - self.allocated))
 
     def describe(self) -> str:
         """E.g. "NVIDIA H100 80GB HBM3 has 60.3 GiB free of 79.2 GiB (25.3 GiB free on the device, 35.0 GiB held
@@ -126,6 +139,9 @@ class DeviceMemory:
         if self.cached > 0:
             line += (f" ({format_bytes(self.free)} free on the device, {format_bytes(self.cached)} held unused "
                      "by this process)")
+        if self.share is not None:
+            line += (f" for this run, whose share of the device is {format_bytes(self.share)} (runs share it: fewer "
+                     "--workers give each more)")
         return line
 
 
@@ -133,9 +149,33 @@ def device_memory(device: torch.device) -> DeviceMemory | None:
     """The memory of an accelerator (the one reading every memory decision uses); None on the CPU."""
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
-        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        return DeviceMemory(torch.cuda.get_device_name(device), int(free), int(total), int(max(cached, 0)))
+        allocated = torch.cuda.memory_allocated(device)
+        cached = torch.cuda.memory_reserved(device) - allocated
+        return DeviceMemory(torch.cuda.get_device_name(device), int(free), int(total), int(max(cached, 0)),
+                            memory_share(), int(allocated))
     return None
+
+
+def memory_share() -> int | None:
+    """This process's share of its accelerator in bytes (``FEDCLUSTER_DEVICE_MEMORY_MB``), None when unset (then the
+    process plans with all it finds); anything but a positive number of MiB is refused in one line."""
+    text = os.environ.get(SHARE_VARIABLE)
+    if text is None:
+        return None
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = math.nan
+    if not (math.isfinite(mib) and 0 < mib <= 2**50):
+        raise UserError(f"{SHARE_VARIABLE}={text[:40]!r}: give this process's share of the accelerator as a positive "
+                        "number of MiB, or unset it to plan with all the free memory")
+    return int(mib * 2**20)
+
+
+def worker_share(memory: DeviceMemory, workers: int) -> int:
+    """Each of ``workers`` processes' share of a device whose memory reads ``memory`` (read once, before they
+    start): what is available less each one's CUDA context, split evenly."""
+    return max(0, (memory.available - workers * CONTEXT_BYTES) // max(workers, 1))
 
 
 def free_bytes(device: torch.device) -> int | None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedcluster.config.bounds import MAX_SEEDS
 from fedcluster.errors import UserError
@@ -18,11 +20,15 @@ from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import BUDGETS, Experiment
 from fedcluster.storage.paths import output_path
 
+if TYPE_CHECKING:
+    from fedcluster.reproduce.run_store import RunStore
+
 RUNNERS = {"suite": "run_suite:run", "mixreg": "run_synthetic:run_mixreg", "lines": "run_synthetic:run_lines",
            "fedmd-rotation": "run_fedmd_rotation:run"}
 DEFAULT_OUT = "runs/reproduction"  # a user's runs: pages here, the summary in runs/REPRODUCTION.md
 PUBLISHED = "docs/reproduction"  # the pages of a fedcluster checkout: written only with --publish
 BUDGET_RANK = {"tiny": 0, "small": 1, "protocol": 2, "paper": 3}
+MAX_MINUTES = 7 * 24 * 60
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,12 +53,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra run-config override for every run (e.g. data_dir=DIR, threads=1); repeatable")
     p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="run up to N parts at once (a part: one seed's runs of one setting), each in its own process "
-                        "(default 1); without threads= in --set each gets its share of the CPU cores. Results are "
-                        "the same as with one worker")
+                   help="run up to N runs at once, each in its own process (default 1); without threads= in --set "
+                        "each gets its share of the CPU cores. Results are the same as with one worker")
     p.add_argument("--time-limit", type=float, default=None, metavar="MIN",
-                   help="stop after MIN minutes: the runs finished by then are stored (each as it finishes), the one "
-                        "under way is dropped; the same command again continues from the stored runs")
+                   help="stop after MIN minutes: the runs finished by then are stored (each as it finishes), those "
+                        "under way are dropped; the same command again continues from the stored runs")
+    p.add_argument("--store", default=None, metavar="DIR",
+                   help="the run store: every finished run is kept there under a key of everything that decides its "
+                        "result, and any later call (or another experiment) that needs the same run reads it instead "
+                        "of training it (default: runs/ in the page directory; docs/reproduction/runs with --publish)")
+    p.add_argument("--all", action="store_true", dest="queue",
+                   help="the queue: every experiment not yet settled at --budget (no finished record at that budget "
+                        "or a larger one with --seeds seeds), cheapest first, each published once all its seeds are "
+                        "in (with --publish, its records kept in docs/reproduction/in-progress until then)")
     p.add_argument("--fresh", action="store_true",
                    help="move stored results aside and start afresh instead of continuing them")
     p.add_argument("--estimate", action="store_true",
@@ -165,8 +178,37 @@ def report_all(args: argparse.Namespace, out: Path) -> int:
     return 0
 
 
+def check_common(args: argparse.Namespace) -> None:
+    """Refuse, in one line, options that no run can use."""
+    if args.workers < 1:
+        raise UserError(f"--workers {args.workers}: give at least 1 (the number of runs at once)")
+    if args.time_limit is not None and not (math.isfinite(args.time_limit) and 0 < args.time_limit <= MAX_MINUTES):
+        raise UserError(f"--time-limit {args.time_limit:g}: give a number of minutes above 0 and at most "
+                        f"{MAX_MINUTES} (a week)")
+    bad = [s for s in args.set if "=" not in s]
+    if bad:
+        raise UserError(f"--set {bad[0]!r} is not of the form key=value")
+
+
+def store_folder(args: argparse.Namespace, out: Path, publishing: bool) -> RunStore:
+    """The run store: --store, else runs/ beside the published pages or in the page directory."""
+    from fedcluster.reproduce.run_store import RunStore
+
+    if args.store is not None:
+        return RunStore(output_path(args.store, f"--store {args.store}", folder=True))
+    return RunStore((Path(PUBLISHED) if publishing else out) / "runs")
+
+
 def run_command(args: argparse.Namespace) -> int:
     out, publishing = pages_folder(args)
+    if args.queue:
+        from fedcluster.reproduce.queue import run_queue
+
+        if args.name or args.list or args.report_only or args.estimate or args.fresh:
+            raise UserError("--all runs every unsettled experiment: leave out the name, --list, --report-only, "
+                            "--estimate and --fresh")
+        check_common(args)
+        return run_queue(args, out, publishing, store_folder(args, out, publishing))
     if args.list:
         published = Path(PUBLISHED)
         return list_experiments(out, None if publishing or not published.is_dir() else published)
@@ -183,15 +225,8 @@ def run_command(args: argparse.Namespace) -> int:
                         + " or ".join(b for b in BUDGETS if b in exp.budgets))
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed and at most {MAX_SEEDS}")
-    if args.workers < 1:
-        raise UserError(f"--workers {args.workers}: give at least 1 (the number of parts run at once)")
-    if args.time_limit is not None and (args.time_limit <= 0 or args.workers > 1):
-        raise UserError(f"--time-limit {args.time_limit:g}: give a positive number of minutes, with --workers 1")
-    bad = [s for s in args.set if "=" not in s]
-    if bad:
-        raise UserError(f"--set {bad[0]!r} is not of the form key=value")
+    check_common(args)
     from fedcluster.reproduce.report import write_experiment, write_summary
-    from fedcluster.reproduce.run_common import device_overrides
 
     path = out / f"{exp.name}.json"
     if args.estimate:
@@ -213,6 +248,19 @@ def run_command(args: argparse.Namespace) -> int:
     args.seeds = 3 if args.seeds is None else args.seeds
     if publishing:
         guard_published(path, args.budget, args.seeds, "a run")
+    result = run_experiment(exp, args, out, path, store_folder(args, out, publishing))
+    if result is None:
+        return 0
+    print(f"{exp.name}: {result.wall_seconds / 60:.1f} min; wrote {write_experiment(exp, result, out)} and "
+          f"{write_summary(out)}")
+    return 0
+
+
+def run_experiment(exp: Experiment, args: argparse.Namespace, out: Path, path: Path, store: RunStore) -> Stored | None:
+    """Run (or continue) ``exp`` at ``args.budget`` over ``args.seeds`` seeds, every record stored in ``path`` as it
+    arrives and every suite run in ``store``; the finished records, or None when the time limit stopped it."""
+    from fedcluster.reproduce.run_common import device_overrides
+
     device, dev_over = device_overrides(args.device)
     budget = exp.budget(args.budget)
     out.mkdir(parents=True, exist_ok=True)
@@ -229,13 +277,16 @@ def run_command(args: argparse.Namespace) -> int:
     stored.seeds, stored.finished, stored.spec = args.seeds, False, protocol
     module, fn = RUNNERS[exp.kind].split(":")
     runner = getattr(import_module(f"fedcluster.reproduce.{module}"), fn)
+    uses_store = exp.kind == "suite"
     t_start = time.perf_counter()
     wall0 = stored.wall_seconds
     wanted = exp.runs_of(args.seeds)
     have = wanted & stored.keys()
+    reused = [0]
 
     def emit(record: dict) -> None:
         record["curve"] = [[t, float(f"{v:.5g}")] for t, v in record["curve"]]  # compact file, plenty for a plot
+        reused[0] += bool(record.pop("reused", False))
         stored.records.append(record)
         stored.wall_seconds = wall0 + time.perf_counter() - t_start
         stored.date = time.strftime("%Y-%m-%d")
@@ -250,32 +301,55 @@ def run_command(args: argparse.Namespace) -> int:
     todo = {seed: stored.done(seed) for seed in range(args.seeds)}
     from fedcluster.reproduce.parallel import parts, run_parts
 
-    pending = parts(exp, todo)
+    pending = parts(exp, todo, by_run=uses_store)
     workers = min(args.workers, len(pending))
-    if workers > 1:
-        from fedcluster.config.validation import usable_cpus
+    try:
+        with time_limit(args.time_limit):
+            if workers > 1:
+                from fedcluster.config.validation import usable_cpus
 
-        if not any(o.split("=", 1)[0].strip() == "threads" for o in args.set):  # share the cores, not each all
-            extra.append(f"threads={max(1, usable_cpus() // workers)}")
-        run_parts(f"fedcluster.reproduce.{RUNNERS[exp.kind]}", exp.name, args.budget, pending, extra, emit, workers,
-                  list(stored.records))
-    else:
-        try:
-            with time_limit(args.time_limit):
+                if not any(o.split("=", 1)[0].strip() == "threads" for o in args.set):  # share the cores
+                    extra.append(f"threads={max(1, usable_cpus() // workers)}")
+                run_parts(f"fedcluster.reproduce.{RUNNERS[exp.kind]}", exp.name, args.budget, pending, extra, emit,
+                          workers, list(stored.records), str(store.root) if uses_store else None,
+                          device_shares(device, workers))
+            else:
                 for seed, done in todo.items():
-                    runner(exp, budget, seed, extra, done, emit)
-        except TimeLimit:
-            print(f"{exp.name}: the {args.time_limit:g}-minute limit stopped it with {len(have)} of {len(wanted)} runs "
-                  f"stored in {path}; the same command again continues from them", file=sys.stderr)
-            return 0
+                    runner(exp, budget, seed, extra, done, emit, *([store] if uses_store else []))
+    except TimeLimit:
+        print(f"{exp.name}: the {args.time_limit:g}-minute limit stopped it with {len(have)} of {len(wanted)} runs "
+              f"stored in {path}{_reused(reused[0])}; the same command again continues from them", file=sys.stderr)
+        return None
     stored.finished = True
     stored.wall_seconds = wall0 + time.perf_counter() - t_start
     stored.date = time.strftime("%Y-%m-%d")
     stored.save(path)
-    page = write_experiment(exp, stored, out)
-    summary = write_summary(out)
-    print(f"{exp.name}: {stored.wall_seconds / 60:.1f} min; wrote {page} and {summary}")
-    return 0
+    if reused[0]:
+        print(f"{exp.name}:{_reused(reused[0])}", file=sys.stderr)
+    return stored
+
+
+def device_shares(device: str, workers: int) -> dict[str, str]:
+    """The environment that gives each of ``workers`` runs on one accelerator its share of the memory plan, read once
+    here (so that they never over-commit it); nothing on the CPU."""
+    if device != "cuda":
+        return {}
+    import torch
+
+    from fedcluster.engine.memory import SHARE_VARIABLE, device_memory, worker_share
+
+    mem = device_memory(torch.device("cuda"))
+    if mem is None:
+        return {}
+    share = worker_share(mem, workers)
+    if share < 2**28:
+        raise UserError(f"--workers {workers}: {mem.describe()}, too little for {workers} runs at once "
+                        f"(each needs its CUDA context and room to train); use fewer --workers")
+    return {SHARE_VARIABLE: str(share >> 20)}
+
+
+def _reused(n: int) -> str:
+    return f" ({n} run{'s' if n != 1 else ''} read from the run store, not trained again)" if n else ""
 
 
 def estimate_command(exp: Experiment, args: argparse.Namespace, out: Path, path: Path) -> int:

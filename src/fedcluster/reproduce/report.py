@@ -138,6 +138,20 @@ def paper_budget_line(exp: Experiment, stored: Stored, out: Path) -> list[str]:
     return [paper_need_line(small, paper, stored.wall_seconds, stored.seeds, cmd + " --publish"), ""]
 
 
+def runs_line(stored: Stored) -> list[str]:
+    """Which runs the page was judged from: the run store's keys (in the records) and the records older than it."""
+    used = [r for r in stored.records if r["seed"] < stored.seeds]
+    keyed = sum(1 for r in used if r.get("run"))
+    if not used:
+        return []
+    text = (f"Judged from {keyed} stored run(s): each record in [`{stored.name}.json`]({stored.name}.json) names its "
+            "run's key, kept as `runs/KEY[:2]/KEY.json` in the run store." if keyed else "")
+    if keyed < len(used):
+        text += (" " if text else "") + (f"{len(used) - keyed} record(s) predate the run store: their runs were not "
+                                         "kept, only the figures read from them.")
+    return ["", text]
+
+
 def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     budget = exp.budget(stored.budget)
     paper = exp.budgets["paper"]
@@ -158,9 +172,14 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              f"| test images per test client | {budget.test_size or 'all'} | {paper.test_size or 'all'} |",
              f"| device | {stored.device} | — |", f"| seeds | {stored.seeds} | — |",
              f"| wall time, all runs recorded | {stored.wall_seconds / 60:.1f} min ({stored.date}) | — |", "",
-             *paper_budget_line(exp, stored, out), "## Results", "", *table(exp, stored), *diverged_runs(stored), ""]
+             *paper_budget_line(exp, stored, out), "## Results", "", *table(exp, stored), *diverged_runs(stored),
+             *runs_line(stored), ""]
     if notes:
         lines += ["## Reading", "", f"Written by hand after the run (`{exp.name}.reading.md`).", "", *notes, ""]
+    earlier = sorted(p.name for p in out.glob(f"{exp.name}.reading-*.md"))
+    if earlier:
+        lines += ["Readings written of earlier results at another budget (their numbers are not these): "
+                  + ", ".join(f"[`{n}`]({n})" for n in earlier) + ".", ""]
     lines += ["## Differences from the paper", ""]
     lines += [f"- {d}" for d in (*exp.differences, budget.note) if d]
     if fig is not None:
@@ -170,12 +189,43 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
     return path
 
 
+def next_budget(exp: Experiment, stored: Stored | None) -> str | None:
+    """The budget that would settle ``exp`` further: protocol where it has one and the records are below it, else
+    paper; None at the paper budget."""
+    from fedcluster.reproduce.command import BUDGET_RANK
+
+    held = BUDGET_RANK.get(stored.budget, 0) if stored is not None else 0
+    if held >= BUDGET_RANK["paper"]:
+        return None
+    return "protocol" if "protocol" in exp.budgets and held < BUDGET_RANK["protocol"] else "paper"
+
+
+def settle_cell(exp: Experiment, stored: Stored | None, out: Path) -> str:
+    """What the next budget needs, for 3 seeds: measured by ``--estimate`` when a current estimate is stored,
+    else computed from the stored run's wall time (sizes, rounds, learning-rate grid and model scaled)."""
+    target = next_budget(exp, stored)
+    if target is None:
+        return "settled at the paper budget"
+    measured = matching(out / f"{exp.name}.estimate.json", exp, target)
+    if measured is not None:
+        hours, how = measured.cpu_hours(3), "measured"
+    elif stored is not None and stored.wall_seconds > 0 and stored.budget in exp.budgets:
+        here, there = exp.budget(stored.budget), exp.budget(target)
+        grid = max(len(there.lr_grid), 1) / max(len(here.lr_grid), 1)
+        hours, how = paper_cpu_hours(here, there, stored.wall_seconds, stored.seeds)[1] * grid, "computed"
+    else:
+        return f"{target} budget: not yet measured (`--budget {target} --estimate`)"
+    where = "a CPU can run it" if hours <= CPU_HOURS_LIMIT else "needs a GPU"
+    return f"{target} budget: about {hours:.1f} CPU hours, {how} ({where})"
+
+
 def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
     """``REPRODUCTION.md`` beside ``out`` from every experiment's stored results; missing ones are "not yet run".
 
     ``views``: results to show instead of the stored file's (``--report-only --seeds N``: the complete seeds)."""
     groups: dict[str, list[str]] = defaultdict(list)
-    rows = ["| experiment | source | claim | status | budget, seeds | why / how to run |", "|---|---|---|---|---|---|"]
+    rows = ["| experiment | source | claim | status | budget, seeds | to settle it | why / how to run |",
+            "|---|---|---|---|---|---|---|"]
     for exp in EXPERIMENTS.values():
         stored = (views or {}).get(exp.name) or Stored.load(out / f"{exp.name}.json")
         if stored is None:
@@ -185,22 +235,25 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             run = f"{budget_label(exp, stored)}, {stored.seeds}"
             why = f"{why} ([details]({out.name}/{exp.name}.md))"
         groups[f"{status} (open questions)" if exp.open_question else status].append(exp.name)
-        cells = (exp.name, exp.source, exp.claim, f"**{status}**", run, why)
+        cells = (exp.name, exp.source, exp.claim, f"**{status}**", run, settle_cell(exp, stored, out), why)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     for item in UNAVAILABLE.values():
         groups["cannot run here"].append(item.name)
-        cells = (item.name, item.source, item.claim, "**cannot run here**", "–", item.needs)
+        cells = (item.name, item.source, item.claim, "**cannot run here**", "–", "–", item.needs)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(groups.items()))
     text = ["# Reproduction: the papers' headline claims, paper vs ours", "",
             f"Generated by `fedcluster reproduce` from `{out.name}/*.json`; do not edit by hand. "
             "`fedcluster reproduce --list` names every experiment; `fedcluster reproduce NAME --budget small` runs "
             "one at a smaller budget (each page gives the wall time it took), `--budget paper` at the paper's "
-            "clients, rounds and batch, `--budget protocol` (the FedRC paper's entries) at its training protocol "
-            "(clients, rounds, batch, local steps, corruptions) with a model a CPU runs in hours; each page not "
-            "run at the paper budget says what that budget needs, computed "
-            "from its own run. `--publish` writes these pages (never from a smaller budget or fewer seeds than they "
-            "hold) and `--report-only --publish` re-judges the stored results with the current checks (no run). "
+            "clients, rounds and batch, `--budget protocol` (the FedRC and HCFL papers' entries) at the paper's "
+            "training protocol (clients, rounds, batch, local steps, corruptions, learning-rate grid) with a model a "
+            "CPU runs in hours; each page not run at the paper budget says what that budget needs, computed "
+            "from its own run, and the column \"to settle it\" what the next budget needs for 3 seeds. "
+            "`fedcluster reproduce --all --budget protocol --time-limit MIN --workers N` runs every unsettled "
+            "entry, cheapest first, and publishes each once its seeds are in. `--publish` writes these pages "
+            "(never from a smaller budget or fewer seeds than they hold) and `--report-only --publish` re-judges "
+            "the stored results with the current checks (no run). "
             "A verdict holds only for the budget it was measured at: a small budget is a smaller federation with "
             "fewer rounds, and several experiments use Fashion-MNIST and light models where the papers use "
             "MNIST/CIFAR and MobileNetV2/ResNet18 (each page lists every difference).", "",

@@ -30,6 +30,8 @@ class Budget:
     fraction: float = 1.0  # share of every client's train/validation samples kept (1 = all)
     test_size: int = 0  # images kept per test client (0 = all)
     note: str = ""  # anything else that differs from the paper at this budget
+    # SGD learning rates tried for every run, the one of best validation accuracy kept (never chosen by test)
+    lr_grid: tuple[float, ...] = ()
 
     def tiny(self) -> Budget:
         """A seconds-long version (for the tests): 2 rounds, 12 clients, 5% of their samples."""
@@ -140,8 +142,9 @@ class Experiment:
         the budget's numbers and overrides, and every override of the experiment, its settings and its methods.
         Stored with the records, so that a run continues them only when none of it changed."""
         b = self.budget(budget)
+        grid = [list(b.lr_grid)] if b.lr_grid else []  # absent from older protocols: their records still match
         return "protocol " + json.dumps({
-            "budget": [b.clients, b.rounds, list(b.overrides), b.fraction, b.test_size],
+            "budget": [b.clients, b.rounds, list(b.overrides), b.fraction, b.test_size, *grid],
             "overrides": list(self.overrides),
             "settings": [[s.name, list(s.overrides), sorted(s.params.items()), list(s.methods)] for s in self.settings],
             "methods": [[m.label, list(m.overrides), m.read_at] for m in self.methods]}, ensure_ascii=False)

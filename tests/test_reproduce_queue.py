@@ -1,0 +1,91 @@
+"""``fedcluster reproduce --all``: the unsettled experiments cheapest first, each published once all its seeds are
+in (its records under docs/reproduction/in-progress until then), settled ones left alone, runs shared through the
+run store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedcluster.app.cli import main
+from fedcluster.reproduce import queue
+from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.results import Stored
+
+CHEAP, DEAR = "s4-ablation-tehc-trhc", "s4-table1-fmnist"  # 3 runs a seed, and more
+
+
+@pytest.fixture()
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkout's published folder in a temporary directory, and a catalogue of two experiments."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs" / "reproduction").mkdir(parents=True)
+    monkeypatch.setattr(queue, "EXPERIMENTS", {n: EXPERIMENTS[n] for n in (DEAR, CHEAP)})
+    return tmp_path / "docs" / "reproduction"
+
+
+def test_the_queue_runs_the_cheapest_first_and_publishes_each_when_its_seeds_are_in(
+        checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    order = [e.exp.name for e in queue.unsettled("tiny", 1, checkout, (checkout,))]
+    assert order == [CHEAP, DEAR]
+    assert main(["reproduce", "--all", "--budget", "tiny", "--seeds", "1", "--publish", "--set", "threads=1"]) == 0
+    for name in (CHEAP, DEAR):
+        held = Stored.load(checkout / f"{name}.json")
+        assert held is not None and held.finished and held.budget == "tiny"
+        assert (checkout / f"{name}.md").is_file()
+        assert not (checkout / "in-progress" / f"{name}.json").exists()
+    assert (checkout.parent / "REPRODUCTION.md").is_file()
+    assert len(list((checkout / "runs").glob("*/*.json"))) >= 3
+    err = capsys.readouterr().err
+    assert err.index(f"{CHEAP}: settled") < err.index(f"{DEAR}: settled")
+    assert main(["reproduce", "--all", "--budget", "tiny", "--seeds", "1", "--publish"]) == 0
+    assert "nothing to run" in capsys.readouterr().out
+
+
+def test_a_stopped_queue_keeps_the_records_under_way_unpublished(checkout: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from fedcluster.reproduce import command
+
+    real = command.run_experiment
+    seen: list[str] = []
+
+    def first_only(exp, args, out, path, store):  # type: ignore[no-untyped-def]
+        seen.append(exp.name)
+        if len(seen) > 1:
+            return None  # as the time limit does: records so far kept, nothing published
+        return real(exp, args, out, path, store)
+
+    monkeypatch.setattr(command, "run_experiment", first_only)
+    assert main(["reproduce", "--all", "--budget", "tiny", "--seeds", "1", "--publish", "--set", "threads=1"]) == 0
+    assert seen == [CHEAP, DEAR]
+    assert (checkout / f"{CHEAP}.json").is_file() and not (checkout / f"{DEAR}.json").exists()
+    out = capsys.readouterr().out
+    assert "settled 1 experiment(s); 1 left" in out and "the same command continues" in out
+
+
+def test_a_larger_published_budget_is_settled(checkout: Path) -> None:
+    Stored(CHEAP, "protocol", 3, "cpu", [], finished=True).save(checkout / f"{CHEAP}.json")
+    assert [e.exp.name for e in queue.unsettled("tiny", 3, checkout, (checkout,))] == [DEAR]
+    assert [e.exp.name for e in queue.unsettled("tiny", 5, checkout, (checkout,))] == [CHEAP, DEAR]  # fewer seeds
+
+
+def test_publishing_over_another_budget_keeps_its_reading_under_that_budget(checkout: Path) -> None:
+    old = Stored(CHEAP, "small", 3, "cpu", [], finished=True)
+    old.save(checkout / f"{CHEAP}.json")
+    (checkout / f"{CHEAP}.reading.md").write_text("small-budget reading")
+    work = checkout / "in-progress"
+    work.mkdir()
+    new = Stored(CHEAP, "protocol", 3, "cpu", [], finished=True)
+    new.save(work / f"{CHEAP}.json")
+    queue.publish(EXPERIMENTS[CHEAP], new, work, checkout)
+    assert json.loads((checkout / f"{CHEAP}.json").read_text())["budget"] == "protocol"
+    assert (checkout / f"{CHEAP}.reading-small.md").read_text() == "small-budget reading"
+    assert not (checkout / f"{CHEAP}.reading.md").exists() and not (work / f"{CHEAP}.json").exists()
+    assert list(checkout.glob(f"{CHEAP}.previous-small-*.json"))
+
+
+def test_the_queue_takes_no_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", CHEAP, "--all"]) == 2
+    assert "--all runs every unsettled experiment" in capsys.readouterr().err
