@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fedcluster.reproduce.run_store import RunStore
 
 IN_PROGRESS = "in-progress"
+CLIENT_ROUND_SECONDS = 8e-3  # one client's round at the protocols with an MLP on one core (training and evaluation)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def settled(held: Stored | None, budget: str, seeds: int) -> bool:
 
 def expected_hours(exp: Experiment, budget: str, seeds: int, folders: tuple[Path, ...]) -> tuple[float, bool]:
     """CPU hours of ``exp`` at ``budget``: from a current ``--estimate`` in one of ``folders``, else a proxy from its
-    size (runs × clients × rounds at 0.5 ms a client-round, about an MLP's), and whether it was measured."""
+    size (runs × learning rates × clients × share of their data × rounds at 8 ms a client-round, about what an MLP
+    takes at the papers' protocols on one core), and whether it was measured."""
     from fedcluster.reproduce.estimate import matching
 
     for folder in folders:
@@ -54,7 +56,8 @@ def expected_hours(exp: Experiment, budget: str, seeds: int, folders: tuple[Path
         if found is not None:
             return found.cpu_hours(seeds), True
     b = exp.budget(budget)
-    return seeds * len(exp.pairs()) * b.clients * b.rounds * max(b.fraction, 0.05) * 0.5e-3 / 3600, False
+    runs = seeds * len(exp.pairs()) * max(len(b.lr_grid), 1)
+    return runs * b.clients * b.rounds * b.fraction * CLIENT_ROUND_SECONDS / 3600, False
 
 
 def unsettled(budget: str, seeds: int, published: Path, folders: tuple[Path, ...]) -> list[Entry]:
