@@ -28,6 +28,7 @@ def _records(*args: str) -> subprocess.CompletedProcess:
     ["--out", "OUT", "--minutes", "soon", "s4-table1-fmnist:protocol"],
     ["--out", "OUT", "--minutes", "8"],  # no entry
     ["--out", "OUT", "--minutes", "8", "s4-table1-fmnist:huge"],
+    ["--out", "OUT", "--minutes", "8", "--workers", "0", "s4-table1-fmnist:protocol"],
 ])
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
     done = _records(*[str(tmp_path / a) if a == "OUT" else a for a in args])
@@ -42,7 +43,7 @@ def test_a_cut_window_keeps_its_records_and_the_next_continues(tmp_path: Path) -
     first = _records("--out", str(tmp_path / "one"), "--minutes", "2", entry)
     assert first.returncode == 0, first.stdout + first.stderr
     files = [p for p in (tmp_path / "one").rglob("*") if p.is_file()]
-    assert sorted(p.name for p in files) == ["records.log", "s4-ablation-participation.json"], files
+    assert sorted(p.name for p in files) == ["records.log", "s4-ablation-participation.json", "store.tar.gz"], files
     stored = json.loads((tmp_path / "one" / "gpu-small" / "s4-ablation-participation.json").read_text())
     assert not stored["finished"] and stored["records"], "2 minutes store some runs, not all 60"
     (tmp_path / "stored" / "gpu-small").mkdir(parents=True)

@@ -46,9 +46,9 @@ def test_the_queue_runs_the_cheapest_first_and_publishes_each_when_its_seeds_are
 
 def test_a_stopped_queue_keeps_the_records_under_way_unpublished(checkout: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from fedcluster.reproduce import command
+    from fedcluster.reproduce import running
 
-    real = command.run_experiment
+    real = running.run_experiment
     seen: list[str] = []
 
     def first_only(exp, args, out, path, store):  # type: ignore[no-untyped-def]
@@ -57,7 +57,7 @@ def test_a_stopped_queue_keeps_the_records_under_way_unpublished(checkout: Path,
             return None  # as the time limit does: records so far kept, nothing published
         return real(exp, args, out, path, store)
 
-    monkeypatch.setattr(command, "run_experiment", first_only)
+    monkeypatch.setattr(running, "run_experiment", first_only)
     assert main(["reproduce", "--all", "--budget", "tiny", "--seeds", "1", "--publish", "--set", "threads=1"]) == 0
     assert seen == [CHEAP, DEAR]
     assert (checkout / f"{CHEAP}.json").is_file() and not (checkout / f"{DEAR}.json").exists()

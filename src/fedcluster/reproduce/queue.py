@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from fedcluster.errors import UserError
 from fedcluster.reproduce.catalogue import EXPERIMENTS, get
 from fedcluster.reproduce.results import Stored
-from fedcluster.reproduce.spec import Experiment
+from fedcluster.reproduce.spec import BUDGET_RANK, Experiment
 
 if TYPE_CHECKING:
     from fedcluster.reproduce.run_store import RunStore
@@ -39,8 +39,6 @@ class Entry:
 
 def settled(held: Stored | None, budget: str, seeds: int) -> bool:
     """Whether published results ``held`` already answer at ``budget`` with ``seeds`` seeds (or more)."""
-    from fedcluster.reproduce.command import BUDGET_RANK
-
     return (held is not None and held.finished and held.seeds >= seeds
             and BUDGET_RANK.get(held.budget, 0) >= BUDGET_RANK.get(budget, 0))
 
@@ -76,8 +74,8 @@ def unsettled(budget: str, seeds: int, published: Path, folders: tuple[Path, ...
 
 def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunStore) -> int:
     """Run the unsettled experiments cheapest first until the time limit (if any); publish each as it finishes."""
-    from fedcluster.reproduce.command import guard_published, run_experiment
     from fedcluster.reproduce.report import write_experiment, write_summary
+    from fedcluster.reproduce.running import guard_published, run_experiment
 
     seeds = 3 if args.seeds is None else args.seeds
     work = out / IN_PROGRESS if publishing else out

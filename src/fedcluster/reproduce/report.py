@@ -13,7 +13,7 @@ from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, paper_cpu_hours, paper_ne
 from fedcluster.reproduce.estimate import matching, need_line
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
-from fedcluster.reproduce.spec import Experiment
+from fedcluster.reproduce.spec import BUDGET_RANK, Experiment
 
 SUMMARY = "REPRODUCTION.md"
 
@@ -192,8 +192,6 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
 def next_budget(exp: Experiment, stored: Stored | None) -> str | None:
     """The budget that would settle ``exp`` further: protocol where it has one and the records are below it, else
     paper; None at the paper budget."""
-    from fedcluster.reproduce.command import BUDGET_RANK
-
     held = BUDGET_RANK.get(stored.budget, 0) if stored is not None else 0
     if held >= BUDGET_RANK["paper"]:
         return None

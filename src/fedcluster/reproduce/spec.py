@@ -17,6 +17,7 @@ from fedcluster.reproduce.verdicts import Paired
 # the user-visible budgets; "tiny" exists for the tests. protocol (only where an experiment defines it): the paper's
 # training protocol (clients, rounds, batch, local steps, learning rates, data) with a model a CPU runs in hours
 BUDGETS = ("small", "protocol", "paper")
+BUDGET_RANK = {"tiny": 0, "small": 1, "protocol": 2, "paper": 3}  # larger: nearer the paper's own scale
 
 
 @dataclass(frozen=True)
