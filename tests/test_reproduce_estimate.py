@@ -34,14 +34,15 @@ def test_a_run_cost_is_its_fixed_part_plus_rounds_and_evaluations() -> None:
     assert cost.seconds == pytest.approx(1.8 + 200 * 1.1 + 20 * 1.9)
 
 
-def test_wall_time_with_workers_list_schedules_the_parts_dearest_first() -> None:
+def test_wall_time_with_workers_list_schedules_the_runs_dearest_first() -> None:
     runs = [RunCost("C=8", "a", 0.0, 1.0, 0.0, 0, 360), RunCost("C=8", "b", 0.0, 1.0, 0.0, 0, 360),
-            RunCost("C=16", "a", 0.0, 1.0, 0.0, 0, 1800)]  # parts of 720 s (C=8) and 1800 s (C=16)
+            RunCost("C=16", "a", 0.0, 1.0, 0.0, 0, 1800)]  # runs of 360 s (C=8) and 1800 s (C=16), 3 seeds each
     found = Estimate("x", "paper", "", [], "", build=0.0, runs=runs)
     assert found.wall_hours(3, 1) == pytest.approx(found.cpu_hours(3))
-    # 2 workers: 1800 | 1800, the third 1800 onto one, then the three 720 s parts onto the other (3960 > 3600)
-    assert found.wall_hours(3, 2) == pytest.approx((1800 + 3 * 720) / 3600)
-    assert found.wall_hours(3, 6) == pytest.approx(1800 / 3600)  # no more than the dearest part
+    # 2 workers: 1800 | 1800, the third 1800 onto one, then five 360 s runs onto the other and the last onto either
+    assert found.wall_hours(3, 2) == pytest.approx((1800 + 6 * 360) / 3600)
+    assert found.wall_hours(3, 6) == pytest.approx(1800 / 3600)  # no more than the dearest run
+    assert found.wall_hours(1, 3) == pytest.approx(1800 / 3600)  # one seed: its runs side by side, not one part
 
 
 def _stored_small(name: str) -> Stored:

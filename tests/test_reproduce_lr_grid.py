@@ -76,3 +76,18 @@ def test_the_grid_is_part_of_the_protocol_and_older_protocols_are_unchanged() ->
     e = get("s1-table1-fmnist")
     assert "[0.03, 0.06, 1.0]" in e.protocol("protocol") and "[0.03, 0.06, 1.0]" not in e.protocol("small")
     assert e.protocol("small").startswith('protocol {"budget": [40, 30, ')
+
+
+def test_the_estimate_counts_every_rate_of_the_grid(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fedcluster.reproduce import estimate
+
+    monkeypatch.setattr(run_suite, "build", lambda *a: type("Fed", (), {"train": type("S", (), {
+        "sizes": np.array([10])})()})())
+    monkeypatch.setattr(estimate, "timed_run", lambda over, fed: (10.0, [2.0, 1.0, 1.0, 1.5], 0.5))
+    e = get("s1-table1-fmnist")
+    e = replace(e, methods=e.methods[:2])
+    found = estimate.estimate(e, "protocol", [], tmp_path, lambda line: None)
+    assert [r.method for r in found.runs] == ["FedAvg", "FedAvg lr=0.06", "FedAvg lr=1", "FeSEM", "FeSEM lr=0.06",
+                                              "FeSEM lr=1"]
+    one = found.runs[0].seconds
+    assert found.cpu_hours(3) == pytest.approx(3 * (found.build + 6 * one) / 3600)

@@ -12,7 +12,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +58,13 @@ class Estimate:
         return seeds * (self.build + sum(r.seconds for r in self.runs)) / 3600
 
     def wall_hours(self, seeds: int, workers: int) -> float:
-        """Wall time with ``workers`` parts at once (``--workers``: a part is one seed's runs of one setting, the
-        dearest handed out first once every setting is timed): the seeds × settings parts list-scheduled, dearest
-        first, each onto the worker that frees up first (the federations' build shared out by setting)."""
-        cost: dict[str, float] = {}
-        for r in self.runs:
-            cost[r.setting] = cost.get(r.setting, 0.0) + r.seconds
-        share = self.build / max(len(cost), 1)
+        """Wall time with ``workers`` runs at once (``--workers``: the dearest handed out first once every setting
+        is timed): the seeds × runs list-scheduled, dearest first, each onto the worker that frees up first (the
+        federations' build shared out by run)."""
+        share = self.build / max(len(self.runs), 1)
         busy = [0.0] * max(workers, 1)
-        for part in sorted((c + share for c in cost.values() for _ in range(seeds)), reverse=True):
-            busy[busy.index(min(busy))] += part
+        for run in sorted((r.seconds + share for r in self.runs for _ in range(seeds)), reverse=True):
+            busy[busy.index(min(busy))] += run
         return max(busy) / 3600
 
     def save(self, path: Path) -> None:
@@ -145,6 +142,8 @@ def estimate(exp: Experiment, budget_name: str, extra: Sequence[str], out: Path,
                                                   fed)
             cost = cost_of(setting.name, method.label, over, budget.rounds, wall, seconds, evaluation)
             found.runs.append(cost)
+            # a learning-rate grid trains the run once per rate: timed at one, counted at each
+            found.runs.extend(replace(cost, method=f"{method.label} lr={lr:g}") for lr in budget.lr_grid[1:])
             where = f"{exp.name} {setting.name}".strip()
             say(f"{where} {method.label}: {cost.train_round:.2f} s a round, {cost.evaluation:.2f} s an evaluation "
                 f"× {cost.evaluations}, {cost.seconds / 60:.1f} min a run")
