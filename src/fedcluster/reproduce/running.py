@@ -86,16 +86,18 @@ def run_experiment(exp: Experiment, args: argparse.Namespace, out: Path, path: P
     runner = getattr(import_module(f"fedcluster.reproduce.{module}"), fn)
     uses_store = exp.kind == "suite"
     t_start = time.perf_counter()
-    wall0 = stored.wall_seconds
+    wall0 = [stored.wall_seconds]  # a run read from the store counts with the time it took to train
     wanted = exp.runs_of(args.seeds)
     have = wanted & stored.keys()
     reused = [0]
 
     def emit(record: dict) -> None:
         record["curve"] = [[t, float(f"{v:.5g}")] for t, v in record["curve"]]  # compact file, plenty for a plot
-        reused[0] += bool(record.pop("reused", False))
+        if record.pop("reused", False):
+            reused[0] += 1
+            wall0[0] += float(record.get("seconds") or 0.0)
         stored.records.append(record)
-        stored.wall_seconds = wall0 + time.perf_counter() - t_start
+        stored.wall_seconds = wall0[0] + time.perf_counter() - t_start
         stored.date = time.strftime("%Y-%m-%d")
         stored.save(path)
         values = ", ".join(f"{k} {v:.4g}" for k, v in record["metrics"].items())
@@ -128,7 +130,7 @@ def run_experiment(exp: Experiment, args: argparse.Namespace, out: Path, path: P
               f"stored in {path}{_reused(reused[0])}; the same command again continues from them", file=sys.stderr)
         return None
     stored.finished = True
-    stored.wall_seconds = wall0 + time.perf_counter() - t_start
+    stored.wall_seconds = wall0[0] + time.perf_counter() - t_start
     stored.date = time.strftime("%Y-%m-%d")
     stored.save(path)
     if reused[0]:
