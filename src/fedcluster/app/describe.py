@@ -212,12 +212,13 @@ def describe_name(name: str) -> str:
     from fedcluster.catalog.papers import references
     from fedcluster.catalog.params import PARAMS
     from fedcluster.catalog.registry import REGISTRIES
-    from fedcluster.errors import UserError
+    from fedcluster.errors import UserError, did_you_mean
 
     parts = []
     for registry in REGISTRIES.values():
         if name not in registry:
             continue
+        name = registry.canonical(name)
         static = PARAMS.get(registry.kind, {})
         if not registry.is_loaded(name) and name in static:
             parts.append(_entry_text(registry.kind, name, registry.descriptions()[name], static[name]))
@@ -226,8 +227,10 @@ def describe_name(name: str) -> str:
             parts.append(_entry_text(registry.kind, name, entry.description, params_info(entry.params)))
     if not parts:
         kinds = ", ".join(REGISTRIES)
-        raise UserError(f"nothing is registered as {name!r}; `fedcluster list` shows every name "
-                        f"(or list one kind: {kinds})")
+        every = [*REGISTRIES, *(n for registry in REGISTRIES.values() for n in registry.names())]
+        aliases = {a: n for registry in REGISTRIES.values() for a, n in registry.aliases.items()}
+        raise UserError(f"nothing is registered as {name!r};{did_you_mean(name, every, aliases)} `fedcluster list` "
+                        f"shows every name (or list one kind: {kinds})")
     text = "\n\n".join(parts)
     cited = references(text, name if name in REGISTRIES["algorithms"] else None)
     return text + ("\n\n" + cited if cited else "")
