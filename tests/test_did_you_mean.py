@@ -68,3 +68,10 @@ def test_a_mistyped_subcommand_or_list_name_is_suggested(argv: list[str], sugges
         status = e.code
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and suggestion in err, err
+
+
+def test_every_data_set_spelling_names_a_data_set_and_shadows_none() -> None:
+    from fedcluster.catalog.registry import DATASETS
+
+    assert DATASETS.aliases and all(name in DATASETS.names() for name in DATASETS.aliases.values())
+    assert not set(DATASETS.aliases) & set(DATASETS.names())
