@@ -13,7 +13,8 @@ from fedcluster.errors import ConfigError, did_you_mean
     ("round=3", "did you mean 'rounds'?"),
     ("num_client=8", "did you mean 'num_clients'?"),
     ("algorithm=ifac", "did you mean 'ifca'?"),
-    ("dataset=fashion_mnist", "did you mean 'fashion-mnist'?"),
+    ("dataset=fashion-mnst", "did you mean 'fashion-mnist'?"),
+    ("dataset=fmnst", "did you mean 'fashion-mnist'?"),  # near another spelling: the name it spells
     ("scenario=concept_swap", "did you mean 'concept-swap'?"),
     ("model=lenet", "did you mean"),
     ("algorithm.num_cluster=3", "did you mean 'algorithm.num_clusters'?"),
@@ -44,3 +45,33 @@ def test_the_cli_prints_the_suggestion_in_one_line(capsys) -> None:
     assert main(["run", "roudns=5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown key 'roudns'; did you mean 'rounds'? valid keys:" in err
+
+
+@pytest.mark.parametrize(("alias", "name"), [("fmnist", "fashion-mnist"), ("fashion_mnist", "fashion-mnist"),
+                                             ("cifar-10", "cifar10"), ("tinyimagenet", "tiny-imagenet")])
+def test_a_data_set_spelt_as_papers_do_is_that_data_set(alias: str, name: str, capsys) -> None:
+    assert resolve(load_raw(None, [f"dataset={alias}"]))[0].dataset == name  # run, config.yaml, cache: the name
+    assert main(["list", alias]) == 0
+    assert capsys.readouterr().out.startswith(f"dataset {name}:")
+
+
+@pytest.mark.parametrize(("argv", "suggestion"), [
+    (["rnu"], "did you mean 'run'?"), (["lsit"], "did you mean 'list'?"), (["sweeep", "x=1"], "did you mean 'sweep'?"),
+    (["list", "fedcr"], "did you mean 'fedrc'?"), (["list", "algoritms"], "did you mean 'algorithms'?"),
+    (["list", "fmnst"], "did you mean 'fashion-mnist'?"),
+    (["reproduce", "--list", "--budget", "smal"], "did you mean 'small'?"),
+])
+def test_a_mistyped_subcommand_or_list_name_is_suggested(argv: list[str], suggestion: str, capsys) -> None:
+    try:
+        status = main(argv)
+    except SystemExit as e:  # argparse's own mistakes end in exit()
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and suggestion in err, err
+
+
+def test_every_data_set_spelling_names_a_data_set_and_shadows_none() -> None:
+    from fedcluster.catalog.registry import DATASETS
+
+    assert DATASETS.aliases and all(name in DATASETS.names() for name in DATASETS.aliases.values())
+    assert not set(DATASETS.aliases) & set(DATASETS.names())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedcluster.app.cli import main
+from fedcluster.errors import UserError
 from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.estimate import TIMED_ROUNDS, Estimate, RunCost, cost_of, evaluations, matching
 from fedcluster.reproduce.report import paper_budget_line
@@ -87,3 +88,35 @@ def test_estimate_times_every_setting_and_method(tmp_path: Path, capsys: pytest.
     assert main(["reproduce", name, "--budget", "tiny", "--estimate", "--out", str(tmp_path), "--set", "threads=1",
                  "--workers", "2"]) == 0
     assert "with --workers 2: about" in capsys.readouterr().out
+
+
+def test_estimate_says_what_it_times_before_it_times_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name = "s3-rotation-8"
+    assert main(["reproduce", name, "--budget", "tiny", "--estimate", "--out", str(tmp_path), "--set",
+                 "threads=1"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    exp = EXPERIMENTS[name].trimmed("tiny")
+    total = sum(s.runs(m) for s in exp.settings for m in exp.methods)
+    assert lines[0].startswith(f"{name}: timing {total} run(s) over {TIMED_ROUNDS} rounds")
+    starts = [i for i, line in enumerate(lines) if "] timing " in line]
+    assert [lines[i].split("]")[0] for i in starts] == [f"[{n}/{total}" for n in range(1, total + 1)]
+    assert all("a round" in lines[i + 1] for i in starts)  # each start is followed by that run's measurement
+    assert any(line.startswith("building the federation") for line in lines[:starts[0]])
+
+
+def test_a_deeply_nested_or_huge_estimate_file_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedcluster.reproduce import estimate
+
+    exp = EXPERIMENTS["s3-rotation-8-sweep"]
+    path = tmp_path / f"{exp.name}.estimate.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    _stored_small(exp.name).save(tmp_path / f"{exp.name}.json")
+    assert main(["reproduce", exp.name, "--report-only", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nested more deeply than an estimate" in err and "Traceback" not in err
+    path.write_text('{"name": "[[[[[[[[[[[[", "runs": []}')  # brackets inside a string are not nesting
+    assert estimate.nesting(path.read_text()) == 2
+    monkeypatch.setattr(estimate, "MAX_BYTES", 10)
+    with pytest.raises(UserError, match="larger or nested more deeply"):
+        Estimate.load(path)

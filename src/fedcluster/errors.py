@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 class UserError(ValueError):
@@ -29,9 +29,11 @@ class InterruptedRun(Exception):  # noqa: N818 (it is a KeyboardInterrupt with t
     """Ctrl-C during a run; the message says where the results are and how to continue (exit 130)."""
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``" did you mean 'rounds'?"`` for the choice closest to a mistyped ``word`` (difflib), else ``""``."""
+def did_you_mean(word: str, choices: Iterable[str], aliases: Mapping[str, str] | None = None) -> str:
+    """``" did you mean 'rounds'?"`` for the choice closest to a mistyped ``word`` (difflib), else ``""``; a
+    closest ``aliases`` key (another spelling of a choice) suggests the choice it spells."""
     import difflib
 
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" did you mean {close[0]!r}?" if close else ""
+    aliases = aliases or {}
+    close = difflib.get_close_matches(word, [*choices, *aliases], n=1, cutoff=0.6)
+    return f" did you mean {aliases.get(close[0], close[0])!r}?" if close else ""

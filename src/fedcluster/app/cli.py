@@ -10,13 +10,14 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import re
 import sys
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fedcluster.errors import DivergedError, InterruptedRun, UserError
+from fedcluster.errors import DivergedError, InterruptedRun, UserError, did_you_mean
 
 EXIT_USAGE = 2  # bad input, an unusable file or folder (including a full disk)
 EXIT_DIVERGED = 3  # non-finite losses or weights: the run stopped, its last checkpoint kept
@@ -187,7 +188,10 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one ``fedcluster: error:`` line (exit 2) like every other mistake."""
 
     def error(self, message: str) -> typing.NoReturn:
-        self.exit(EXIT_USAGE, f"fedcluster: error: {' '.join(message.split())}; see `{self.prog} --help`\n")
+        message = " ".join(message.split())
+        wrong = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)  # a misspelt subcommand
+        hint = did_you_mean(wrong[1], re.findall(r"'([^']*)'", wrong[2])) if wrong else ""  # or option value
+        self.exit(EXIT_USAGE, f"fedcluster: error: {message};{hint} see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

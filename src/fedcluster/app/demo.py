@@ -58,7 +58,7 @@ def _demo(root: Path, progress: bool) -> int:
     print("\nval acc: clients' own validation data with their model; test acc: new clients of each concept;\n"
           "ARI: learned clusters vs the true concepts (1 = recovered exactly, 0 = no better than chance).\n"
           f"\nsee the clusters:   fedcluster report {clustered.run_dir}\n"
-          "                    (clusters.png: each concept's share per cluster; num_clusters.png: K^t; curves.png)\n"
+          "                    (clusters.png: where each concept's data went; num_clusters.png: K^t; curves.png)\n"
           "another method:     fedcluster run configs/demo.yaml algorithm=ifca algorithm.num_clusters=3\n"
           "all keys:           fedcluster run --help      methods: fedcluster list\n"
           "paper experiments:  configs/ (fedcluster init copies them into the current folder)")

@@ -13,11 +13,14 @@ import ast
 import dataclasses
 import inspect
 import io
+import re
 import textwrap
 import tokenize
 import types
 import typing
 from typing import Any, Literal
+
+from fedcluster.config.value_text import value_text
 
 RUN_KEY_DOCS: dict[str, str] = {
     "algorithm": "method to run (`fedcluster list algorithms`; its parameters: algorithm.<name>=value)",
@@ -86,17 +89,6 @@ def type_name(hint: Any) -> str:
     if hint is Any:
         return "any"
     return getattr(hint, "__name__", str(hint))
-
-
-def value_text(value: Any) -> str:
-    """A value as it is written on the command line: null, true, [a,b], 0.1."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(value_text(v) for v in value) + "]"
-    return str(value)
 
 
 def default_of(f: dataclasses.Field) -> Any:
@@ -179,6 +171,10 @@ def run_keys_help() -> str:
             "Lists are written [a,b,c]; null means none. With no arguments `fedcluster run` runs the demo.")
 
 
+TIERS_NOTE = ("tiers: the four choices of the HCFL paper's framework that make up a clustered method: 1 formulation "
+              "(how likely a sample is under a cluster), 2 weighting (how much a client belongs to each), "
+              "3 adaptation (when K changes), 4 distance (which clients are alike); docs/extending.md, "
+              "\"How a method is put together\", explains each")
 ParamsInfo = tuple[str | None, tuple[tuple[str, str, str, str], ...]] | None  # (class doc, rows) or no parameters
 
 
@@ -212,12 +208,13 @@ def describe_name(name: str) -> str:
     from fedcluster.catalog.papers import references
     from fedcluster.catalog.params import PARAMS
     from fedcluster.catalog.registry import REGISTRIES
-    from fedcluster.errors import UserError
+    from fedcluster.errors import UserError, did_you_mean
 
     parts = []
     for registry in REGISTRIES.values():
         if name not in registry:
             continue
+        name = registry.canonical(name)
         static = PARAMS.get(registry.kind, {})
         if not registry.is_loaded(name) and name in static:
             parts.append(_entry_text(registry.kind, name, registry.descriptions()[name], static[name]))
@@ -226,8 +223,12 @@ def describe_name(name: str) -> str:
             parts.append(_entry_text(registry.kind, name, entry.description, params_info(entry.params)))
     if not parts:
         kinds = ", ".join(REGISTRIES)
-        raise UserError(f"nothing is registered as {name!r}; `fedcluster list` shows every name "
-                        f"(or list one kind: {kinds})")
+        every = [*REGISTRIES, *(n for registry in REGISTRIES.values() for n in registry.names())]
+        aliases = {a: n for registry in REGISTRIES.values() for a, n in registry.aliases.items()}
+        raise UserError(f"nothing is registered as {name!r};{did_you_mean(name, every, aliases)} `fedcluster list` "
+                        f"shows every name (or list one kind: {kinds})")
     text = "\n\n".join(parts)
+    if re.search(r"\btiers? \d", text):
+        text += "\n\n" + TIERS_NOTE
     cited = references(text, name if name in REGISTRIES["algorithms"] else None)
     return text + ("\n\n" + cited if cited else "")

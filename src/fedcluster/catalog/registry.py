@@ -32,10 +32,16 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """A named collection; looking up an unknown name lists the valid ones."""
 
-    def __init__(self, kind: str, declared: Mapping[str, tuple[str, str]] | None = None) -> None:
+    def __init__(self, kind: str, declared: Mapping[str, tuple[str, str]] | None = None,
+                 aliases: Mapping[str, str] | None = None) -> None:
         self.kind = kind
         self._entries: dict[str, Entry[T]] = {}
         self._declared: dict[str, tuple[str, str]] = dict(declared or {})  # name -> (module, description)
+        self.aliases: dict[str, str] = dict(aliases or {})  # another spelling -> the name
+
+    def canonical(self, name: str) -> str:
+        """The registered name ``name`` spells (``fmnist`` -> ``fashion-mnist``); any other name unchanged."""
+        return self.aliases.get(name, name) if isinstance(name, str) else name
 
     def register(
         self, name: str, description: str, params: type | None = None, *, paper: str | None = None
@@ -53,6 +59,7 @@ class Registry(Generic[T]):
         self._entries[name] = Entry(name, obj, description, params, paper)
 
     def get(self, name: str) -> Entry[T]:
+        name = self.canonical(name)
         if name not in self._entries and name in self._declared:
             module = self._declared[name][0]
             importlib.import_module(module)
@@ -61,7 +68,8 @@ class Registry(Generic[T]):
                                    "but it does not: regenerate the catalog with "
                                    "`PYTHONPATH=src python -m fedcluster.app.regenerate`")
         if name not in self._entries:
-            raise ConfigError(f"unknown {self.kind} {name!r};{did_you_mean(str(name), self.names())} choose one of: "
+            hint = did_you_mean(str(name), self.names(), self.aliases)
+            raise ConfigError(f"unknown {self.kind} {name!r};{hint} choose one of: "
                               f"{', '.join(self.names())}")
         return self._entries[name]
 
@@ -99,11 +107,15 @@ class Registry(Generic[T]):
         return iter(self._entries[n] for n in self.names())
 
     def __contains__(self, name: object) -> bool:
+        name = self.canonical(name) if isinstance(name, str) else name
         return name in self._entries or name in self._declared
 
 
 ALGORITHMS: Registry[Any] = Registry("algorithm", catalog.ALGORITHMS)
-DATASETS: Registry[Any] = Registry("dataset", catalog.DATASETS)
+DATASET_ALIASES = {"fmnist": "fashion-mnist", "fashion_mnist": "fashion-mnist", "fashionmnist": "fashion-mnist",
+                   "cifar-10": "cifar10", "cifar-100": "cifar100", "cifar_10": "cifar10", "cifar_100": "cifar100",
+                   "tinyimagenet": "tiny-imagenet", "tiny_imagenet": "tiny-imagenet"}  # the spellings papers use
+DATASETS: Registry[Any] = Registry("dataset", catalog.DATASETS, DATASET_ALIASES)
 SCENARIOS: Registry[Any] = Registry("scenario", catalog.SCENARIOS)
 MODELS: Registry[Any] = Registry("model", catalog.MODELS)
 REGISTRIES: dict[str, Registry[Any]] = {"algorithms": ALGORITHMS, "datasets": DATASETS, "scenarios": SCENARIOS,

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from fedcluster.catalog.registry import ALGORITHMS, MODELS, SCENARIOS, Registry
+from fedcluster.catalog.registry import ALGORITHMS, DATASETS, MODELS, SCENARIOS, Registry
 from fedcluster.config.bounds import check_run_bounds
 from fedcluster.config.validation import check_config, check_params, check_raw, hidden_character, read_config_file
 from fedcluster.config.yaml_dialect import load_yaml
@@ -306,6 +306,8 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
                               f"{', '.join(sorted(_TOP_FIELDS))}, "
                               "and algorithm.<name>, scenario.<name>, model.<name>")
         kwargs[k] = coerce(v, hints[k], k)
+    if "dataset" in kwargs:  # another spelling of a data set's name (dataset=fmnist) is that data set
+        kwargs["dataset"] = DATASETS.canonical(kwargs["dataset"])
     cfg = RunConfig(**kwargs)
     _check_ranges(cfg)
     check_config(cfg)
@@ -317,8 +319,6 @@ def resolve(raw: dict[str, Any]) -> tuple[RunConfig, dict[str, Any]]:
         typed[section] = params
         setattr(cfg, section + "_params", params_to_dict(params))
         check_params(section, getattr(cfg, section + "_params"))
-    from fedcluster.catalog.registry import DATASETS
-
     DATASETS.get(cfg.dataset)
     return cfg, typed
 

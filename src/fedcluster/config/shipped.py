@@ -14,6 +14,7 @@ from fedcluster.errors import UserError
 
 FOLDER = "configs"
 SHIPPED = Path(__file__).resolve().parents[1] / FOLDER  # in the source tree a link to the clone's configs/
+_NOTED: set[tuple[Path, Path]] = set()  # (folder, name) whose fallback was noted: said once per process
 
 
 def names() -> list[str]:
@@ -22,14 +23,17 @@ def names() -> list[str]:
 
 
 def locate(path: str | Path) -> Path:
-    """``path`` itself when it exists or is not ``configs/NAME``; else the shipped ``configs/NAME`` if there is one."""
+    """``path`` itself when it exists or is not ``configs/NAME``; else the shipped ``configs/NAME`` if there is one
+    (noted once per folder and process)."""
     p = Path(path)
     if p.exists() or p.is_absolute() or p.parent != Path(FOLDER) or p.name not in names():
         return p
     from fedcluster.config.notes import note
 
-    note(f"{p} is not in this folder: using the copy shipped with fedcluster "
-         "(`fedcluster init` copies configs/ here to edit)")
+    if (Path.cwd(), p) not in _NOTED:  # a notebook or a sweep loads it many times: one note
+        _NOTED.add((Path.cwd(), p))
+        note(f"{p} is not in this folder: using the copy shipped with fedcluster "
+             "(`fedcluster init` copies configs/ here to edit)")
     return SHIPPED / p.name
 
 

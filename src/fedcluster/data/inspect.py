@@ -15,6 +15,7 @@ import numpy as np
 
 from fedcluster.catalog.registry import DATASETS
 from fedcluster.config.run_config import load_raw, resolve
+from fedcluster.config.value_text import value_text
 from fedcluster.data.build import build_federation, cache_path
 from fedcluster.data.federation import Federation
 from fedcluster.storage.atomic import writing
@@ -56,7 +57,7 @@ def _counts(names: list[str], values: np.ndarray) -> str:
 def describe(fed: Federation) -> str:
     """Multi-line summary: sizes, concepts, styles, label maps, label skew and a few label histograms."""
     params = {k: v for k, v in fed.info.items() if k not in ("name", "dataset")}
-    lines = [fed.summary(), "  parameters: " + ", ".join(f"{k}={v}" for k, v in params.items())]
+    lines = [fed.summary(), "  parameters: " + ", ".join(f"{k}={value_text(v)}" for k, v in params.items())]
     lines.append(f"  test clients: concepts {fed.test_cluster.tolist()}, sizes {fed.test.sizes.tolist()}")
     if np.any(fed.style >= 0):
         lines.append("  clients per style: " + _counts(fed.style_names, fed.style))

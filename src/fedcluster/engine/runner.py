@@ -65,7 +65,7 @@ from fedcluster.models.base import build_model
 from fedcluster.storage.atomic import writing
 from fedcluster.tracking.loggers import open_tracking
 from fedcluster.tracking.plots import plot_accuracy
-from fedcluster.tracking.run_dir import RunDir, default_run_dir
+from fedcluster.tracking.run_dir import RunDir, default_run_dir, rounds_span
 
 
 def git_revision() -> str | None:
@@ -250,15 +250,18 @@ class Run:
         return tuple(k for k, split in (("val_loss", self.fed.val), ("test_loss", self.fed.test))
                      if split.sizes.sum() == 0)
 
+    def _rows_kept(self, t: int) -> str:
+        return f"{rounds_span(1, t)} {'is' if t == 1 else 'are'} in {self.dir.rounds_csv}"
+
     def _kept(self, t: int, checkpointed: int) -> str:
         """Where the results of rounds 1..t are and how to continue from the last checkpoint."""
-        done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else f"no round finished ({self.dir.path})"
+        done = self._rows_kept(t) if t else f"no round finished ({self.dir.path})"
         if checkpointed:
             return f"{done}; `fedcluster resume {self.dir.path}` continues from the checkpoint of round {checkpointed}"
         return f"{done}; `fedcluster resume {self.dir.path}` starts it again (no checkpoint yet)"
 
     def _diverged_note(self, t: int, checkpointed: int) -> str:
-        done = f"rounds 1-{t} are in {self.dir.rounds_csv}" if t else "no round finished"
+        done = self._rows_kept(t) if t else "no round finished"
         if checkpointed:
             return (f"{done} and the checkpoint of round {checkpointed} is kept; start a new run with a smaller "
                     f"lr (now {self.cfg.lr:g}) and another out=")

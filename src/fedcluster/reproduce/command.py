@@ -85,8 +85,10 @@ def list_experiments(out: Path, published: Path | None) -> int:
     for name, exp in EXPERIMENTS.items():
         state = _state(Stored.load(out / f"{name}.json"))
         if published is not None:
+            from fedcluster.reproduce.listing import stated
+
             shown = Stored.load(published / f"{name}.json")
-            state += f"; published: {_state(shown)}" if shown is not None else ""
+            state += f"; published: {stated(published, shown)}" if shown is not None else ""
         print(f"{name:<{width}}  {exp.title} [{state}]")
     for name, item in UNAVAILABLE.items():
         print(f"{name:<{width}}  {item.title} [cannot run here: {item.needs}]")

@@ -5,9 +5,11 @@ plus the budget's rounds × the training round's time plus its evaluations × on
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -21,6 +23,14 @@ from fedcluster.errors import UserError
 from fedcluster.reproduce.spec import Experiment
 
 TIMED_ROUNDS = 4  # round 1 warms up; rounds 2 … 4 are timed (the last one also evaluates, timed again apart)
+MAX_BYTES = 10_000_000  # an estimate is a few kB (a few lines per run)
+MAX_DEPTH = 8  # an estimate nests 3 levels: the estimate, its runs, a run
+
+
+def nesting(text: str) -> int:
+    """The deepest nesting of JSON lists and objects in ``text`` (brackets inside strings not counted)."""
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+    return max(itertools.accumulate((c in "[{") - (c in "]}") for c in bare if c in "[]{}"), default=0)
 
 
 @dataclass
@@ -72,9 +82,18 @@ class Estimate:
 
     @staticmethod
     def load(path: Path) -> Estimate | None:
-        """The stored estimate, or None (no file, or one that is not an estimate: it is then ignored)."""
+        """The stored estimate, or None (no file, or one that is not an estimate: it is then ignored); a file too
+        large or nested too deeply to be one is refused in one line before it is parsed."""
         try:
-            raw: dict[str, Any] = json.loads(path.read_text())
+            large = path.stat().st_size > MAX_BYTES
+            text = "" if large else path.read_text()
+        except (OSError, ValueError):
+            return None
+        if large or nesting(text) > MAX_DEPTH:
+            raise UserError(f"{path} is larger or nested more deeply than an estimate (at most {MAX_BYTES:,} bytes "
+                            f"and {MAX_DEPTH} levels): delete it, or run the --estimate command again")
+        try:
+            raw: dict[str, Any] = json.loads(text)
             runs = [RunCost(**r) for r in raw.pop("runs")]
             return Estimate(**raw, runs=runs)
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -131,12 +150,18 @@ def estimate(exp: Experiment, budget_name: str, extra: Sequence[str], out: Path,
 
     budget = exp.budget(budget_name)
     found = Estimate(exp.name, budget_name, exp.protocol(budget_name), list(extra), time.strftime("%Y-%m-%d"))
+    total = sum(setting.runs(m) for setting in exp.settings for m in exp.methods)
+    say(f"{exp.name}: timing {total} run(s) over {TIMED_ROUNDS} rounds each at the {budget_name} budget "
+        f"({budget.clients} clients); a line as each one is timed")
     for setting in exp.settings:
         t0 = time.perf_counter()
+        say(f"building the federation{' of ' + setting.name if setting.name else ''} …")
         base = run_suite.base_overrides(exp, budget, setting, 0, extra)
         fed = run_suite.build(exp, budget, setting, base, 0)
         found.build += time.perf_counter() - t0
         for method in (m for m in exp.methods if setting.runs(m)):
+            at = f" at {setting.name}" if setting.name else ""
+            say(f"[{len(found.runs) + 1}/{total}] timing {method.label}{at} …")
             over = run_suite.method_overrides(setting, method, base, fed)
             wall, seconds, evaluation = timed_run([*over, f"rounds={TIMED_ROUNDS}", f"eval_every={TIMED_ROUNDS}"],
                                                   fed)

@@ -1,4 +1,4 @@
-"""``fedcluster report RUN_DIR``: draw a run's curves and its cluster-makeup heatmaps.
+"""``fedcluster report RUN_DIR``: draw a run's curves and where each group's data went, by cluster (heatmaps).
 
 * ``curves.png`` — local validation and global test accuracy (loss for regression) and ARI per round;
 * ``clusters.png`` — from ``clusters.jsonl``: for each grouping (true concept, class, feature style) the
@@ -109,6 +109,11 @@ def shares(mass: list[list[float]]) -> np.ndarray:
     return m / np.maximum(m.sum(0, keepdims=True), 1e-300)
 
 
+def share_title(group: str) -> str:
+    """A heatmap's title: a column is one group, split over the clusters (the rows), as :func:`shares` computes."""
+    return f"each {GROUP_TITLES[group]}'s data by cluster\n(each column sums to 1)"
+
+
 def snapshot_rounds(records: list[dict]) -> list[dict]:
     n = len(records)
     picks = sorted({0, n // 3, (2 * n) // 3, n - 1}) if n > 1 else [0]
@@ -137,13 +142,13 @@ def plot_cluster_shares(records: list[dict], path: Path, title: str) -> Path:
                     ax.text(j, k, f"{v:.2f}", ha="center", va="center", fontsize=6,
                             color="black" if v > 0.6 else "white")
             if r == 0:
-                ax.set_title(f"share of each {GROUP_TITLES[g]} per cluster", fontsize=8)
+                ax.set_title(share_title(g), fontsize=8)
             if r == len(snaps) - 1:
                 ax.set_xlabel(GROUP_TITLES[g], fontsize=8)
             if c == 0:
                 ax.set_ylabel(f"round {rec['round']}", fontsize=8)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="share of group's data")
-    fig.suptitle(f"{title}: cluster makeup (FedRC Fig. 3)", fontsize=9)
+    fig.suptitle(f"{title}: where each group's data went, by cluster (FedRC Fig. 3)", fontsize=9)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

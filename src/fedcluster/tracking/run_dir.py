@@ -218,7 +218,12 @@ class RunDir:
         return state
 
 
+def rounds_span(first: int, last: int) -> str:
+    """``round 3`` or ``rounds 1-5``."""
+    return f"round {first}" if first == last else f"rounds {first}-{last}"
+
+
 def _rounds_text(rounds: list[int]) -> str:
     if not rounds:
         return "no rows"
-    return f"{len(rounds)} row{'s' if len(rounds) > 1 else ''} (rounds {rounds[0]}-{rounds[-1]})"
+    return f"{len(rounds)} row{'s' if len(rounds) > 1 else ''} ({rounds_span(rounds[0], rounds[-1])})"
