@@ -137,7 +137,8 @@ FAST = ["num_clients=8", "progress=false", "threads=1"]
 METHODS = {
     "flhc": ["algorithm.cluster_round=1", "algorithm.distance_threshold=0.3"],
     "fedgroup": ["algorithm.num_groups=2"],
-    "fedgwc": ["algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3"],  # splits at once
+    # splits at once (half the clients per round: FedGWC splits only under partial participation)
+    "fedgwc": ["algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3", "clients_per_round=0.5"],
     "clove": ["algorithm.num_clusters=3"],
 }
 

@@ -56,7 +56,13 @@ from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.finch import finch_partitions
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.grouping import match_clusters_to_models, prefers_one_cluster, silhouette_kmeans
+from fedcluster.tiers.grouping import (
+    kmeans_groups,
+    match_clusters_to_models,
+    prefers_one_cluster,
+    silhouette_kmeans,
+    ward_silhouette_k,
+)
 from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
@@ -71,7 +77,7 @@ class CLoVEParams(ClusteredParams):
     stable_rounds: int = ranged(3, ">= 1")  # rounds with an unchanged model that make a client stable
     stable_fraction: float = ranged(1.0, "(0, 1]")  # stop clustering once this share of all clients is stable
     sqrt_loss: bool = False  # embed √loss (the square-root loss vector) instead of the loss
-    route: Literal["silhouette", "finch"] = "silhouette"  # K^t by k-means + silhouette, or by FINCH
+    route: Literal["ward", "silhouette", "finch"] = "ward"  # K^t by Ward + silhouette (10 % margin), k-means, or FINCH
     one_cluster_test: bool = False  # K^t = 1 when the gap statistic prefers one cluster to two
 
 
@@ -123,6 +129,9 @@ class CLoVE(ClusteredAlgorithm):
         p = self.params
         if p.one_cluster_test and prefers_one_cluster(embed, self.ctx.cfg.seed):
             return np.zeros(len(embed), dtype=np.int64)
+        if p.route == "ward":
+            k = ward_silhouette_k(embed, self.num_clusters)
+            return np.zeros(len(embed), dtype=np.int64) if k == 1 else kmeans_groups(embed, k, self.ctx.cfg.seed)
         if p.route == "silhouette":
             return silhouette_kmeans(embed, self.num_clusters, self.ctx.cfg.seed)
         fitting = [lab for lab in finch_partitions(embed) if lab.max() < self.num_clusters]
