@@ -19,7 +19,7 @@ step 0.1, β = 1). Communication: w down and w_{i,R} up.
 
 θ̃_i is a proximal step away from w, so it is as good as w allows: on a label skew (the digits demo's federation
 with ``scenario=label-skew``) it beats local training, while on the demo's three concepts, which relabel the same
-images so that no w fits them, it stays near w, about 24 points below local training at any λ tried (measured
+images so that no w fits them, it stays near w, 14–32 points below local training at every λ tried (measured
 in docs/methods.md).
 """
 
