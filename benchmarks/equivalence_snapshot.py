@@ -92,7 +92,8 @@ CASES.update({
     "flhc-cluster": ["algorithm=flhc", "algorithm.cluster_round=1", "algorithm.num_clusters=2"],
     "fedgroup-inter": ["algorithm=fedgroup", "algorithm.num_groups=2", "algorithm.pretrain_scale=2",
                        "algorithm.pretrain_steps=3", "algorithm.inter_lr=0.1"],
-    "fedgwc-split": ["algorithm=fedgwc", "algorithm.patience=1", "algorithm.eps=1.0", "algorithm.min_cluster_size=3"],
+    "fedgwc-split": ["algorithm=fedgwc", "algorithm.patience=1", "algorithm.eps=1.0", "algorithm.min_cluster_size=3",
+                     "clients_per_round=3"],  # FedGWC splits under partial participation only
     "clove-sqrt": ["algorithm=clove", "algorithm.sqrt_loss=true", "algorithm.stable_rounds=1"],
 })
 # the 2-rank runs (methods that refuse ranks > 1 left out: fedmd's moment descent, the joint formulation)

@@ -19,7 +19,7 @@ from tests.test_bad_run_dir_properties import refused
 METHODS = {  # as tests/test_new_methods.py runs them: every method has clustered after 2 rounds
     "flhc": ["algorithm.cluster_round=1", "algorithm.distance_threshold=0.3"],
     "fedgroup": ["algorithm.num_groups=2"],
-    "fedgwc": ["algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3"],
+    "fedgwc": ["algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3", "clients_per_round=0.5"],
     "clove": ["algorithm.num_clusters=3"],
     "hcfl": ["algorithm.rho=0", "algorithm.num_clusters=2"],  # the soft family, K changing (the base's checks)
     "ifca": [],  # the soft family, K fixed
@@ -39,7 +39,9 @@ CRAFTS: dict[str, tuple[str, Craft, str]] = {  # case: (method, change to the al
     "fedgwc interaction one short": ("fedgwc", _set("interaction", lambda v: v[:-1]), "interaction"),
     "fedgwc mse one long": ("fedgwc", _set("mse", lambda v: [*v, 1.0]), "mse"),
     "fedgwc open empty": ("fedgwc", _set("open", lambda v: []), "open"),
-    "fedgwc interaction 2x2": ("fedgwc", _set("interaction", lambda v: [np.ones((2, 2)) for _ in v]), "interaction"),
+    "fedgwc interaction one too wide": ("fedgwc",
+                                        _set("interaction", lambda v: [np.ones((len(x) + 1,) * 2) for x in v]),
+                                        "interaction"),
     "fedgwc interaction 1e6x1e6 claimed": ("fedgwc", _set("interaction", lambda v: [x[:1] for x in v]),
                                            "interaction"),
     "fedgwc interaction nan": ("fedgwc", _set("interaction", lambda v: [np.full_like(x, np.nan) for x in v]),

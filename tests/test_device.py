@@ -71,7 +71,8 @@ VARIANTS = {
     "fedmd oneshot": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.init=oneshot"],
     "flhc clusters": ["algorithm=flhc", "algorithm.cluster_round=1", "algorithm.num_clusters=2"],
     "fedgroup inter-group": ["algorithm=fedgroup", "algorithm.inter_lr=0.5", "algorithm.pretrain_scale=1"],
-    "fedgwc splits": ["algorithm=fedgwc", "algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3"],
+    "fedgwc splits": ["algorithm=fedgwc", "algorithm.eps=1", "algorithm.patience=1", "algorithm.min_cluster_size=3",
+                      "clients_per_round=0.5"],
 }
 
 

@@ -170,3 +170,21 @@ def test_wasserstein_adjusted_score_sees_imbalance_not_class_names() -> None:
     assert np.isnan(wasserstein_adjusted_score(freqs, np.zeros(8)))
     f = class_frequencies(np.array([0, 0, 1, 2]), np.array([0, 0, 0, 2]), 3, 3)
     np.testing.assert_allclose(f, [[2 / 3, 1 / 3, 0], [0, 0, 0], [0, 0, 1]])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ward_silhouette_search_takes_a_larger_k_only_by_a_clear_margin(seed: int) -> None:
+    """CLoVE's unknown-K search (the authors' code): Ward + silhouette, a larger k only when its silhouette beats
+    the best so far by 10 %. A group with two close sub-blobs (silhouette 0.79–0.81 for k = 2, 0.83–0.85 for
+    k = 3) stays one cluster; three well separated groups give k = 3."""
+    from fedcluster.tiers.grouping import ward_silhouette_k
+
+    rng = np.random.default_rng(seed)
+
+    def blobs(gap: float) -> np.ndarray:
+        centres = [[0, 0, 0]] * 8 + [[10, 0, 0]] * 4 + [[10, gap, 0]] * 4
+        return np.asarray(centres, dtype=float) + 0.5 * rng.standard_normal((16, 3))
+
+    assert ward_silhouette_k(blobs(5.0), 4) == 2
+    assert ward_silhouette_k(blobs(10.0), 4) == 3
+    assert ward_silhouette_k(np.ones((6, 3)), 4) == 1

@@ -151,3 +151,12 @@ def test_fedgwc_rewards_read_the_per_step_loss_trajectories(tmp_path: Path, monk
     _run(tmp_path, ["algorithm=fedgwc", "local_epochs=2", "batch_size=16"], rounds=2)
     assert seen and all(t.shape[1] >= 4 and np.isfinite(t).all() for t in seen)
     assert all(t[:, 0].mean() > t[:, -1].mean() for t in seen)  # local training lowers the mini-batch loss
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_fedgwc_does_not_split_under_full_participation(tmp_path: Path, seed: int) -> None:
+    """FedGWC eq. 5 with every member sampled each round (α = 1): P's rows are constant and its columns equal, so
+    it records no interaction and the split needs n_c / m ≥ 2 parts (the authors' code's cap). On the digits demo
+    (all 12 clients each round) FedGWC keeps one cluster; without the cap it split at round 2, 7–8 clusters."""
+    run = _run(tmp_path, ["algorithm=fedgwc", f"seed={seed}"], rounds=40)
+    assert run.alg.num_clusters == 1 and not run.alg.book.events

@@ -15,10 +15,10 @@ Per round, for every cluster c (one at the start), with its sampled members:
    running mean squared change mse_c ← (1 − α) mse_c + α · change · (n_c / 100)²;
 4. when mse_c < ε for ``patience`` consecutive rounds, c is clustered: W_ij = exp(−β ‖u_i − u_j‖²) on the
    unbiased perception vectors u_i (rows of P without the entries i and j; :func:`interaction_affinity`),
-   spectral clustering into n = 2 … ``max_clusters`` parts, the n with the lowest Davies–Bouldin score kept if
-   that score is below 1 (:func:`best_spectral_split`), and c
-   is split into those parts, each starting from θ_c with its block of P^c (recursive splitting: a part with at
-   least ``min_cluster_size`` members is tested again); when no n passes, mse_c is reset to 1.
+   spectral clustering into n = 2 … ``max_clusters`` parts (at most n_c / m), the n with the lowest
+   Davies–Bouldin score kept if that score is below 1 (:func:`best_spectral_split`), and c is split into those
+   parts, each starting from θ_c with its block of P^c (recursive splitting: a part with at least
+   ``min_cluster_size`` members is tested again); when no n passes, mse_c is reset to 1.
 
 ``rounds.csv`` gets ``was`` — the Wasserstein Adjusted Score (Sec. 4; the silhouette of the current clustering on
 the clients' sorted class frequencies, :func:`wasserstein_adjusted_score`, higher is better) — and ``was_db``
@@ -36,8 +36,19 @@ Adapted to fedcluster's one cohort per round (the code samples m clients inside 
 * the local steps S differ between clients of different sizes (the run's epochs and batch size); the trajectory
   keeps the steps every sampled member of the cluster took (the code runs a fixed S = ``num_local_iters``);
 * ``patience`` defaults to round(M / cohort size), the rounds that see every client once (the code's
-  round(n_c / m)); the code caps the tried n at n_c/m, which forbids any split under full participation, so here
-  n goes to ``max_clusters`` (the code's overall cap, 4) and at most n_c − 1;
+  round(n_c / m)); the parts tried are n = 2 … min(``max_clusters``, n_c / m, n_c − 1), m the cluster's members
+  sampled in that round (the code's cap n_c / m, and its overall cap of 4).
+* Full participation: FedGWC does not split. With every member sampled each round, eq. 5 sets
+  P_ij ← (1 − α) P_ij + α r_i / Σ r with α = 1 for every i, j: each row is one constant r_i / Σ r and all
+  columns are equal, so the interaction matrix records no interaction (which peers raise a client's reward),
+  only one round's reward levels, and its running change has no memory to converge with. The code's cap n_c / m
+  = 1 forbids the split there too. Measured on the digits demo (12 clients, 3 concepts that relabel the same
+  images, all sampled): with the cap lifted the split test passed at round 2 and every child at once (7–8
+  clusters, ARI ≈ 0 on seeds 0–2); spectral splits of P built from the demo's loss trajectories by the paper's
+  eq. 1 and eq. 5 — under full participation with α ∈ {1, 0.3, 0.1}, or from random sub-cohorts of 3–6 clients
+  — score ARI ≤ 0.45 at rounds 2–40: the three concepts are equally hard for the shared model, so their loss
+  trajectories, and the Gaussian rewards, do not tell them apart. FedGWC separates concepts whose clients'
+  losses differ from the cohort's (a minority concept, class imbalance), under partial participation;
 * a part stays open to splitting when it has ≥ ``min_cluster_size`` members (the code: more than m);
 * the perception vector u_i is client i's row of P (its own rewards next to each peer, eq. 5's index order); the
   authors' code compares columns (``perception=column``: the peers' rewards next to i). On the test federations
@@ -154,7 +165,7 @@ class FedGWC(HardClusters):
         self.waited[c] = self.waited[c] + 1 if self.mse[c] < p.eps else 0
         if self.waited[c] < self.target:
             return
-        labels = self.adaptation.split(self.interaction[c], self.ctx.cfg.seed)
+        labels = self.adaptation.split(self.interaction[c], len(sampled), self.ctx.cfg.seed)
         if labels is None:
             self.mse[c] = 1.0
             return

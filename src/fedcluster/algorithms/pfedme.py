@@ -16,6 +16,11 @@ then the server sets w^{t+1} = (1 − β) w^t + β Σ_{i∈S^t} w_{i,R} / |S^t|.
 the run's momentum and weight decay are not used. A participating client predicts with its last θ̃_i (the paper's
 personalised model); a test client with the global w. Defaults: the paper's MNIST setting (λ = 15, K = 5, personal
 step 0.1, β = 1). Communication: w down and w_{i,R} up.
+
+θ̃_i is a proximal step away from w, so it is as good as w allows: on a label skew (the digits demo's federation
+with ``scenario=label-skew``) it beats local training, while on the demo's three concepts, which relabel the same
+images so that no w fits them, it stays near w, 14–32 points below local training at every λ tried (measured
+in docs/methods.md).
 """
 
 from __future__ import annotations

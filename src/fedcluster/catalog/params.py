@@ -45,7 +45,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('stable_rounds', 'int', '3', 'rounds with an unchanged model that make a client stable'),
             ('stable_fraction', 'float', '1.0', 'stop clustering once this share of all clients is stable'),
             ('sqrt_loss', 'bool', 'false', 'embed √loss (the square-root loss vector) instead of the loss'),
-            ('route', 'silhouette|finch', 'silhouette', 'K^t by k-means + silhouette, or by FINCH'),
+            ('route', 'ward|silhouette|finch', 'ward', 'K^t by Ward + silhouette (10 % margin), k-means, or FINCH'),
             ('one_cluster_test', 'bool', 'false', 'K^t = 1 when the gap statistic prefers one cluster to two'),
         )),
         'fedavg': (None, (

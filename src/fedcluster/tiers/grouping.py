@@ -149,6 +149,26 @@ def silhouette_kmeans(embedding: np.ndarray, k_max: int, seed: int, k_min: int =
     return first_seen_order(labels)
 
 
+def ward_silhouette_k(embedding: np.ndarray, k_max: int, margin: float = 0.1) -> int:
+    """The number of clusters of CLoVE's unknown-K search (the authors' code, ``find_best_K_by_silhouette``): Ward
+    clustering of the loss vectors into k = 2 … min(k_max, n − 1) clusters scored by the silhouette, a larger k
+    taken only when its score beats the best so far by the factor 1 + ``margin`` (a parsimonious k unless a larger
+    one is clearly better). Fewer than 3 rows, or identical rows, give 1."""
+    x = np.asarray(embedding, dtype=np.float64)
+    top = min(k_max, len(x) - 1)
+    if top < 2 or np.allclose(x, x[0]):
+        return 1
+    best, chosen = -1.0, 1
+    for k in range(2, top + 1):
+        lab = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(x)
+        if len(np.unique(lab)) < 2:
+            continue
+        score = float(silhouette_score(x, lab))
+        if score > best * (1 + margin):
+            best, chosen = score, k
+    return chosen
+
+
 def prefers_one_cluster(points: np.ndarray, seed: int, references: int = 20) -> bool:
     """The gap statistic's test of one cluster against two (Tibshirani, Walther & Hastie 2001): True when
     Gap(1) ≥ Gap(2) − s_2, the within-cluster dispersion log W_k compared with that of ``references`` uniform

@@ -195,14 +195,18 @@ class DirectionGroups(Adaptation):
 class SpectralSplits(Adaptation):
     """FedGWC's split of a converged cluster (Licciardi et al. Sec. 3.3–3.4): spectral clustering of the RBF affinity
     (β = ``beta``, ``perception`` vectors) of its interaction matrix into 2 … ``max_clusters`` parts, kept when the
-    best Davies–Bouldin score is below 1."""
+    best Davies–Bouldin score is below 1. A split needs interactions: the parts tried are also at most
+    n_c / m, the cluster's size over the members sampled in a round (the authors' code's cap), so a cluster whose
+    every member is sampled each round (P's rows constant, its columns equal: eq. 5 then records no interaction)
+    stays whole."""
 
     beta: float
     perception: Literal["row", "column"] = "row"
     max_clusters: int = 4
 
-    def split(self, interaction: np.ndarray, seed: int) -> np.ndarray | None:
-        """Each member's part, or None when the cluster stays whole."""
-        return best_spectral_split(interaction_affinity(interaction, self.beta, self.perception), self.max_clusters,
-                                   seed)
-
+    def split(self, interaction: np.ndarray, sampled: int, seed: int) -> np.ndarray | None:
+        """Each member's part, or None when the cluster stays whole; ``sampled``: its members in this round."""
+        parts = min(self.max_clusters, len(interaction) // max(sampled, 1))
+        if parts < 2:
+            return None
+        return best_spectral_split(interaction_affinity(interaction, self.beta, self.perception), parts, seed)
