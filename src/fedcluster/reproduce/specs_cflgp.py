@@ -213,7 +213,7 @@ S3_ROTATION = Experiment(
                              note="T = 40 instead of 200; 1,000 test images per angle"),
              "paper": Budget(32, 200, "MLP 784-200-10")},
     methods=_methods(4, ROTATION_PAPER), metrics=FINAL_METRICS, read="final", curve="ari",
-    overrides=("dataset=fashion-mnist", "scenario=rotation", "scenario.angles=[0,15,90,105,180,195,270,285]", *_IMAGE),
+    overrides=("dataset=fashion-mnist", "scenario=rotation", "scenario.angles=[0,15,90,105,180,195,270,275]", *_IMAGE),
     differences=("Fashion-MNIST instead of MNIST (no MNIST files here): accuracies do not compare, clustering does",
                  "MADMO is approximated by CFL with one full-batch gradient step per round, with the CFL-GP paper's "
                  "tolerances EPS_1 = 0.02, EPS_2 = 0.6 (its App. F.4)"),
@@ -348,7 +348,7 @@ S3_TABLE10 = Experiment(
     methods=(*_K48, *_BASELINES), metrics=FINAL_METRICS, read="final", curve="ari",
     settings=tuple(Setting(f"C={c}", (f"num_clients={c}",), _per_c(TABLE10_ACC, "acc", TABLE10_C)[f"C={c}"])
                    for c in TABLE10_C),
-    overrides=("dataset=fashion-mnist", "scenario=rotation", "scenario.angles=[0,15,90,105,180,195,270,285]",
+    overrides=("dataset=fashion-mnist", "scenario=rotation", "scenario.angles=[0,15,90,105,180,195,270,275]",
                *_IMAGE),
     differences=("Fashion-MNIST instead of MNIST (no MNIST files here): accuracies do not compare, clustering does",
                  "MADMO is approximated by CFL with one full-batch gradient step per round, with the CFL-GP paper's "
