@@ -17,10 +17,10 @@ the paper's code receives that client's training rows as its training set and it
   ``algorithm=cfl`` with one minibatch step (``steps=1``), ``tol1 = 0.4·lr``, ``tol2 = 1.6·lr``, ``warmup=6``.
 
 Printed per method and side: the ARI of the clustering against the angle pairs after a few rounds, the first round
-with ARI = 1, the number of clusters some client is in at the end and the accuracy on the held-out rows (the paper's code measures it
-at the start of its last round, fedcluster after it). Seeds differ in kind (the paper's code draws from the global
-torch / NumPy generators seeded with ``--seed``, fedcluster from its own), so compare behaviour over a few seeds,
-not round by round.
+with ARI = 1, the number of clusters some client is in at the end and the accuracy on the held-out rows (the
+paper's code measures it at the start of its last round, fedcluster after it). Seeds differ in kind (the paper's
+code draws from the global torch / NumPy generators seeded with ``--seed``, fedcluster from its own), so compare
+behaviour over a few seeds, not round by round.
 
 The paper's code is not part of fedcluster: pass the path of a checkout of it. It logs to its own folders (tensorboard
 events, a log file, a pickle of its metrics each round): they go to a temporary folder that is removed, and nothing
