@@ -237,6 +237,7 @@ def _labelmaps_verdict(r: Results) -> tuple[str, str]:
                   madmo_ari(r, "MADMO's final ARI", top(mean_of(r, s, "cfl (MADMO)", "ari") for s in settings), 0.27)])
 
 
+_ROTATION_METHODS = _methods(4, ROTATION_PAPER)  # IFCA as the CFL-GP code runs it goes after IFCA
 _IMAGE = ("model=mlp", "model.hidden=[200]", "lr=0.1", "local_epochs=1", "batch_size=64", "clients_per_round=1.0")
 S3_ROTATION = Experiment(
     name="s3-rotation-8",
@@ -247,8 +248,8 @@ S3_ROTATION = Experiment(
     budgets={"small": Budget(32, 40, "MLP 784-200-10", (), test_size=1000,
                              note="T = 40 instead of 200; 1,000 test images per angle"),
              "paper": Budget(32, 200, "MLP 784-200-10")},
-    methods=(*_methods(4, ROTATION_PAPER),
-             Method(IFCA_CODE, (*IFCA_CODE_OVERRIDES, "algorithm.num_clusters=4"), ROTATION_PAPER["ifca"])),
+    methods=(*_ROTATION_METHODS[:2], Method(IFCA_CODE, (*IFCA_CODE_OVERRIDES, "algorithm.num_clusters=4"),
+                                            ROTATION_PAPER["ifca"]), *_ROTATION_METHODS[2:]),
     metrics=FINAL_METRICS, read="final", curve="ari",
     overrides=("dataset=fashion-mnist", "scenario=rotation", "scenario.angles=[0,15,90,105,180,195,270,275]", *_IMAGE),
     differences=("Fashion-MNIST instead of MNIST (no MNIST files here): accuracies do not compare, clustering does",
