@@ -52,7 +52,7 @@ class CFLParams(RangeChecked):
     warmup: int = ranged(20, ">= 0")  # no split before this (0-based) round (Sattler's code: c_round > 20)
     max_clusters: int | None = ranged(None, ">= 1")  # cap on K ("CFL (3)"; the reference code uses 100)
     min_size: int = ranged(3, ">= 2")  # split only clusters with at least this many sampled members (> 2 in both codes)
-    steps: int | None = ranged(None, ">= 1")  # cap on local steps a round (CFL-GP's code: 1 minibatch gradient)
+    steps: int | None = ranged(None, ">= 1")  # cap on local steps a round (CFL-GP paper's code: 1)
 
 
 @ALGORITHMS.register("cfl", "CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2",

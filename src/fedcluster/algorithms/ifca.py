@@ -54,9 +54,9 @@ PAPER = ("Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficien
 class IFCAParams(ClusteredParams):
     variant: Literal["model", "gradient"] = "model"  # option II (model averaging) / option I (gradient)
     zero_fill: bool = False  # The FedRC paper's code as run: a model no sampled client picked becomes all zeros
-    assign_by: Literal["loss", "accuracy"] = "loss"  # the lowest mean loss / the highest accuracy (CFL-GP's code)
+    assign_by: Literal["loss", "accuracy"] = "loss"  # the lowest mean loss / the highest accuracy (CFL-GP paper's code)
     assign_on: Literal["all", "batch"] = "all"  # score all training data / one random minibatch of batch_size
-    steps: int | None = ranged(None, ">= 1")  # cap on local steps a round (CFL-GP's code: 1 minibatch step)
+    steps: int | None = ranged(None, ">= 1")  # cap on local steps a round (CFL-GP paper's code: 1)
 
 
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",

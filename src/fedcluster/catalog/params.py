@@ -20,7 +20,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('warmup', 'int', '20', "no split before this (0-based) round (Sattler's code: c_round > 20)"),
             ('max_clusters', 'int|null', 'null', 'cap on K ("CFL (3)"; the reference code uses 100)'),
             ('min_size', 'int', '3', 'split only clusters with at least this many sampled members (> 2 in both codes)'),
-            ('steps', 'int|null', 'null', "cap on local steps a round (CFL-GP's code: 1 minibatch gradient)"),
+            ('steps', 'int|null', 'null', "cap on local steps a round (CFL-GP paper's code: 1)"),
         )),
         'cflgp': (None, (
             ('num_clusters', 'int', '4', 'K'),
@@ -214,9 +214,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('variant', 'model|gradient', 'model', 'option II (model averaging) / option I (gradient)'),
             ('zero_fill', 'bool', 'false', "The FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
-            ('assign_by', 'loss|accuracy', 'loss', "the lowest mean loss / the highest accuracy (CFL-GP's code)"),
+            ('assign_by', 'loss|accuracy', 'loss', "the lowest mean loss / the highest accuracy (CFL-GP paper's code)"),
             ('assign_on', 'all|batch', 'all', 'score all training data / one random minibatch of batch_size'),
-            ('steps', 'int|null', 'null', "cap on local steps a round (CFL-GP's code: 1 minibatch step)"),
+            ('steps', 'int|null', 'null', "cap on local steps a round (CFL-GP paper's code: 1)"),
         )),
         'lcfed': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
