@@ -36,6 +36,7 @@ def _first_split(tmp_path: Path, fed, madmo: tuple[str, ...], rounds: int) -> in
     return -1
 
 
+@pytest.mark.slow  # about 10 s on two cores: Fashion-MNIST rotated, then up to 2 × 40 rounds
 @pytest.mark.skipif(not Path(DEBIAN_DIR).is_dir(), reason="Fashion-MNIST (dataset-fashion-mnist) not installed")
 def test_madmo_at_the_codes_tolerances_splits_rotated_fashion_mnist(tmp_path: Path) -> None:
     """8 clients, one per angle, 350 training images each, one full-batch step a round: with the s3 entries' MADMO
