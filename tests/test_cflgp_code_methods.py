@@ -107,3 +107,12 @@ def test_steps_caps_the_local_update_at_one_minibatch_step(tmp_path: Path, metho
     one = models("a", "algorithm.steps=1", "local_epochs=3")
     assert all(torch.equal(a, b) for a, b in zip(one, models("b", "algorithm.steps=1"), strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(one, models("c", "local_epochs=3"), strict=True))
+
+
+def test_accuracy_assignment_refuses_a_regression_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fedcluster.app.cli import main
+    code = main(["run", "algorithm=ifca", "algorithm.assign_by=accuracy", "scenario=cflgp-lines", "dataset=cflgp-lines",
+                 "model=linear", "rounds=1", "progress=false", f"out={tmp_path}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["fedcluster: error: algorithm.assign_by=accuracy needs class labels; use "
+                                 "algorithm.assign_by=loss"]

@@ -41,6 +41,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
+from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.formulation import Conditional
@@ -66,6 +67,8 @@ class IFCA(ClusteredAlgorithm):
 
     def __init__(self, ctx: Context, params: IFCAParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
+        if params.assign_by == "accuracy" and ctx.fed.task != "classification":
+            raise ConfigError("algorithm.assign_by=accuracy needs class labels; use algorithm.assign_by=loss")
 
     @classmethod
     def streams_aggregation(cls, params: IFCAParams) -> bool:
