@@ -1,7 +1,7 @@
 """CFL-GP paper §5.2 / App. F.5: rotated Fashion-MNIST, 8 angles, K = 4 — CFL-GP vs IFCA (gradient) vs CFL (MADMO).
 
-Setup: the training set in 8 disjoint parts rotated by {0,15,90,105,180,195,270,285}°, ground
-truth 4 groups {0,15},{90,105},{180,195},{270,285}; MLP 784-200-10, C = 32 clients (all participate), b = 64,
+Setup: the training set in 8 disjoint parts rotated by {0,15,90,105,180,195,270,275}°, ground
+truth 4 groups {0,15},{90,105},{180,195},{270,275}; MLP 784-200-10, C = 32 clients (all participate), b = 64,
 lr 0.1, P = 2, gradient averaging (one update per round) for every method. IFCA uses option I (gradient
 averaging, full local batch) with K = 4; CFL (MADMO) starts from one cluster with Sattler's tolerances and one
 full-batch gradient step per round. CFL-GP paper used MNIST and T = 200 (10 seeds); the default here is Fashion-MNIST,

@@ -203,7 +203,7 @@ def test_replicate_tiles_the_pool(digits) -> None:
 # -- rotation -----------------------------------------------------------------------------------------
 def test_rotation_ground_truth_groups_nearby_angles() -> None:
     fed = build("rotation", "num_clients=32")
-    quadrant = {0: 0, 15: 0, 90: 1, 105: 1, 180: 2, 195: 2, 270: 3, 285: 3}
+    quadrant = {0: 0, 15: 0, 90: 1, 105: 1, 180: 2, 195: 2, 270: 3, 275: 3}
     assert [quadrant[int(a)] for a in fed.extras["angle"]] == fed.true_cluster.tolist()
     assert np.bincount(fed.true_cluster).tolist() == [8, 8, 8, 8]  # C/8 clients per angle
     assert fed.test_cluster.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]

@@ -17,12 +17,18 @@ tested and partitioned, and the members not sampled stay in the part that keeps 
 Sattler's notebook append the sub-cluster's local row indices as if they were client ids (correct only for
 the first split); here they are mapped back to client ids. Updates are compared unweighted, as in both codes.
 
+``steps`` caps the local steps of a round: ``steps=1`` with ``batch_size`` b is one minibatch gradient step,
+Δθ_i = −η ∇f_B(θ_k), as the CFL-GP paper's public code runs MADMO (``CentralUnit.run_MADMO``: one minibatch
+gradient a round, EPS_1 = 0.4 and EPS_2 = 1.6 on the gradients' norms, splits when c_round > 5, i.e. ``warmup=6``;
+on Δθ those tolerances are η·0.4 and η·1.6).
+
 Extras per round: ``mean_update_norm`` (largest ‖mean Δθ‖ over clusters) and ``max_update_norm``
 (largest ‖Δθ_i‖), the two quantities the tolerances are set against.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +52,7 @@ class CFLParams(RangeChecked):
     warmup: int = ranged(20, ">= 0")  # no split before this (0-based) round (Sattler's code: c_round > 20)
     max_clusters: int | None = ranged(None, ">= 1")  # cap on K ("CFL (3)"; the reference code uses 100)
     min_size: int = ranged(3, ">= 2")  # split only clusters with at least this many sampled members (> 2 in both codes)
+    steps: int | None = ranged(None, ">= 1")  # cap on local steps a round (CFL-GP paper's code: 1)
 
 
 @ALGORITHMS.register("cfl", "CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2",
@@ -58,7 +65,10 @@ class CFL(HardClusters):
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
-        local, delta = self.train(round_, clients, pos)
+        solver = self.ctx.solver
+        if self.params.steps is not None:
+            solver = dataclasses.replace(solver, max_steps=self.params.steps)
+        local, delta = self.train(round_, clients, pos, solver)
         extra: dict[str, float] = {}
         splits = self.splits.member_splits(round_, pos, self.num_clusters, delta, extra)
         assign = pos.copy()

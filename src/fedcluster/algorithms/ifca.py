@@ -16,6 +16,14 @@ A zeroed model (zero logits: a loss of log C on every sample) stays on offer, cl
 models exceeds log C pick it, and with zero weights only its output bias can learn. It is not in the IFCA paper
 (Ghosh et al. 2020); it is offered to test whether it explains the FedRC paper's low IFCA numbers (FedRC Table 1).
 
+``assign_by``, ``assign_on`` and ``steps`` (defaults: the IFCA paper's rule above) give IFCA as the CFL-GP
+paper's public code runs it (github.com/Heasung-Kim/clustered-federated-learning-via-gradient-based-partitioning,
+``CentralUnit.run_IFCA``): ``assign_by=accuracy`` picks k_i = argmax_k of the accuracy of θ_k (the first k on a tie)
+instead of the lowest loss, ``assign_on=batch`` scores one random minibatch of ``batch_size`` of the client's
+training data instead of all of it (the same minibatch for every k; that code draws a fresh one for each k), and
+``steps=1`` with ``variant=model`` trains one minibatch gradient step θ_{k_i} − η ∇f_B(θ_{k_i}) (that code's
+``compute_gradient`` and ``gradient_averaging``, its average N_i-weighted here, unweighted there).
+
 With ``split`` all layers but the head are shared and trained by every client — IFCA's weight-sharing
 variant and HCFL+'s layout. Communication: K models down, one up. Test clients take the
 cluster with the lowest loss (FedRC paper H.8).
@@ -32,7 +40,10 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.config.ranges import ranged
+from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import segment_mean
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weighting import HardLoss
 
@@ -44,6 +55,9 @@ PAPER = ("Avishek Ghosh, Jichan Chung, Dong Yin, Kannan Ramchandran. An Efficien
 class IFCAParams(ClusteredParams):
     variant: Literal["model", "gradient"] = "model"  # option II (model averaging) / option I (gradient)
     zero_fill: bool = False  # The FedRC paper's code as run: a model no sampled client picked becomes all zeros
+    assign_by: Literal["loss", "accuracy"] = "loss"  # the lowest mean loss / the highest accuracy (CFL-GP paper's code)
+    assign_on: Literal["all", "batch"] = "all"  # score all training data / one random minibatch of batch_size
+    steps: int | None = ranged(None, ">= 1")  # cap on local steps a round (CFL-GP paper's code: 1)
 
 
 @ALGORITHMS.register("ifca", "IFCA: hard assignment by lowest local loss (variant=model|gradient averaging)",
@@ -53,23 +67,45 @@ class IFCA(ClusteredAlgorithm):
 
     def __init__(self, ctx: Context, params: IFCAParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
+        if params.assign_by == "accuracy" and ctx.fed.task != "classification":
+            raise ConfigError("algorithm.assign_by=accuracy needs class labels; use algorithm.assign_by=loss")
 
     @classmethod
     def streams_aggregation(cls, params: IFCAParams) -> bool:
         return not params.split  # the assignment is made before training
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        assign = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
+        assign = self.choose(round_, clients)  # step 1
         solver = self.ctx.solver
         if self.params.variant == "gradient":
             full = int(self.ctx.fed.train.sizes[clients].max(initial=1))
             solver = replace_solver(solver, epochs=1, batch_size=full, max_steps=1, momentum=0.0)
+        if self.params.steps is not None:
+            solver = replace_solver(solver, max_steps=self.params.steps)
         self.train_aggregate_single(clients, assign, self.cluster_sizes_weights(clients, assign), round_, solver)
         if self.params.zero_fill:
             self.zero_unpicked(np.bincount(assign, minlength=self.num_clusters) > 0)
         self.set_hard(clients, assign)
         m = len(clients)
         return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * self.nbytes(self.num_clusters))
+
+    def choose(self, round_: int, clients: np.ndarray) -> np.ndarray:
+        """k_i for every sampled client: the lowest mean loss on all its training data (the IFCA paper), or the
+        rule ``assign_by`` on the rows ``assign_on`` names."""
+        p = self.params
+        if p.assign_by == "loss" and p.assign_on == "all":
+            return self.weighting.start(self.loglik_of, clients, self.state)
+        rows, owner = self.rows(clients)
+        if p.assign_on == "batch":
+            rows, owner = one_batch(rows, owner, len(clients), self.ctx.solver.batch_size,
+                                    np.random.default_rng([self.ctx.cfg.seed, 11, round_]))
+        if p.assign_by == "loss":
+            score = -self.losses(rows)
+        else:
+            outputs = self.outputs(self.ctx.fed.train.take(rows))  # [K, n, classes]
+            labels = torch.as_tensor(self.labels()[rows], device=outputs.device)
+            score = (outputs.argmax(-1) == labels).T.double().cpu().numpy()
+        return segment_mean(score, owner, len(clients)).argmax(1)
 
     def zero_unpicked(self, picked: np.ndarray) -> None:
         """Set every model ``k`` with ``picked[k]`` False to zeros (the shared extractor of ``split`` is kept)."""
@@ -80,3 +116,14 @@ class IFCA(ClusteredAlgorithm):
                 continue
             dead = torch.as_tensor(~picked, device=cur.device).view(-1, *[1] * (cur.dim() - 1))
             self.models[name] = torch.where(dead, torch.zeros_like(cur), cur)
+
+
+def one_batch(rows: np.ndarray, owner: np.ndarray, m: int, size: int, rng: np.random.Generator
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """One random minibatch of ``size`` rows (all of them when fewer) of each of the ``m`` clients; ``owner`` is
+    sorted (the clients' rows back to back)."""
+    start = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=m))])
+    picked = [s + np.sort(rng.choice(e - s, min(size, e - s), replace=False))
+              for s, e in zip(start[:-1], start[1:], strict=True)]
+    index = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
+    return rows[index], owner[index]

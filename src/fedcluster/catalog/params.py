@@ -20,6 +20,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('warmup', 'int', '20', "no split before this (0-based) round (Sattler's code: c_round > 20)"),
             ('max_clusters', 'int|null', 'null', 'cap on K ("CFL (3)"; the reference code uses 100)'),
             ('min_size', 'int', '3', 'split only clusters with at least this many sampled members (> 2 in both codes)'),
+            ('steps', 'int|null', 'null', "cap on local steps a round (CFL-GP paper's code: 1)"),
         )),
         'cflgp': (None, (
             ('num_clusters', 'int', '4', 'K'),
@@ -213,6 +214,9 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('variant', 'model|gradient', 'model', 'option II (model averaging) / option I (gradient)'),
             ('zero_fill', 'bool', 'false', "The FedRC paper's code as run: a model no sampled client picked becomes all zeros"),
+            ('assign_by', 'loss|accuracy', 'loss', "the lowest mean loss / the highest accuracy (CFL-GP paper's code)"),
+            ('assign_on', 'all|batch', 'all', 'score all training data / one random minibatch of batch_size'),
+            ('steps', 'int|null', 'null', "cap on local steps a round (CFL-GP paper's code: 1)"),
         )),
         'lcfed': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
@@ -379,7 +383,7 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('classes_per_client', 'int', '2', 'classes each client holds with split=classes'),
             ('val_fraction', 'float', '0.3', "share of each client's samples held out for local validation"),
             ('image_size', 'int|null', 'null', 'downsample to image_size × image_size (null = keep)'),
-            ('angles', 'list[float]', '[0.0,15.0,90.0,105.0,180.0,195.0,270.0,285.0]', 'degrees'),
+            ('angles', 'list[float]', '[0.0,15.0,90.0,105.0,180.0,195.0,270.0,275.0]', 'degrees'),
             ('group_by', 'quadrant|angle', 'quadrant', 'true clusters: nearby angles / each angle'),
             ('groups', 'list[list[float]]|null', 'null', 'explicit grouping of the angles, e.g. [[0,15],[90,105]]'),
             ('samples', 'int|null', 'null', 'random subset of the training set (null = all)'),

@@ -2,7 +2,7 @@
 
 The training pool is cut into one disjoint equal part per angle; part r is rotated by ``angles[r]`` and
 shared by the clients of that angle (equal numbers of clients per angle). Ground truth groups nearby
-angles: by default by quadrant, which puts the CFL-GP paper's {0,15}, {90,105}, {180,195}, {270,285} together and keeps
+angles: by default by quadrant, which puts the CFL-GP paper's {0,15}, {90,105}, {180,195}, {270,275} together and keeps
 0/90/180/270 apart; ``groups`` gives the grouping explicitly, ``group_by=angle`` makes every angle a cluster.
 Each participating client keeps 30% of its data for local testing (CFL-GP paper: 70/30). There is one
 non-participating test client per angle (the official test set rotated by it, FedMD paper §V-D) labelled with

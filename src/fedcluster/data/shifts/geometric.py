@@ -9,15 +9,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-# CFL-GP paper §5.2 / App. F.5: eight rotations in four pairs 15° apart.
-ROTATED_MNIST_ANGLES: tuple[int, ...] = (0, 15, 90, 105, 180, 195, 270, 285)
-ROTATED_MNIST_GROUPS: tuple[tuple[int, ...], ...] = ((0, 15), (90, 105), (180, 195), (270, 285))
+# CFL-GP paper §5.2 / App. F.5 and its authors' code (``apply_rotations``): eight rotations in four pairs, the last
+# pair 5° apart (270° and 275°), the others 15°.
+ROTATED_MNIST_ANGLES: tuple[int, ...] = (0, 15, 90, 105, 180, 195, 270, 275)
+ROTATED_MNIST_GROUPS: tuple[tuple[int, ...], ...] = ((0, 15), (90, 105), (180, 195), (270, 275))
 
 
 def rotate(images: np.ndarray, angle_deg: float, order: int = 1, cval: float = 0.0) -> np.ndarray:
     """Rotate every image counter-clockwise by ``angle_deg`` about its centre, keeping the shape.
 
-    FedMD paper §V-D (0/90/180/270°), CFL-GP paper §5.2 / App. F.5 (0/15/90/…/285°), CFL-GP paper App. F.8 (180°).
+    FedMD paper §V-D (0/90/180/270°), CFL-GP paper §5.2 / App. F.5 (0/15/90/…/275°), CFL-GP paper App. F.8 (180°).
     Multiples of 90° use the exact ``np.rot90`` (odd quarter turns only for square images); other
     angles use ``scipy.ndimage.rotate`` (reshape=False, spline ``order`` 1 = bilinear, corners
     filled with ``cval``).
@@ -78,7 +79,7 @@ def rotation_clusters(
 
     With ``groups`` (e.g. ``ROTATED_MNIST_GROUPS``), an angle's id is the index of the group that
     contains it (mod 360). Without, angles are grouped by quadrant [0, 90), [90, 180), … — this puts
-    {0, 15}, {90, 105}, {180, 195}, {270, 285} together as CFL-GP paper does, and keeps 0/90/180/270 apart —
+    {0, 15}, {90, 105}, {180, 195}, {270, 275} together as CFL-GP paper does, and keeps 0/90/180/270 apart —
     and ids are numbered 0.. in increasing quadrant order of the quadrants that occur.
     """
     ang = np.mod(np.asarray(angles, dtype=np.float64), 360.0)
