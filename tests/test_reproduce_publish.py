@@ -115,7 +115,8 @@ def test_report_only_without_a_name_rejudges_every_stored_page(checkout: Path,
 
 def test_records_of_another_protocol_are_not_judged_as_this_one(checkout: Path, capsys: pytest.CaptureFixture) -> None:
     """A page describes the runs its records hold: when the experiment now names other settings (here another lr),
-    re-judging is refused with the command that reruns it, by name and for every page."""
+    re-judging it by name is refused with the command that reruns it; re-judging every page leaves it as it was,
+    says so, and the summary says a rerun is needed instead of drawing a verdict."""
     path = checkout / "docs" / "reproduction" / f"{NAME}.json"
     stored = Stored.load(path)
     assert stored is not None
@@ -125,7 +126,12 @@ def test_records_of_another_protocol_are_not_judged_as_this_one(checkout: Path, 
     stored.spec = stored.spec.replace('"overrides": [', '"overrides": ["lr=0.05", ', 1)
     stored.save(path)
     before = _published(checkout)
-    for args in ([NAME, "--report-only", "--publish"], ["--report-only", "--publish"]):
-        assert main(["reproduce", *args]) == 2
-        assert f"fedcluster reproduce {NAME} --budget small --fresh" in capsys.readouterr().err
+    assert main(["reproduce", NAME, "--report-only", "--publish"]) == 2
+    assert f"fedcluster reproduce {NAME} --budget small --fresh" in capsys.readouterr().err
     assert _published(checkout) == before
+    assert main(["reproduce", "--report-only", "--publish"]) == 0
+    assert "left 1 page(s) as they were" in capsys.readouterr().out
+    after = _published(checkout)
+    assert after[:2] == before[:2]  # the records and the page: as they were
+    row = next(line for line in after[2].splitlines() if line.startswith(f"| {NAME} |"))
+    assert "**rerun needed**" in row and f"fedcluster reproduce {NAME} --budget small --seeds 3 --fresh" in row

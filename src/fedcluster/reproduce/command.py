@@ -112,7 +112,7 @@ def pages_folder(args: argparse.Namespace) -> tuple[Path, bool]:
 def refuse_stale(exp: Experiment, stored: Stored) -> None:
     """Refuse to judge records made under another protocol than the spec now names (its page would describe runs
     that did not happen). Older files store only the budget's repr and cannot be told apart."""
-    if stored.spec.startswith("protocol ") and stored.spec != exp.protocol(stored.budget):
+    if stored.stale(exp.protocol(stored.budget)):
         raise UserError(f"{exp.name}: its stored records were run with other settings than the experiment now names; "
                         f"rerun it with `fedcluster reproduce {exp.name} --budget {stored.budget} --fresh`")
 
@@ -124,19 +124,23 @@ def report_all(args: argparse.Namespace, out: Path) -> int:
 
     if args.seeds is not None:
         raise UserError("--seeds applies to one experiment: name it, or leave out --seeds to re-judge them all")
-    found = 0
+    found, stale = 0, []
     for name in EXPERIMENTS:
         stored = Stored.load(out / f"{name}.json")
         if stored is None:
             continue
         exp = get(name).trimmed(stored.budget)
-        refuse_stale(exp, stored)
+        if stored.stale(exp.protocol(stored.budget)):  # its page stays as it was, describing the runs made
+            stale.append(name)
+            continue
         stored.finished = exp.runs_of(stored.seeds) <= stored.keys()
         write_experiment(exp, stored, out)
         found += 1
-    if not found:
+    if not found and not stale:
         raise UserError(f"{out} holds no stored results to report; run `fedcluster reproduce NAME` first")
-    print(f"re-judged {found} experiments in {out}; wrote {write_summary(out)}")
+    left = (f"; left {len(stale)} page(s) as they were, whose records were run with other settings than the "
+            f"experiment now names ({', '.join(stale)}): rerun each with `--fresh`" if stale else "")
+    print(f"re-judged {found} experiments in {out}{left}; wrote {write_summary(out)}")
     return 0
 
 

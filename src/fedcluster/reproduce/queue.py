@@ -65,7 +65,9 @@ def unsettled(budget: str, seeds: int, published: Path, folders: tuple[Path, ...
     for name, exp in EXPERIMENTS.items():
         if budget != "tiny" and budget not in exp.budgets:
             continue
-        if settled(Stored.load(published / f"{name}.json"), budget, seeds):
+        held = Stored.load(published / f"{name}.json")
+        stale = held is not None and held.stale(exp.trimmed(held.budget).protocol(held.budget))
+        if settled(held, budget, seeds) and not stale:  # records of an earlier protocol settle nothing
             continue
         hours, measured = expected_hours(exp.trimmed(budget), budget, seeds, folders)
         found.append(Entry(exp, hours, measured))

@@ -202,7 +202,9 @@ def settle_cell(exp: Experiment, stored: Stored | None, out: Path) -> str:
     """What the next budget needs, for 3 seeds: measured by ``--estimate`` when a current estimate is stored,
     else computed from the stored run's wall time (sizes, rounds, learning-rate grid and model scaled)."""
     target = next_budget(exp, stored)
-    if target is None:
+    if stored is not None and stored.stale(exp.trimmed(stored.budget).protocol(stored.budget)):
+        target = stored.budget  # its own budget again, under the protocol it now has
+    elif target is None:
         return "settled at the paper budget"
     measured = matching(out / f"{exp.name}.estimate.json", exp, target)
     if measured is not None:
@@ -228,6 +230,11 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
         stored = (views or {}).get(exp.name) or Stored.load(out / f"{exp.name}.json")
         if stored is None:
             status, why, run = "not yet run", f"`{command(exp)}`", "–"
+        elif stored.stale(exp.trimmed(stored.budget).protocol(stored.budget)):
+            status, run = "rerun needed", f"{budget_label(exp, stored)}, {stored.seeds}"
+            why = (f"its records were run with other settings than the experiment now names (its page describes "
+                   f"them); rerun: `fedcluster reproduce {exp.name} --budget {stored.budget} --seeds "
+                   f"{stored.seeds} --fresh --publish` ([details]({out.name}/{exp.name}.md))")
         else:
             status, why = verdict(exp, stored)
             run = f"{budget_label(exp, stored)}, {stored.seeds}"
@@ -266,7 +273,9 @@ def write_summary(out: Path, views: dict[str, Stored] | None = None) -> Path:
             "- **partly**: some check misses and another meets its bound; or none misses, the headline meets its "
             "bound and another ties;",
             "- **tie**: no check misses and the headline ties;",
-            "- **not tested**: no check misses and the headline cannot be tested.", "",
+            "- **not tested**: no check misses and the headline cannot be tested;",
+            "- **rerun needed**: the experiment's settings changed since its records were run (a fix of its "
+            "protocol): its page still describes the runs made, and no verdict is drawn from them.", "",
             "So a clear miss anywhere is never hidden behind a tie on the headline.", "",
             "Papers:", "", *(f"- **{t}:** {c}" for t, c in CITATIONS.items()), "",
             f"Status: {counts}.", "", *rows, ""]

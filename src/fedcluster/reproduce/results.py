@@ -42,6 +42,12 @@ class Stored:
             return True
         return not self.spec.startswith("protocol ") and _budget_fields(self.spec) == _budget_fields(budget_repr)
 
+    def stale(self, protocol: str) -> bool:
+        """Whether these records were run under another protocol than ``protocol`` (the experiment's now): judging
+        them as its runs would describe runs that did not happen. Older files store only the budget's repr and
+        cannot be told apart."""
+        return self.spec.startswith("protocol ") and self.spec != protocol
+
     def keys(self) -> set[tuple[int, str, str]]:
         """The (seed, setting, method) of every stored record."""
         return {(r["seed"], r["setting"], r["method"]) for r in self.records}
