@@ -15,7 +15,7 @@
 # instead; DEVICE=cpu runs the same on the CPU (a check of this script); DATA_DIR names another Fashion-MNIST folder
 # (keep it the same from one window to the next: it is part of the stored records' settings). --workers N (default
 # 4) keeps N runs going at once on the one GPU, each within its share of the memory plan; every finished run is kept
-# in a run store that comes back as FOLDER/store.tar.gz (unpack it into docs/reproduction/runs/), and the GPU's
+# in a run store that comes back as FOLDER/store.tar.gz (unpack it into docs/reproduction/ to give docs/reproduction/store/), and the GPU's
 # utilisation, sampled every second by nvidia-smi where it exists, as FOLDER/gpu-utilisation.csv.
 set -u
 

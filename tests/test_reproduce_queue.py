@@ -37,7 +37,7 @@ def test_the_queue_runs_the_cheapest_first_and_publishes_each_when_its_seeds_are
         assert (checkout / f"{name}.md").is_file()
         assert not (checkout / "in-progress" / f"{name}.json").exists()
     assert (checkout.parent / "REPRODUCTION.md").is_file()
-    assert len(list((checkout / "runs").glob("*/*.json"))) >= 3
+    assert len(list((checkout / "store").glob("*/*.json"))) >= 3
     err = capsys.readouterr().err
     assert err.index(f"{CHEAP}: settled") < err.index(f"{DEAR}: settled")
     assert main(["reproduce", "--all", "--budget", "tiny", "--seeds", "1", "--publish"]) == 0

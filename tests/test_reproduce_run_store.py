@@ -194,7 +194,7 @@ def test_two_workers_with_a_time_limit_store_every_run_and_the_next_call_trains_
                "--workers", "2", "--time-limit", "30"]
     assert main(command) == 0
     records = json.loads((out / f"{NAME}.json").read_text())["records"]
-    store = RunStore(out / "runs")
+    store = RunStore(out / "store")
     assert len(records) == 2 * len(get(NAME).trimmed("tiny").methods) and {r["run"] for r in records} == store.keys()
     capsys.readouterr()
     (out / f"{NAME}.json").unlink()  # the records gone, the runs kept: nothing is trained again

@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, metavar="DIR",
                    help="the run store: every finished run is kept there under a key of everything that decides its "
                         "result, and any later call (or another experiment) that needs the same run reads it instead "
-                        "of training it (default: runs/ in the page directory; docs/reproduction/runs with --publish)")
+                        "of training it (default: store/ in the page folder; docs/reproduction/store with --publish)")
     p.add_argument("--all", action="store_true", dest="queue",
                    help="the queue: every experiment not yet settled at --budget (no finished record at that budget "
                         "or a larger one with --seeds seeds), cheapest first, each published once all its seeds are "
@@ -157,12 +157,12 @@ def check_common(args: argparse.Namespace) -> None:
 
 
 def store_folder(args: argparse.Namespace, out: Path, publishing: bool) -> RunStore:
-    """The run store: --store, else runs/ beside the published pages or in the page directory."""
+    """The run store: --store, else store/ beside the published pages or in the page directory."""
     from fedcluster.reproduce.run_store import RunStore
 
     if args.store is not None:
         return RunStore(output_path(args.store, f"--store {args.store}", folder=True))
-    return RunStore((Path(PUBLISHED) if publishing else out) / "runs")
+    return RunStore((Path(PUBLISHED) if publishing else out) / "store")
 
 
 def run_command(args: argparse.Namespace) -> int:

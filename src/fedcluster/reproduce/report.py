@@ -145,7 +145,7 @@ def runs_line(stored: Stored) -> list[str]:
     if not used:
         return []
     text = (f"Judged from {keyed} stored run(s): each record in [`{stored.name}.json`]({stored.name}.json) names its "
-            "run's key, kept as `runs/KEY[:2]/KEY.json` in the run store." if keyed else "")
+            "run's key, kept as `store/KEY[:2]/KEY.json` in the run store." if keyed else "")
     if keyed < len(used):
         text += (" " if text else "") + (f"{len(used) - keyed} record(s) predate the run store: their runs were not "
                                          "kept, only the figures read from them.")
