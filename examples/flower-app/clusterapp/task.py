@@ -4,6 +4,8 @@ three groups of clients that a single model serves badly."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
@@ -26,9 +28,14 @@ def group_of(partition_id: int) -> int:
     return partition_id % GROUPS
 
 
+@lru_cache(maxsize=1)
+def _digits():  # noqa: ANN202 - scikit-learn's Bunch, read once per process
+    return load_digits()
+
+
 def partition_arrays(partition_id: int, num_partitions: int) -> tuple[np.ndarray, np.ndarray]:
     """This partition's images [N, 1, 8, 8] (scaled to [0, 1], rotated by its group) and labels."""
-    digits = load_digits()
+    digits = _digits()
     order = np.random.default_rng(0).permutation(len(digits.target))
     rows = np.array_split(order, num_partitions)[partition_id]
     images = np.rot90(digits.images[rows] / 16.0, k=group_of(partition_id), axes=(1, 2))

@@ -96,8 +96,9 @@ class ClusteredClient:
         if task not in ("classification", "regression"):
             raise UserError(f"task={task!r}: choose 'classification' or 'regression'")
         self.model_fn, self.load_train, self.task = model_fn, load_train, task
-        self._data: tuple[torch.Tensor, torch.Tensor] | None = None
-        self._state: _NodeState | None = None
+        # per node id: one process may serve several nodes (the simulation's actors serve many virtual nodes)
+        self._data: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._state: dict[int, _NodeState] = {}
 
     def register(self, app: ClientApp) -> None:
         """Add fedcluster's three message handlers to the user's ``app`` (its own train/evaluate stay as they are)."""
@@ -107,9 +108,9 @@ class ClusteredClient:
 
     def data(self, context: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """This node's training tensors (loaded once per process)."""
-        if self._data is None:
-            self._data = as_tensors(self.load_train(context), self.task)
-        return self._data
+        if context.node_id not in self._data:
+            self._data[context.node_id] = as_tensors(self.load_train(context), self.task)
+        return self._data[context.node_id]
 
     def handle(self, msg: Message, context: Context) -> Message:
         """The reply to any of fedcluster's messages."""
@@ -133,7 +134,8 @@ class ClusteredClient:
 
     def _node_state(self, context: Context, settings: RunSettings, client: int) -> _NodeState:
         key = (settings.text(), client)
-        if self._state is None or self._state.key != key:
+        state = self._state.get(context.node_id)
+        if state is None or state.key != key:
             if settings.task != self.task:
                 raise UserError(f"the strategy runs a {settings.task} task, this ClientApp's ClusteredClient was "
                                 f"made for {self.task}: give both the same task")
@@ -141,5 +143,5 @@ class ClusteredClient:
             torch.manual_seed(settings.seed)
             trainer = node_trainer(self.model_fn(), x, y, client, settings.num_clients, self.task, settings.seed,
                                    "sequential")
-            self._state = _NodeState(key, trainer)
-        return self._state
+            state = self._state[context.node_id] = _NodeState(key, trainer)
+        return state

@@ -1,0 +1,135 @@
+"""fedcluster inside a user's own Flower app (docs/guide/flower.md, examples/flower-app): ClusteredStrategy in the
+example's ServerApp and ClusteredClient in its ClientApp give the clusters and models of fedcluster's own run of
+the same method on the same partitions, and the metrics the example's own evaluate function reports for them.
+
+The fast tests play the Flower messages in this process (flower_local_grid); the Flower simulation of the example
+is in test_flower_app_simulation.py, the loopback deployment in test_flower_app_deploy.py."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("flwr")
+
+from flower_app_example import app_config, import_app, reference_run  # noqa: E402
+from flower_local_grid import LocalGrid, server_identity  # noqa: E402
+
+from fedcluster.errors import UserError  # noqa: E402
+from fedcluster.flower import ClusteredClient, ClusteredStrategy  # noqa: E402
+from fedcluster.flower.client import as_tensors  # noqa: E402
+from fedcluster.tracking.run_dir import RunDir  # noqa: E402
+
+
+def strategy_run(config: dict[str, Any]) -> tuple[ClusteredStrategy, Any]:
+    app = import_app()
+    with server_identity():
+        return app.server_app.run(LocalGrid(app.client_app.app, int(config["min-nodes"])), config)
+
+
+def weighted_eval_acc(states: list[dict[str, torch.Tensor]], clusters: list[int], num_partitions: int) -> float:
+    """What the example's evaluate function gives each client for its cluster's model, weighted by its examples."""
+    task = import_app().task
+    correct = total = 0.0
+    for p, k in enumerate(clusters):
+        model = task.Net()
+        model.load_state_dict(states[k])
+        _, val = task.load_data(p, num_partitions)
+        _, acc = task.test(model, val)
+        correct, total = correct + acc * len(val.dataset), total + len(val.dataset)
+    return correct / total
+
+
+def assert_same_as_fedcluster(strategy: ClusteredStrategy, result: Any, config: dict[str, Any], out: Path) -> None:
+    """Clusters, models (1e-5) and, per round, the number of clusters equal fedcluster's own run; the evaluation
+    the strategy aggregated is the example's evaluate on each client's cluster model."""
+    ref = reference_run(config, out)
+    run = RunDir(out)
+    with (out / "clients.csv").open() as f:
+        ref_clusters = [int(row["cluster"]) for row in csv.DictReader(f)]
+    assert strategy.clusters == ref_clusters
+    models = run.load_checkpoint()["algorithm"]["models"]
+    states = strategy.cluster_state_dicts()
+    assert len(states) == ref.summary["final"]["num_clusters"]
+    for k, state in enumerate(states):
+        for name, v in models.items():
+            torch.testing.assert_close(state[name], v[k], rtol=0, atol=1e-5)
+    assert [m["num-clusters"] for m in result.train_metrics_clientapp.values()] == \
+        [int(r["num_clusters"]) for r in ref.rows]
+    last = result.evaluate_metrics_clientapp[max(result.evaluate_metrics_clientapp)]
+    assert last["eval_acc"] == pytest.approx(weighted_eval_acc(states, strategy.clusters, int(config["min-nodes"])),
+                                             abs=1e-9)
+
+
+def test_ifca_in_the_example_app_clusters_as_fedcluster_does(tmp_path: Path) -> None:
+    config = app_config(**{"num-server-rounds": 2})
+    strategy, result = strategy_run(config)
+    assert_same_as_fedcluster(strategy, result, config, tmp_path / "ref")
+    assert set(result.arrays) == {f"{k}.{n}" for k in range(3) for n in ("layers.1.weight", "layers.1.bias",
+                                                                           "layers.3.weight", "layers.3.bias")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method,params", [("fedrc", "num_clusters=3"), ("cfl", ""), ("fedavg", "")])
+def test_other_methods_in_the_example_app(method: str, params: str, tmp_path: Path) -> None:
+    config = app_config(**{"num-server-rounds": 2, "method": method, "method-params": params})
+    strategy, result = strategy_run(config)
+    assert_same_as_fedcluster(strategy, result, config, tmp_path / "ref")
+
+
+def test_a_method_that_reads_inputs_on_the_server_is_refused() -> None:
+    with pytest.raises(UserError, match="reads clients' inputs on the server"):
+        strategy_run(app_config(**{"num-server-rounds": 1, "method": "pacfl", "method-params": ""}))
+
+
+def test_settings_are_checked_when_the_strategy_is_made() -> None:
+    net = import_app().task.Net
+    with pytest.raises(UserError, match="does not take learning_rate"):
+        ClusteredStrategy("ifca", net, learning_rate=0.1)
+    with pytest.raises(UserError, match="unknown algorithm 'ifcaa'"):
+        ClusteredStrategy("ifcaa", net)
+    with pytest.raises(UserError, match="num_clusters"):
+        ClusteredStrategy("ifca", net, params={"num_clusters": 0})
+    with pytest.raises(UserError, match="true cluster"):
+        ClusteredStrategy("oracle", net)
+    with pytest.raises(UserError, match="not one global model"):
+        ClusteredStrategy("ifca", net).start(grid=None, evaluate_fn=lambda r, a: None)  # type: ignore[arg-type]
+
+
+def test_training_data_are_read_in_index_order() -> None:
+    x, y = torch.arange(40.0).reshape(10, 4), torch.arange(10) % 3
+    data = torch.utils.data.TensorDataset(x, y)
+    for given in (torch.utils.data.DataLoader(data, batch_size=3, shuffle=True), data, (x, y)):
+        got_x, got_y = as_tensors(given)
+        assert torch.equal(got_x, x) and torch.equal(got_y, y)
+    with pytest.raises(UserError, match="loader must yield"):
+        as_tensors([{"img": x, "label": y}])
+    with pytest.raises(UserError, match="empty"):
+        as_tensors([])
+    with pytest.raises(UserError, match="10 inputs and 9 targets"):
+        as_tensors((x, y[:9]))
+    with pytest.raises(UserError, match="task="):
+        ClusteredClient(import_app().task.Net, lambda c: data, task="ranking")
+
+
+def test_nodes_without_the_client_helper_are_named(tmp_path: Path) -> None:
+    from flwr.clientapp import ClientApp
+
+    config = app_config(**{"num-server-rounds": 1})
+    app = import_app()
+    with server_identity(), pytest.raises(UserError, match="register ClusteredClient"):
+        app.server_app.run(LocalGrid(ClientApp(), int(config["min-nodes"])), config)
+
+
+def test_client_order_follows_partition_ids() -> None:
+    from fedcluster.flower.user_nodes import NodeReport, client_order
+
+    reports = [NodeReport(9, 1, (2,), np.zeros(1)), NodeReport(3, 0, (2,), np.zeros(1))]
+    assert [r.node for r in client_order(reports)] == [3, 9]
+    reports = [NodeReport(9, -1, (2,), np.zeros(1)), NodeReport(3, -1, (2,), np.zeros(1))]
+    assert [r.node for r in client_order(reports)] == [3, 9]
