@@ -48,22 +48,32 @@ def weighted_eval_acc(states: list[dict[str, torch.Tensor]], clusters: list[int]
 def assert_same_as_fedcluster(strategy: ClusteredStrategy, result: Any, config: dict[str, Any], out: Path) -> None:
     """Clusters, models (1e-5) and, per round, the number of clusters equal fedcluster's own run; the evaluation
     the strategy aggregated is the example's evaluate on each client's cluster model."""
+    ref = assert_same_clusters_and_models(strategy.clusters, strategy.cluster_state_dicts(), config, out)
+    assert [m["num-clusters"] for m in result.train_metrics_clientapp.values()] == \
+        [int(r["num_clusters"]) for r in ref.rows]
+    last = result.evaluate_metrics_clientapp[max(result.evaluate_metrics_clientapp)]
+    assert_evaluation(last, strategy.cluster_state_dicts(), strategy.clusters, config)
+
+
+def assert_same_clusters_and_models(clusters: list[int], states: list[dict[str, torch.Tensor]],
+                                    config: dict[str, Any], out: Path) -> Any:
+    """``clusters`` and the cluster models ``states`` are fedcluster's own run's (clients.csv, the last
+    checkpoint's models to 1e-5); that run's result."""
     ref = reference_run(config, out)
-    run = RunDir(out)
     with (out / "clients.csv").open() as f:
-        ref_clusters = [int(row["cluster"]) for row in csv.DictReader(f)]
-    assert strategy.clusters == ref_clusters
-    models = run.load_checkpoint()["algorithm"]["models"]
-    states = strategy.cluster_state_dicts()
+        assert clusters == [int(row["cluster"]) for row in csv.DictReader(f)]
+    models = RunDir(out).load_checkpoint()["algorithm"]["models"]
     assert len(states) == ref.summary["final"]["num_clusters"]
     for k, state in enumerate(states):
         for name, v in models.items():
             torch.testing.assert_close(state[name], v[k], rtol=0, atol=1e-5)
-    assert [m["num-clusters"] for m in result.train_metrics_clientapp.values()] == \
-        [int(r["num_clusters"]) for r in ref.rows]
-    last = result.evaluate_metrics_clientapp[max(result.evaluate_metrics_clientapp)]
-    assert last["eval_acc"] == pytest.approx(weighted_eval_acc(states, strategy.clusters, int(config["min-nodes"])),
-                                             abs=1e-9)
+    return ref
+
+
+def assert_evaluation(metrics: Any, states: list[dict[str, torch.Tensor]], clusters: list[int],
+                      config: dict[str, Any]) -> None:
+    assert metrics["eval_acc"] == pytest.approx(weighted_eval_acc(states, clusters, int(config["min-nodes"])),
+                                                abs=1e-9)
 
 
 def test_ifca_in_the_example_app_clusters_as_fedcluster_does(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The app's own model and data: scikit-learn's handwritten digits (bundled with scikit-learn, nothing to
-download), split over the partitions, where partition p sees its images rotated by (p mod 3) x 90 degrees:
+download), split over the partitions (of unequal sizes), where partition p sees its images rotated by (p mod 3) x 90 degrees:
 three groups of clients that a single model serves badly."""
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ def partition_arrays(partition_id: int, num_partitions: int) -> tuple[np.ndarray
     """This partition's images [N, 1, 8, 8] (scaled to [0, 1], rotated by its group) and labels."""
     digits = _digits()
     order = np.random.default_rng(0).permutation(len(digits.target))
-    rows = np.array_split(order, num_partitions)[partition_id]
+    shares = 1.0 + 0.5 * (np.arange(num_partitions) % 4)  # partitions of unequal sizes
+    cuts = np.round(np.cumsum(shares) / shares.sum() * len(order)).astype(int)
+    rows = order[(cuts[partition_id - 1] if partition_id else 0):cuts[partition_id]]
     images = np.rot90(digits.images[rows] / 16.0, k=group_of(partition_id), axes=(1, 2))
     return np.ascontiguousarray(images[:, None], dtype=np.float32), digits.target[rows].astype(np.int64)
 
