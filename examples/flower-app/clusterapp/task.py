@@ -1,6 +1,6 @@
 """The app's own model and data: scikit-learn's handwritten digits (bundled with scikit-learn, nothing to
-download), split over the partitions (of unequal sizes), where partition p sees its images rotated by (p mod 3) x 90 degrees:
-three groups of clients that a single model serves badly."""
+download), split over the partitions (of unequal sizes), where partition p sees its images rotated by
+(p mod 3) x 90 degrees: three groups of clients that a single model serves badly."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
 from torch import nn
 
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.config.run_config import RunConfig
+from fedcluster.config.run_config import RunConfig, load
 from fedcluster.data.sharded import NotHeldError
 from fedcluster.engine.algorithm import Algorithm, Context
 from fedcluster.engine.backends.remote import RemoteTrainer
@@ -72,8 +72,6 @@ class ModelContext(Context):
 def method_config(method: str, params: Mapping[str, Any] | None, settings: Mapping[str, Any], num_clients: int,
                   rounds: int) -> tuple[RunConfig, dict[str, Any]]:
     """The validated run config and typed parameters of ``method`` with ``params`` (``fedcluster list METHOD``)."""
-    from fedcluster.app.api import load_config
-
     unknown = sorted(set(settings) - set(RUN_KEYS))
     if unknown:
         raise UserError(f"ClusteredStrategy does not take {', '.join(unknown)}; its run settings are "
@@ -81,8 +79,8 @@ def method_config(method: str, params: Mapping[str, Any] | None, settings: Mappi
     if method in NEEDS_GROUND_TRUTH:
         raise UserError(f"{method} reads every client's true cluster, which a Flower app's data do not have; "
                         "choose another method")
-    return load_config({"algorithm": {"name": method, **dict(params or {})}, **dict(settings),
-                        "num_clients": num_clients, "rounds": rounds, "engine": "sequential", "progress": False})
+    return load({"algorithm": {"name": method, **dict(params or {})}, **dict(settings),
+                 "num_clients": num_clients, "rounds": rounds, "engine": "sequential", "progress": False})
 
 
 class ClusteredStrategy(Strategy):
@@ -151,7 +149,7 @@ class ClusteredStrategy(Strategy):
                            ) -> Iterable[Message]:
         """One ``evaluate`` message per evaluated client: its cluster's model and ``config`` with ``cluster``."""
         assert self.alg is not None
-        live = [c for c in sorted(self.link.refresh(server_round - 1))]
+        live = sorted(self.link.refresh(server_round - 1))
         count = int(round(self.fraction_evaluate * len(live)))
         if count == 0:
             return []
@@ -161,8 +159,8 @@ class ClusteredStrategy(Strategy):
         out = []
         for c in chosen:
             k = int(assign[c])
-            content = RecordDict({"arrays": ArrayRecord(self._state_dict(k)),
-                                  "config": ConfigRecord({**dict(config), CLUSTER_KEY: k, "server-round": server_round})})
+            settings = ConfigRecord({**dict(config), CLUSTER_KEY: k, "server-round": server_round})
+            content = RecordDict({"arrays": ArrayRecord(self._state_dict(k)), "config": settings})
             out.append(Message(content, self.link.node_of[c], "evaluate", group_id=f"evaluate-{server_round}",
                                ttl=self.link.options.timeout))
         return out
