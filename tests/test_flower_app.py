@@ -16,6 +16,8 @@ import pytest
 import torch
 
 pytest.importorskip("flwr")
+# the example app's own code (its model, loaders and evaluate) and the nodes' training run on the host by design
+pytestmark = pytest.mark.host_only("the example Flower app trains and evaluates its own model on the host")
 
 from flower_app_example import app_config, import_app, reference_run  # noqa: E402
 from flower_local_grid import LocalGrid, server_identity  # noqa: E402

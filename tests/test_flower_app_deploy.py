@@ -17,7 +17,9 @@ from test_flower_app import assert_evaluation, assert_same_clusters_and_models
 from fedcluster.flower.commands import write_connection
 
 pytest.importorskip("flwr")
-pytestmark = pytest.mark.slow  # real SuperLink/SuperNode processes, a flwr-clientapp per message: minutes
+# real SuperLink/SuperNode processes, a flwr-clientapp per message: minutes
+pytestmark = [pytest.mark.slow, pytest.mark.host_only("the example Flower app trains and evaluates its own "
+                                                                   "model on the host")]
 NODES = 3
 
 

@@ -14,7 +14,9 @@ pytest.importorskip("flwr")
 from flower_app_example import app_config, import_app  # noqa: E402
 from test_flower_app import assert_same_as_fedcluster  # noqa: E402
 
-pytestmark = pytest.mark.slow  # Ray's start and a ClientApp per message: about a minute on 2 cores
+# Ray's start and a ClientApp per message: about a minute on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.host_only("the example Flower app trains and evaluates its own "
+                                                                   "model on the host")]
 
 
 def test_example_app_in_flower_simulation(tmp_path: Path) -> None:

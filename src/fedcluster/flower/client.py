@@ -89,12 +89,17 @@ class _NodeState:
 
 class ClusteredClient:
     """Answers :class:`~fedcluster.flower.strategy.ClusteredStrategy`'s requests with ``model_fn()`` (the user's
-    ``nn.Module``; only its parameters are federated, not its buffers) on ``load_train(context)``'s data."""
+    ``nn.Module``; only its parameters are federated, not its buffers) on ``load_train(context)``'s data, which
+    are kept and trained on ``device`` (e.g. "cuda")."""
 
     def __init__(self, model_fn: Callable[[], nn.Module], load_train: Callable[[Context], TrainData],
-                 task: str = "classification") -> None:
+                 task: str = "classification", device: str | torch.device = "cpu") -> None:
         if task not in ("classification", "regression"):
             raise UserError(f"task={task!r}: choose 'classification' or 'regression'")
+        try:
+            self.device = torch.device(device)
+        except RuntimeError:
+            raise UserError(f"device={device!r} is not a device PyTorch knows (e.g. 'cpu', 'cuda')") from None
         self.model_fn, self.load_train, self.task = model_fn, load_train, task
         # per node id: one process may serve several nodes (the simulation's actors serve many virtual nodes)
         self._data: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -109,7 +114,8 @@ class ClusteredClient:
     def data(self, context: Context) -> tuple[torch.Tensor, torch.Tensor]:
         """This node's training tensors (loaded once per process)."""
         if context.node_id not in self._data:
-            self._data[context.node_id] = as_tensors(self.load_train(context), self.task)
+            x, y = as_tensors(self.load_train(context), self.task)
+            self._data[context.node_id] = x.to(self.device), y.to(self.device)
         return self._data[context.node_id]
 
     def handle(self, msg: Message, context: Context) -> Message:
