@@ -26,7 +26,7 @@ NODES = 3
 def test_example_app_on_loopback(tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
-    cluster = Cluster(tmp_path, extra_link=["--disable-runtime-dependency-installation"])  # fedcluster is installed
+    cluster = Cluster(tmp_path)
     out = tmp_path / "app-out"
     overrides = {"num-server-rounds": 2, "min-nodes": NODES}
     try:
