@@ -145,3 +145,36 @@ def test_client_order_follows_partition_ids() -> None:
     assert [r.node for r in client_order(reports)] == [3, 9]
     reports = [NodeReport(9, -1, (2,), np.zeros(1)), NodeReport(3, -1, (2,), np.zeros(1))]
     assert [r.node for r in client_order(reports)] == [3, 9]
+
+
+class CrashingGrid(LocalGrid):
+    """The node of the last partition fails every training request (an error reply, as a crashed ClientApp's)."""
+
+    def push_messages(self, messages: Any) -> Any:
+        from flwr.app import Error, Message
+
+        ids = []
+        for msg in messages:
+            if msg.metadata.message_type == "train.fedcluster" and msg.metadata.dst_node_id == max(self.contexts):
+                msg.metadata.__dict__["_message_id"] = f"crash-{len(self.sent)}"
+                self.sent.append(msg)
+                self.replies[msg.metadata.message_id] = Message(Error(code=0, reason="crashed"), reply_to=msg)
+                ids.append(msg.metadata.message_id)
+            else:
+                ids += list(super().push_messages([msg]))
+        return ids
+
+
+@pytest.mark.parametrize("min_clients,failed,skipped", [(1, 1.0, 0.0), (6, 1.0, 1.0)])
+def test_a_failing_node_is_dropped_and_its_round_replayed(min_clients: int, failed: float, skipped: float) -> None:
+    app = import_app()
+    strategy = ClusteredStrategy("ifca", app.task.Net, params={"num_clusters": 2}, min_available_nodes=6,
+                                 min_clients=min_clients, fraction_evaluate=0.0)
+    with server_identity():
+        result = strategy.start(grid=CrashingGrid(app.client_app.app, 6), num_rounds=1)  # type: ignore[arg-type]
+    metrics = result.train_metrics_clientapp[1]
+    assert (metrics["failed_clients"], metrics["skipped"]) == (failed, skipped)
+    assert result.evaluate_metrics_clientapp == {}
+    start = strategy.alg.ctx.fresh_models(2)  # type: ignore[union-attr]
+    unchanged = all(torch.equal(start[n], v) for n, v in strategy.alg.models.items())  # type: ignore[union-attr]
+    assert unchanged == bool(skipped)  # replayed: trained by the other clients; skipped: the models as they were
