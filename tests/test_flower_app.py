@@ -178,3 +178,51 @@ def test_a_failing_node_is_dropped_and_its_round_replayed(min_clients: int, fail
     start = strategy.alg.ctx.fresh_models(2)  # type: ignore[union-attr]
     unchanged = all(torch.equal(start[n], v) for n, v in strategy.alg.models.items())  # type: ignore[union-attr]
     assert unchanged == bool(skipped)  # replayed: trained by the other clients; skipped: the models as they were
+
+
+def split_net() -> torch.nn.Module:
+    """The example's Net as a SplitModel (feature extractor and head), for the methods that work on them."""
+    from torch import nn
+
+    from fedcluster.models.base import SplitModel
+
+    return SplitModel(nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU()), nn.Linear(32, 10))
+
+
+def two_rounds(method: str, model_fn: Any, params: dict[str, Any] | None = None) -> ClusteredStrategy:
+    app = import_app()
+    strategy = ClusteredStrategy(method, model_fn, params=params, min_available_nodes=6, fraction_evaluate=0.0)
+    with server_identity():
+        strategy.start(grid=LocalGrid(app.client_app.app, 6), num_rounds=2)  # type: ignore[arg-type]
+    return strategy
+
+
+def test_a_method_on_feature_extractor_and_head_asks_for_a_split_model() -> None:
+    with pytest.raises(UserError, match="SplitModel"):
+        two_rounds("hcfl", import_app().task.Net)
+
+
+SERVER_READS_INPUTS = {"apfl", "pfedme", "pacfl", "fedmd"}  # their server reads clients' inputs
+NEEDS_TRUE_CLUSTERS = {"oracle"}
+
+
+@pytest.mark.slow
+def test_every_method_runs_or_is_refused_in_one_line() -> None:
+    from fedcluster.catalog.registry import ALGORITHMS
+
+    ran, refused = [], []
+    for method in ALGORITHMS.names():
+        try:
+            try:
+                strategy = two_rounds(method, import_app().task.Net, {"delta": 1.0} if method == "fedmd" else None)
+            except UserError as e:
+                if "SplitModel" not in str(e):
+                    raise
+                strategy = two_rounds(method, split_net)
+            assert len(strategy.clusters) == 6
+            ran.append(method)
+        except UserError as e:
+            assert "\n" not in str(e)
+            refused.append(method)
+    assert set(refused) == SERVER_READS_INPUTS | NEEDS_TRUE_CLUSTERS
+    assert len(ran) + len(refused) == len(ALGORITHMS.names())

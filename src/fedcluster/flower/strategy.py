@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -44,11 +45,30 @@ from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import CLUSTER_KEY, RunSettings
 from fedcluster.flower.server import FlowerOptions, exchange, replayed_round
 from fedcluster.flower.user_nodes import UserNodeLink, client_order, greet, label_federation
+from fedcluster.models.base import SplitModel
 
 log = logging.getLogger("fedcluster.flower")
 RUN_KEYS = ("lr", "local_epochs", "batch_size", "momentum", "weight_decay", "global_lr", "drop_last", "seed",
             "clients_per_round")  # the run settings a strategy takes (fedcluster run's keys of the same names)
 NEEDS_GROUND_TRUTH = ("oracle",)  # methods that read the true clusters, which a user's federation does not have
+
+
+@contextmanager
+def method_errors(method: str, module: nn.Module) -> Iterator[None]:
+    """One line, not an error from inside the method, when ``method`` reads clients' inputs on the server (PACFL's
+    subspaces, FedMD's moment descent) or works on a plain ``nn.Module``'s feature extractor and head separately
+    (HCFL, FedRC-adaptive: they need a SplitModel)."""
+    try:
+        yield
+    except NotHeldError:
+        raise UserError(f"{method} with these parameters reads clients' inputs on the server, which a Flower app's "
+                        "server does not have; choose another method or setting") from None
+    except AttributeError as e:
+        if isinstance(module, SplitModel) or not any(part in str(e) for part in ("'body'", "'head'", "'features'")):
+            raise
+        raise UserError(f"{method} works on the model's feature extractor and head separately: make model_fn "
+                        "return a fedcluster.models.base.SplitModel(body, head), whose forward is head(body(x))"
+                        ) from None
 
 
 class ModelContext(Context):
@@ -199,12 +219,8 @@ class ClusteredStrategy(Strategy):
             log.info("[ROUND %d/%d]", t + 1, num_rounds)
             live = self.link.refresh(t)
             cohort = np.asarray(self.stream[t], dtype=np.int64)
-            try:
+            with method_errors(self.method, self.alg.ctx.module):
                 res = replayed_round(self.alg, t, cohort, {int(c) for c in cohort if int(c) not in live}, self.link)
-            except NotHeldError:
-                raise UserError(f"{self.method} with {self.params or 'its defaults'} reads clients' inputs on the "
-                                "server, which a Flower app's server does not have; choose another method or "
-                                "setting") from None
             result.train_metrics_clientapp[t + 1] = MetricRecord({
                 "num-clusters": self.alg.num_clusters, "bytes-up": res.bytes_up, "bytes-down": res.bytes_down,
                 **{k: float(v) for k, v in res.extra.items()}})
@@ -251,7 +267,8 @@ class ClusteredStrategy(Strategy):
                         weight_decay=cfg.weight_decay, drop_last=cfg.drop_last)
         ctx = ModelContext(cfg, fed, module, trainer, solver)  # type: ignore[arg-type]
         ctx.model_fn = self.model_fn
-        self.alg = ALGORITHMS.get(cfg.algorithm).obj(ctx, typed["algorithm"])
+        with method_errors(self.method, module):
+            self.alg = ALGORITHMS.get(cfg.algorithm).obj(ctx, typed["algorithm"])
         if (why := self.alg.reads_every_input()) is not None:
             raise UserError(f"{self.method} with {why} reads every client's inputs on the server, which a Flower "
                             "app's server does not have; choose another setting or method")
