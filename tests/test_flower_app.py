@@ -97,6 +97,8 @@ def test_other_methods_in_the_example_app(method: str, params: str, tmp_path: Pa
 def test_a_method_that_reads_inputs_on_the_server_is_refused() -> None:
     with pytest.raises(UserError, match="reads clients' inputs on the server"):
         strategy_run(app_config(**{"num-server-rounds": 1, "method": "pacfl", "method-params": ""}))
+    with pytest.raises(UserError, match="formulation=joint .* reads every client's inputs on the server"):
+        two_rounds("fedem", import_app().task.Net, {"formulation": "joint"})
 
 
 def test_settings_are_checked_when_the_strategy_is_made() -> None:
@@ -109,6 +111,10 @@ def test_settings_are_checked_when_the_strategy_is_made() -> None:
         ClusteredStrategy("ifca", net, params={"num_clusters": 0})
     with pytest.raises(UserError, match="true cluster"):
         ClusteredStrategy("oracle", net)
+    with pytest.raises(UserError, match="min_clients must be >= 1"):
+        ClusteredStrategy("ifca", net, min_clients=0)
+    with pytest.raises(UserError, match="timeout must be > 0"):
+        ClusteredStrategy("ifca", net).start(grid=None, timeout=0)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="not one global model"):
         ClusteredStrategy("ifca", net).start(grid=None, evaluate_fn=lambda r, a: None)  # type: ignore[arg-type]
 

@@ -90,6 +90,7 @@ class NodeLink:
         self.true_cluster: dict[int, int] = {}  # reported by the nodes, for scoring only
         self.round = 0
         self.bytes_up = self.bytes_down = 0
+        self.errors: dict[int, str] = {}  # client -> the reason of its last error reply
 
     def refresh(self, round_: int) -> set[int]:
         """Forget nodes that left, greet new ones (a restarted node rejoins here); the live partitions."""
@@ -134,6 +135,7 @@ class NodeLink:
                 continue
             if reply.has_error():
                 log.warning("client %d failed: %s", c, reply.error.reason)
+                self.errors[c] = reply.error.reason
                 continue
             self.bytes_up += wire_bytes(reply.content)
             got[c] = from_record(reply.content.array_records["arrays"])

@@ -103,6 +103,15 @@ def method_config(method: str, params: Mapping[str, Any] | None, settings: Mappi
                  "num_clients": num_clients, "rounds": rounds, "engine": "sequential", "progress": False})
 
 
+def flower_options(min_clients: int, timeout: float) -> FlowerOptions:
+    """``min_clients`` and the reply ``timeout`` checked as ``flower.min_clients`` and ``flower.timeout`` are."""
+    try:
+        return FlowerOptions(int(min_clients), float(timeout))
+    except ValueError as e:
+        raise UserError(str(e).replace("flower.min_clients", "min_clients").replace("flower.timeout", "timeout")
+                        ) from None
+
+
 class ClusteredStrategy(Strategy):
     """The fedcluster method ``method`` (a registered name: ``fedcluster list``) with its ``params`` and the run
     ``settings`` (lr, local_epochs, batch_size, momentum, weight_decay, global_lr, drop_last, seed,
@@ -120,6 +129,7 @@ class ClusteredStrategy(Strategy):
             raise UserError(f"fraction_evaluate={fraction_evaluate}: give a share in [0, 1]")
         if min_available_nodes < 1:
             raise UserError(f"min_available_nodes={min_available_nodes}: give at least 1")
+        flower_options(min_clients, 1.0)
         method_config(method, params, settings, max(min_available_nodes, 2), 1)  # refuse bad settings now
         self.method, self.model_fn, self.params, self.settings = method, model_fn, dict(params or {}), dict(settings)
         self.task, self.min_available_nodes, self.min_clients = task, min_available_nodes, min_clients
@@ -131,14 +141,19 @@ class ClusteredStrategy(Strategy):
     @property
     def assignment(self) -> dict[int, int]:
         """Each client's cluster (its Ω row's largest entry), by the node id it had at the start."""
-        if self.alg is None:
-            return {}
-        return {node: int(k) for node, k in zip(self.nodes, self.alg.assignment(), strict=True)}
+        return dict(zip(self.nodes, self.clusters, strict=True))
 
     @property
     def clusters(self) -> list[int]:
-        """Client i's cluster, the clients in the order of their nodes' ``partition-id`` (else node id)."""
-        return [] if self.alg is None else [int(k) for k in self.alg.assignment()]
+        """Client i's cluster, the clients in the order of their nodes' ``partition-id`` (else node id). A client
+        that never trained (``clients_per_round`` < 1) has the cluster of its Ω row as the method started it: the
+        rule ``fedcluster run`` applies to it reads its data, which the server does not have."""
+        if self.alg is None:
+            return []
+        try:
+            return [int(k) for k in self.alg.assignment()]
+        except NotHeldError:
+            return [int(k) for k in self.alg.omega.argmax(1)]
 
     def cluster_state_dicts(self) -> list[dict[str, torch.Tensor]]:
         """The K models as state dicts of ``model_fn()`` (its buffers as a fresh model has them)."""
@@ -175,7 +190,7 @@ class ClusteredStrategy(Strategy):
             return []
         rng = np.random.default_rng([int(self.cfg.seed), 7, server_round])
         chosen = sorted(rng.choice(live, size=count, replace=False)) if count < len(live) else live
-        assign = self.alg.assignment()
+        assign = self.clusters
         out = []
         for c in chosen:
             k = int(assign[c])
@@ -211,6 +226,7 @@ class ClusteredStrategy(Strategy):
         if train_config is not None and len(train_config):
             raise UserError("ClusteredStrategy takes its training settings as arguments (lr=, batch_size=, ...), "
                             "not as train_config")
+        flower_options(self.min_clients, timeout)
         self.summary()
         self._begin(grid, initial_arrays, num_rounds, timeout)
         assert self.alg is not None
@@ -259,7 +275,7 @@ class ClusteredStrategy(Strategy):
         fed = label_federation(reports, num_classes, self.task)
         self.nodes = [r.node for r in reports]
         settings = RunSettings(self.cfg.seed, fed.num_clients, self.task)
-        self.link = UserNodeLink(grid, settings.text(), FlowerOptions(self.min_clients, timeout), reports)
+        self.link = UserNodeLink(grid, settings.text(), flower_options(self.min_clients, timeout), reports)
         trainer = RemoteTrainer(module, fed.train.x_held, fed.train.y, fed.train.ptr, fed.task, self.cfg.seed,
                                 self.link.send)
         cfg = self.cfg

@@ -15,6 +15,7 @@ from flwr.serverapp import Grid
 
 from fedcluster.data.federation import Federation, Split
 from fedcluster.data.sharded import ShardedSplit
+from fedcluster.engine.backends.remote import Arrays, ClientsFailed, Request
 from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import HELLO_TYPE, LABELS, LOSSES_TYPE, NODE, TRAIN_TYPE
 from fedcluster.flower.server import FlowerOptions, NodeLink, exchange
@@ -69,6 +70,22 @@ class UserNodeLink(NodeLink):
         super().__init__(grid, settings_text, options)
         self.node_of = {i: r.node for i, r in enumerate(clients)}
         self.client_of_partition = {r.partition: i for i, r in enumerate(clients) if r.partition >= 0}
+
+    def send(self, requests: list[Request]) -> list[Arrays]:
+        """:meth:`NodeLink.send`; when every client answers with an error, the ClientApps cannot do this work
+        (a method that needs what the model or data lack): one line with the first reason, not a skipped round."""
+        self.errors = {}
+        try:
+            return super().send(requests)
+        except ClientsFailed as e:
+            if e.clients == {r.client for r in requests} and e.clients <= set(self.errors):
+                reason = self.errors[min(e.clients)]
+                hint = ("; this method works on the model's feature extractor and head: make model_fn return a "
+                        "fedcluster.models.base.SplitModel(body, head)") if "attribute `body`" in reason or \
+                    "attribute `head`" in reason else ""
+                raise UserError(f"every client failed this request, e.g. client {min(e.clients)}: "
+                                f"{reason.splitlines()[0] if reason else 'no reason given'}{hint}") from None
+            raise
 
     def refresh(self, round_: int) -> set[int]:
         self.round = round_
