@@ -195,12 +195,24 @@ def split_net() -> torch.nn.Module:
     return SplitModel(nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU()), nn.Linear(32, 10))
 
 
-def two_rounds(method: str, model_fn: Any, params: dict[str, Any] | None = None) -> ClusteredStrategy:
+def two_rounds(method: str, model_fn: Any, params: dict[str, Any] | None = None,
+               client_model_fn: Any = None) -> ClusteredStrategy:
+    """Two rounds of ``method`` on the example's partitions, the nodes' ClientApp a ClusteredClient of
+    ``client_model_fn`` (default: the strategy's model_fn)."""
+    from flwr.clientapp import ClientApp
+
     app = import_app()
+    nodes = ClientApp()
+    ClusteredClient(client_model_fn or model_fn, app.client_app.train_loader).register(nodes)
     strategy = ClusteredStrategy(method, model_fn, params=params, min_available_nodes=6, fraction_evaluate=0.0)
     with server_identity():
-        strategy.start(grid=LocalGrid(app.client_app.app, 6), num_rounds=2)  # type: ignore[arg-type]
+        strategy.start(grid=LocalGrid(nodes, 6), num_rounds=2)  # type: ignore[arg-type]
     return strategy
+
+
+def test_nodes_with_another_model_are_named() -> None:
+    with pytest.raises(UserError, match="another model than the strategy's"):
+        two_rounds("ifca", import_app().task.Net, client_model_fn=split_net)
 
 
 def test_a_method_on_feature_extractor_and_head_asks_for_a_split_model() -> None:
@@ -208,7 +220,8 @@ def test_a_method_on_feature_extractor_and_head_asks_for_a_split_model() -> None
         two_rounds("hcfl", import_app().task.Net)
 
 
-SERVER_READS_INPUTS = {"apfl", "pfedme", "pacfl", "fedmd"}  # their server reads clients' inputs
+SERVER_READS_INPUTS = {"apfl", "pfedme", "pacfl", "fedmd", "hcfl", "hcfl-plus"}  # their server reads clients' inputs
+NEEDS_SPLIT_MODEL = {"fedrc-adaptive", "hcfl-prime", "lcfed"}  # run with a SplitModel only
 NEEDS_TRUE_CLUSTERS = {"oracle"}
 
 
@@ -216,7 +229,7 @@ NEEDS_TRUE_CLUSTERS = {"oracle"}
 def test_every_method_runs_or_is_refused_in_one_line() -> None:
     from fedcluster.catalog.registry import ALGORITHMS
 
-    ran, refused = [], []
+    ran, refused, split = [], [], []
     for method in ALGORITHMS.names():
         try:
             try:
@@ -225,10 +238,12 @@ def test_every_method_runs_or_is_refused_in_one_line() -> None:
                 if "SplitModel" not in str(e):
                     raise
                 strategy = two_rounds(method, split_net)
+                split.append(method)
             assert len(strategy.clusters) == 6
             ran.append(method)
         except UserError as e:
             assert "\n" not in str(e)
             refused.append(method)
-    assert set(refused) == SERVER_READS_INPUTS | NEEDS_TRUE_CLUSTERS
+    assert set(refused) == SERVER_READS_INPUTS | NEEDS_TRUE_CLUSTERS, f"ran {ran}, refused {refused}"
+    assert set(split) == NEEDS_SPLIT_MODEL
     assert len(ran) + len(refused) == len(ALGORITHMS.names())

@@ -33,6 +33,7 @@ from fedcluster.engine.backends.remote import Request, node_trainer, serve
 from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import LABELS, NODE, RunSettings
 from fedcluster.flower.records import to_record
+from fedcluster.flower.user_nodes import parameter_layout
 from fedcluster.flower.wire import ARRAYS, RUN, TASK
 
 TrainData = Any  # a DataLoader or iterable of (x, y) batches, a Dataset of (x, y) pairs, or an (x, y) pair of tensors
@@ -135,7 +136,8 @@ class ClusteredClient:
         x, y = self.data(context)
         partition = context.node_config.get("partition-id", -1)
         node = ConfigRecord({"partition-id": int(partition), "samples": len(x),
-                             "input-shape": [int(d) for d in x.shape[1:]]})
+                             "input-shape": [int(d) for d in x.shape[1:]],
+                             "parameters": parameter_layout(self.model_fn())})
         return RecordDict({NODE: node, LABELS: ArrayRecord({"y": Array(y.cpu().numpy())})})
 
     def _node_state(self, context: Context, settings: RunSettings, client: int) -> _NodeState:

@@ -44,7 +44,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import CLUSTER_KEY, RunSettings
 from fedcluster.flower.server import FlowerOptions, exchange, replayed_round
-from fedcluster.flower.user_nodes import UserNodeLink, client_order, greet, label_federation
+from fedcluster.flower.user_nodes import UserNodeLink, check_same_model, client_order, greet, label_federation
 from fedcluster.models.base import SplitModel
 
 log = logging.getLogger("fedcluster.flower")
@@ -269,6 +269,7 @@ class ClusteredStrategy(Strategy):
             if not names <= set(initial_arrays):
                 raise UserError(f"initial_arrays lacks the parameters {sorted(names - set(initial_arrays))[:5]} of "
                                 "model_fn()'s model: give both the same model")
+        check_same_model(reports, module)
         x_shape = reports[0].input_shape
         with torch.no_grad():
             num_classes = int(module(torch.zeros((1, *x_shape))).shape[-1])

@@ -32,6 +32,7 @@ class NodeReport:
     partition: int
     input_shape: tuple[int, ...]
     y: np.ndarray
+    parameters: tuple[str, ...] = ()  # "name:shape" of the node's model's parameters
 
 
 def greet(grid: Grid, nodes: list[int], timeout: float, round_: int) -> list[NodeReport]:
@@ -47,8 +48,25 @@ def greet(grid: Grid, nodes: list[int], timeout: float, round_: int) -> list[Nod
             continue
         rec = reply.content.config_records[NODE]
         y = reply.content.array_records[LABELS]["y"].numpy()
-        out.append(NodeReport(node, int(rec["partition-id"]), tuple(int(d) for d in rec["input-shape"]), y))
+        out.append(NodeReport(node, int(rec["partition-id"]), tuple(int(d) for d in rec["input-shape"]), y,
+                              tuple(str(p) for p in rec.get("parameters", []))))
     return out
+
+
+def parameter_layout(module: torch.nn.Module) -> list[str]:
+    """``name:shape`` of every parameter, as a node's hello reports its model's."""
+    return [f"{n}:{'x'.join(str(d) for d in v.shape)}" for n, v in module.named_parameters()]
+
+
+def check_same_model(reports: list[NodeReport], module: torch.nn.Module) -> None:
+    """One line when a node's model (its ClusteredClient's model_fn) is not the strategy's."""
+    mine = tuple(parameter_layout(module))
+    for r in reports:
+        if r.parameters != mine:
+            other = sorted(set(r.parameters) ^ set(mine))[:3]
+            raise UserError(f"node {r.node} (partition-id {r.partition}) has another model than the strategy's "
+                            f"model_fn (parameters differing: {', '.join(other) or 'their order'}): give "
+                            "ClusteredClient and ClusteredStrategy the same model")
 
 
 def client_order(reports: list[NodeReport]) -> list[NodeReport]:
@@ -81,8 +99,8 @@ class UserNodeLink(NodeLink):
             if e.clients == {r.client for r in requests} and e.clients <= set(self.errors):
                 reason = self.errors[min(e.clients)]
                 hint = ("; this method works on the model's feature extractor and head: make model_fn return a "
-                        "fedcluster.models.base.SplitModel(body, head)") if "attribute `body`" in reason or \
-                    "attribute `head`" in reason else ""
+                        "fedcluster.models.base.SplitModel(body, head)") if any(
+                    f"attribute {q}{part}{q}" in reason for part in ("body", "head") for q in "'`") else ""
                 raise UserError(f"every client failed this request, e.g. client {min(e.clients)}: "
                                 f"{reason.splitlines()[0] if reason else 'no reason given'}{hint}") from None
             raise
