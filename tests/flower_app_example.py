@@ -49,8 +49,6 @@ def registered_model() -> Iterator[str]:
 def example_federation(num_partitions: int) -> Any:
     """The example's partitions as a fedcluster federation: train/val as its loaders split them, one test client
     per rotation group (the validation rows of that group's first partition), the group as the true cluster."""
-    import torch
-
     from fedcluster.data.federation import Federation, Split
 
     task = import_app().task
@@ -61,10 +59,8 @@ def example_federation(num_partitions: int) -> Any:
     val = Split.from_parts([x[c:] for (x, _), c in zip(parts, cuts, strict=True)],
                            [y[c:] for (_, y), c in zip(parts, cuts, strict=True)])
     first = [next(p for p in range(num_partitions) if task.group_of(p) == g) for g in range(task.GROUPS)]
-    test = Split(val.x[:0], val.y[:0], np.zeros(1, dtype=np.int64))
     test = Split.from_parts([val.client(p)[0].numpy() for p in first], [val.client(p)[1].numpy() for p in first])
     groups = np.array([task.group_of(p) for p in range(num_partitions)])
-    del torch
     return Federation(train, val, test, groups, np.arange(task.GROUPS), num_classes=10)
 
 
