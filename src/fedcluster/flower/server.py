@@ -82,12 +82,15 @@ def exchange(grid: Grid, messages: Iterable[Message], timeout: float, first_poll
 class NodeLink:
     """Which node holds which partition, and the request/reply traffic of a round."""
 
+    train_type, losses_type = "train", "query.losses"  # the message types of the two kinds of request
+
     def __init__(self, grid: Grid, config_yaml: str, options: FlowerOptions) -> None:
         self.grid, self.config_yaml, self.options = grid, config_yaml, options
         self.node_of: dict[int, int] = {}  # partition id -> node id
         self.true_cluster: dict[int, int] = {}  # reported by the nodes, for scoring only
         self.round = 0
         self.bytes_up = self.bytes_down = 0
+        self.errors: dict[int, str] = {}  # client -> the reason of its last error reply
 
     def refresh(self, round_: int) -> set[int]:
         """Forget nodes that left, greet new ones (a restarted node rejoins here); the live partitions."""
@@ -122,7 +125,7 @@ class NodeLink:
             node = self.node_of[r.client]
             content = request_content(r, self.config_yaml)
             self.bytes_down += wire_bytes(content)
-            kind = "query.losses" if r.kind == LOSSES else "train"
+            kind = self.losses_type if r.kind == LOSSES else self.train_type
             msgs.append(Message(content, node, kind, group_id=str(self.round), ttl=self.options.timeout))
             client_of[node] = r.client
         got: dict[int, Arrays] = {}
@@ -132,6 +135,7 @@ class NodeLink:
                 continue
             if reply.has_error():
                 log.warning("client %d failed: %s", c, reply.error.reason)
+                self.errors[c] = reply.error.reason
                 continue
             self.bytes_up += wire_bytes(reply.content)
             got[c] = from_record(reply.content.array_records["arrays"])
@@ -166,27 +170,34 @@ class FlowerNodes(Placement):
             raise RuntimeError(f"the nodes of partitions {other} report another ground-truth cluster than the "
                                "server's federation: they were built from another config or data")
         failed = {int(c) for c in cohort if int(c) not in live}
-        before = copy.deepcopy(alg.state_dict())
-        self.link.bytes_up = self.link.bytes_down = 0
-        skipped = 0.0
-        while True:
-            active = cohort[[int(c) not in failed for c in cohort]]
-            if len(active) < self.link.options.min_clients:
-                log.warning("round %d: %d of %d clients left (< flower.min_clients=%d); round skipped", t + 1,
-                            len(active), len(cohort), self.link.options.min_clients)
-                alg.load_state_dict(copy.deepcopy(before))
-                res, skipped = RoundResult(bytes_up=0, bytes_down=0), 1.0
-                break
-            try:
-                res = alg.run_round(t, active)
-                break
-            except ClientsFailed as e:
-                log.warning("round %d: clients %s failed; replaying the round without them", t + 1, sorted(e.clients))
-                failed |= e.clients
-                alg.load_state_dict(copy.deepcopy(before))
-        res.bytes_up, res.bytes_down = self.link.bytes_up, self.link.bytes_down
-        res.extra.update(failed_clients=float(len(failed)), skipped=skipped)
-        return res
+        return replayed_round(alg, t, cohort, failed, self.link)
+
+
+def replayed_round(alg: Algorithm, t: int, cohort: np.ndarray, failed: set[int], link: NodeLink) -> RoundResult:
+    """Round ``t`` of ``alg`` with the ``cohort`` less its ``failed`` clients; a round in which more clients fail is
+    replayed from the state before it without them, or skipped (models unchanged) when fewer than
+    ``link.options.min_clients`` are left. ``rounds.csv``'s ``failed_clients`` and ``skipped`` are in its extra."""
+    before = copy.deepcopy(alg.state_dict())
+    link.bytes_up = link.bytes_down = 0
+    skipped = 0.0
+    while True:
+        active = cohort[[int(c) not in failed for c in cohort]]
+        if len(active) < link.options.min_clients:
+            log.warning("round %d: %d of %d clients left (< flower.min_clients=%d); round skipped", t + 1,
+                        len(active), len(cohort), link.options.min_clients)
+            alg.load_state_dict(copy.deepcopy(before))
+            res, skipped = RoundResult(bytes_up=0, bytes_down=0), 1.0
+            break
+        try:
+            res = alg.run_round(t, active)
+            break
+        except ClientsFailed as e:
+            log.warning("round %d: clients %s failed; replaying the round without them", t + 1, sorted(e.clients))
+            failed |= e.clients
+            alg.load_state_dict(copy.deepcopy(before))
+    res.bytes_up, res.bytes_down = link.bytes_up, link.bytes_down
+    res.extra.update(failed_clients=float(len(failed)), skipped=skipped)
+    return res
 
 
 def serve_run(grid: Grid, config_yaml: str, options: FlowerOptions) -> dict[str, Any]:

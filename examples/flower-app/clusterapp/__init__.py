@@ -1,0 +1,1 @@
+"""A Flower app that clusters its clients with a fedcluster method."""
