@@ -107,7 +107,8 @@ def _load_cached(path: Path, key: str, cfg: RunConfig) -> Federation | None:
     try:
         fed = Federation.load(path, key)
         try:
-            fed.check_fits(cfg.dataset, cfg.scenario, DATASETS.get(cfg.dataset).obj.load is not None)
+            spec = DATASETS.get(cfg.dataset).obj
+            fed.check_fits(cfg.dataset, cfg.scenario, spec.load is not None, spec.classes)
         except ValueError as e:
             raise StateFileError(path, f"does not describe this run's federation ({e})") from None
         return fed
