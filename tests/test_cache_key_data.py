@@ -3,9 +3,7 @@ relative path, or a folder whose files changed, is read afresh."""
 
 from __future__ import annotations
 
-import io
 import os
-from contextlib import redirect_stderr
 from pathlib import Path
 
 import numpy as np
@@ -78,13 +76,15 @@ def test_an_unchanged_folder_is_served_from_the_cache(tmp_path: Path, cache: Pat
     _federation("data")  # the same folder typed another way: the same key
 
 
-def test_an_empty_cache_variable_is_treated_as_unset_with_a_word(monkeypatch: pytest.MonkeyPatch,
-                                                                 tmp_path: Path) -> None:
-    from fedcluster.data.build import cache_dir
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_cache_variable_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str], value: str) -> None:
+    from fedcluster.app.cli import main
 
-    monkeypatch.setenv("FEDCLUSTER_CACHE", "")
-    monkeypatch.setenv("HOME", str(tmp_path))
-    err = io.StringIO()
-    with redirect_stderr(err):
-        where = cache_dir()
-    assert where == tmp_path / ".cache" / "fedcluster" / "federations" and "FEDCLUSTER_CACHE is empty" in err.getvalue()
+    monkeypatch.setenv("FEDCLUSTER_CACHE", value)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "num_clients=4", "rounds=1", "progress=false", f"out={tmp_path / 'r'}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "FEDCLUSTER_CACHE is set but empty" in lines[0], lines
+    assert not (tmp_path / "federations").exists() and not (tmp_path / "home").exists()

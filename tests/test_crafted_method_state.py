@@ -1,6 +1,6 @@
-"""Crafted checkpoints of FedGWC, FL+HC, CLoVE, FedGroup, HCFL and IFCA: values the writer never writes, rewritten
-with a valid checksum, are refused on resume in one line, exit 2 (never a traceback, never a run that finishes on
-them)."""
+"""Crafted checkpoints of FedGWC, FL+HC, CLoVE, FedGroup, HCFL, IFCA, WeCFL, LCFed, CGPFL and APFL: values the
+writer never writes, rewritten with a valid checksum, are refused on resume in one line, exit 2 (never a traceback,
+never a run that finishes on them)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ METHODS = {  # as tests/test_new_methods.py runs them: every method has clustere
     "clove": ["algorithm.num_clusters=3"],
     "hcfl": ["algorithm.rho=0", "algorithm.num_clusters=2"],  # the soft family, K changing (the base's checks)
     "ifca": [],  # the soft family, K fixed
+    "wecfl": [], "lcfed": [], "cgpfl": [], "apfl": [],  # hard positions of a fixed K; a personal mixture weight
 }
 FAST = ["num_clients=8", "progress=false", "threads=1", "rounds=2"]
 
@@ -67,6 +68,13 @@ CRAFTS: dict[str, tuple[str, Craft, str]] = {  # case: (method, change to the al
     "hcfl book one id short": ("hcfl", _set("book", lambda b: {**b, "ids": b["ids"][:-1]}), "book"),
     "hcfl rounds_done 10^6": ("hcfl", _set("rounds_done", lambda v: 10**6), "rounds_done"),
     "ifca rounds_done -5": ("ifca", _set("rounds_done", lambda v: -5), "rounds_done"),
+    "wecfl assigned 999": ("wecfl", _set("assigned", lambda v: np.full_like(v, 999)), "assigned"),
+    "lcfed assigned 999": ("lcfed", _set("assigned", lambda v: np.full_like(v, 999)), "assigned"),
+    "cgpfl assigned 999": ("cgpfl", _set("assigned", lambda v: np.full_like(v, 999)), "assigned"),
+    "apfl alpha nan": ("apfl", _set("alpha", lambda v: np.full_like(v, np.nan)), "alpha"),
+    "apfl alpha 2": ("apfl", _set("alpha", lambda v: np.full_like(v, 2.0)), "alpha"),
+    "ifca gamma rows of 2": ("ifca", _set("gamma", lambda v: v * 2), "gamma"),
+    "ifca omega rows of 0": ("ifca", _set("omega", lambda v: v * 0), "omega"),
 }
 
 

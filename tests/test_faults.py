@@ -391,6 +391,32 @@ def test_disk_full_on_the_cache_warns_and_the_run_goes_on(tmp_path: Path, capsys
     assert not cache_path(cfg, params).exists() and _leftover_temporaries(cache_path(cfg, params).parent) == []
 
 
+def test_a_full_out_folder_is_said_before_the_federation_is_built(tmp_path: Path, capsys,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedcluster.engine import runner
+
+    _enospc_on(monkeypatch, "write-probe", nth=1)
+    monkeypatch.setattr(runner, "build_federation", lambda *args: pytest.fail("the federation was built"))
+    out = tmp_path / "r"
+    assert main(["run", *FAST, "rounds=1", f"out={out}"]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in _one_line(err) and str(out) in err and not out.exists()
+
+
+def test_too_little_room_for_the_checkpoints_is_said_before_the_summary(tmp_path: Path, capsys,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedcluster.tracking import run_dir
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(run_dir.shutil, "disk_usage", lambda path: usage._replace(free=10_000))
+    out = tmp_path / "r"
+    assert main(["run", *FAST, "rounds=1", f"out={out}"]) == 2
+    err = capsys.readouterr().err
+    line = _one_line(err)
+    assert "10.0 kB free" in line and "checkpoints need about" in line, line
+    assert "concept-swap:" not in err and not out.exists()  # no federation summary, no trace
+
+
 def _unshare_works() -> bool:
     if not shutil.which("unshare"):
         return False
@@ -400,31 +426,25 @@ def _unshare_works() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _unshare_works(), reason="needs unshare -r -m and tmpfs mounts (a private mount namespace)")
-def test_real_full_tmpfs(tmp_path: Path) -> None:
-    """A 100 kB tmpfs for out= and for the cache: one clear line, no temporary file, the last checkpoint
-    intact; resumed elsewhere it equals a straight run."""
+@pytest.mark.parametrize("size,words", [("100k", "checkpoints need about"), ("16k", "No space left on device")])
+def test_real_full_tmpfs(tmp_path: Path, size: str, words: str) -> None:
+    """A small tmpfs for out= and for the cache: one clear line before the federation's summary (a 100 kB one
+    cannot hold two 62 kB checkpoints; a 16 kB one not even a probe file), no temporary file, no run folder left."""
     args = ["num_clients=6", "progress=false", "checkpoint_every=1", "rounds=5", "device=cpu"]  # 62 kB checkpoints
-    assert main(["run", *args, f"out={tmp_path / 'straight'}"]) == 0
-    mnt, copy = tmp_path / "mnt", tmp_path / "copy"
+    mnt = tmp_path / "mnt"
     mnt.mkdir()
-    script = (f"mount -t tmpfs -o size=100k tmpfs {mnt} && mkdir {mnt}/cache && "
+    script = (f"mount -t tmpfs -o size={size} tmpfs {mnt} && mkdir {mnt}/cache && "
               f"FEDCLUSTER_CACHE={mnt}/cache {sys.executable} -m fedcluster.app.cli run {' '.join(args)} "
-              f"out={mnt}/run; echo rc=$?; ls -a {mnt}/cache/federations; cp -a {mnt}/run {copy}")
+              f"out={mnt}/run; echo rc=$?; ls -a {mnt} {mnt}/cache/federations")
     proc = subprocess.run(["unshare", "-r", "-m", "sh", "-c", script], capture_output=True, text=True,
                           timeout=300, env=os.environ)
     assert "rc=2" in proc.stdout, proc.stdout + proc.stderr
     err = proc.stderr
     assert "Traceback" not in err
     errors = [line for line in err.splitlines() if line.startswith("fedcluster: error")]
-    assert len(errors) == 1 and "No space left on device" in errors[0], err
-    assert "the federation is not cached" in err and ".tmp" not in proc.stdout  # the cache folder listing
-    assert _leftover_temporaries(copy) == []
-    done = load_state(copy / "checkpoint.pt", "checkpoint")["round"]
-    assert 1 <= done < 5
-    rounds = [int(r["round"]) for r in _rows(copy)]
-    assert rounds == list(range(1, len(rounds) + 1))  # no torn row
-    assert main(["resume", str(copy)]) == 0
-    assert _numbers(copy) == _numbers(tmp_path / "straight")
+    assert len(errors) == 1 and words in errors[0], err
+    assert "concept-swap:" not in err  # the federation's summary ("concept-swap: 6 clients ...") is not printed
+    assert ".tmp" not in proc.stdout and "run" not in proc.stdout.split()  # no temporary file, no run folder
 
 
 # -- divergence ------------------------------------------------------------------------------------

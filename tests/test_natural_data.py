@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from fedcluster.app.cli import main
 from fedcluster.data.scenarios.natural import NaturalParams, natural
@@ -280,3 +281,25 @@ def test_a_torchvision_root_serves_mnist_emnist_fashion_and_cifar(tmp_path: Path
     assert np.allclose(mnist.x_train[:, 0], images / 255, atol=1e-6)
     assert np.allclose(emnist.x_train[:, 0], images.transpose(0, 2, 1) / 255, atol=1e-6)  # stored transposed
     assert len(load_cifar10(tmp_path).y_train) == 20
+
+
+def test_a_cached_femnist_federation_whose_labels_miss_classes_is_served(femnist_dir: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few writers' labels need not reach all 62 classes: the cache serves their federation, never rebuilds it."""
+    import io
+    from contextlib import redirect_stderr
+
+    import fedcluster
+    from fedcluster.data import build
+
+    monkeypatch.setenv("FEDCLUSTER_CACHE", str(tmp_path / "cache"))
+    config = {"dataset": "femnist", "data_dir": str(femnist_dir), "scenario": "natural", "num_clients": 4,
+              "scenario.min_samples": 1}
+    first = fedcluster.build_federation(config)
+    assert int(first.train.y.max()) + 1 < first.num_classes == 62
+    monkeypatch.setattr(build, "_store", lambda *args: pytest.fail("built again"))
+    err = io.StringIO()
+    with redirect_stderr(err):
+        again = fedcluster.build_federation(config)
+    assert "discarding" not in err.getvalue() and again.num_classes == 62
+    assert torch.equal(again.train.y, first.train.y)

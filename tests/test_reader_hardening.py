@@ -135,6 +135,9 @@ LEAF: dict[str, tuple[Callable[[Path], None], str]] = {
     "pixel 1e30": (_leaf_case(lambda u: u["f0002_07"]["x"][1].__setitem__(0, 1e30)), "outside [0, 1]"),
     "pixel -2": (_leaf_case(lambda u: u["f0002_07"]["x"][1].__setitem__(0, -2)), "outside [0, 1]"),
     "test writer absent from training": (_split_with_stranger, "f0005_33"),
+    "one pixel true": (_leaf_case(lambda u: u["f0001_41"]["x"][0].__setitem__(5, True)), "among its pixel"),
+    "one pixel false": (_leaf_case(lambda u: u["f0002_07"]["x"][1].__setitem__(0, False)), "among its pixel"),
+    "one label true": (_leaf_case(lambda u: u["f0002_07"]["y"].__setitem__(0, True)), "true/false among its labels"),
 }
 
 
@@ -152,6 +155,13 @@ def test_femnist_refuses_bad_pixels_and_test_only_writers(case: str, tmp_path: P
                       "num_clients=3", "scenario.min_samples=1", "model=logistic", "rounds=1", "progress=false",
                       f"out={out}"], capsys)
     assert needle in line and not (out / "summary.json").exists()
+
+
+def test_femnist_with_a_writer_named_true_still_reads(tmp_path: Path) -> None:
+    users = leaf_users(WRITERS)
+    users["true false"] = users.pop(next(iter(users)))  # the words in a name (a string), not JSON's true/false
+    write_leaf(tmp_path / "all_data", users)
+    assert "true false" in load_femnist(tmp_path).writers
 
 
 def test_femnist_with_leafs_split_still_reads(tmp_path: Path) -> None:

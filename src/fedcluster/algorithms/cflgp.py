@@ -42,6 +42,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import flatten, num_bytes, select
 from fedcluster.metrics.clustering import clustering_ari
 from fedcluster.metrics.regression import regression_extras
+from fedcluster.tiers.saved_kinds import Counts, Flags, Positions, Reals
 
 
 @dataclass
@@ -66,8 +67,11 @@ class CFLGPParams(RangeChecked):
 class CFLGP(Algorithm):
     fixed_clusters = True
 
-    saved = ("cluster", "profiles", "block_count", "profile_count", "pointer", "stable_rounds", "stopped",
-             "transmissions", "first_ari1")
+    saved = {"cluster": Positions(), "profiles": Reals(cluster_axis=1),
+             "block_count": Counts(at_most_rounds=True, cluster_axis=0),
+             "profile_count": Counts(at_most_rounds=True, cluster_axis=1), "pointer": Positions(),
+             "stable_rounds": Counts(at_most_rounds=True), "stopped": Flags(), "transmissions": Counts(),
+             "first_ari1": Reals(low=-1.0, high=1.0, nan_ok=True)}
 
     def __init__(self, ctx: Context, params: CFLGPParams) -> None:
         super().__init__(ctx, params)

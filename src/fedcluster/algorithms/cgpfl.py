@@ -50,7 +50,6 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
-from fedcluster.algorithms.state_checks import num_models
 from fedcluster.algorithms.wecfl import WeCFLParams, weighted_kmeans_step
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
@@ -59,6 +58,7 @@ from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.saved_kinds import Flags, Positions, Weights, num_models
 from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Xueyang Tang, Song Guo, Jingcai Guo. Personalized Federated Learning with Contextualized Generalization. "
@@ -77,7 +77,7 @@ class CGPFL(ClusteredAlgorithm):
     the personalised models, trained with a proximal term toward their context's generalised model; a fixed K.
     Each client keeps its personalised model."""
 
-    saved = ("assigned", "personal", "has_personal")
+    saved = {"assigned": Positions(unassigned=True), "personal": Weights(), "has_personal": Flags()}
 
     def __init__(self, ctx: Context, params: CGPFLParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

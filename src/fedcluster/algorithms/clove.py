@@ -50,13 +50,12 @@ Communication: K̂ models down while clustering (one after), one model up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
-from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.tiers.adaptation import Fixed
@@ -70,6 +69,7 @@ from fedcluster.tiers.grouping import (
     silhouette_kmeans,
     ward_silhouette_k,
 )
+from fedcluster.tiers.saved_kinds import Counts, Flags, Positions
 from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Chakrabarty. CLoVE: Personalized "
@@ -91,7 +91,7 @@ class CLoVEParams(ClusteredParams):
 @ALGORITHMS.register("clove", "CLoVE: per-client loss vectors over K̂ models clustered, K^t by Ward + silhouette "
                      "(10 % margin), min-cost cluster-model matching", CLoVEParams, paper=PAPER)
 class CLoVE(ClusteredAlgorithm):
-    saved = ("model_of", "unchanged", "converged")
+    saved = {"model_of": Positions(unassigned=True), "unchanged": Counts(at_most_rounds=True), "converged": Flags()}
 
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
@@ -146,8 +146,3 @@ class CLoVE(ClusteredAlgorithm):
             return fitting[-1]
         return silhouette_kmeans(embed, self.num_clusters, self.ctx.cfg.seed, k_min=self.num_clusters)
 
-    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
-        """Each client's model one of the K̂ (−1: never sampled); its unchanged rounds at most the rounds run."""
-        return first_problem(super().state_problem(state, rounds),
-                             integers_within(state["model_of"], "model_of", -1, num_models(state) - 1),
-                             integers_within(state["unchanged"], "unchanged", 0, rounds))

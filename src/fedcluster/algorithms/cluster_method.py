@@ -27,11 +27,11 @@ import numpy as np
 
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.algorithms.parts import required
-from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.engine.params import Params, num_bytes, subset
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.cluster_book import ClusterBook
 from fedcluster.tiers.cluster_state import StateField
+from fedcluster.tiers.saved_kinds import Book, Counts
 from fedcluster.tracking.clusters import sample_groups
 
 
@@ -43,7 +43,8 @@ class ClusterMethod(Algorithm):
     book: ClusterBook | None = StateField()  # type: ignore[assignment]  # methods whose K changes
     assigned: np.ndarray = StateField()  # type: ignore[assignment]  # each client's hard position (−1: none yet)
     rounds_done: int = StateField()  # type: ignore[assignment]
-    saved = ("rounds_done",)
+    saved = {"rounds_done": Counts(at_most_rounds=True)}
+    saved_when_kept = {"book": Book()}  # when K can change
 
     def __init__(self, ctx: Context, params: Any, *, models: Params, adaptation: Adaptation,
                  split: bool = False) -> None:
@@ -131,21 +132,3 @@ class ClusterMethod(Algorithm):
     def saved_fields(self) -> tuple[str, ...]:
         """The saved attributes, with the cluster book when K can change."""
         return super().saved_fields() + (("book",) if self.book is not None else ())
-
-    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
-        """The rounds done are those of the checkpoint at most; a saved book has one distinct id per model, each
-        below its next id, and events it can read."""
-        problem = first_problem(super().state_problem(state, rounds),
-                                integers_within([state["rounds_done"]], "rounds_done", 0, rounds)
-                                if "rounds_done" in state else None)
-        if problem is not None or "book" not in state:
-            return problem
-        k = num_models(state)
-        try:
-            book = ClusterBook.from_state(state["book"])
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return "algorithm.book (the clusters' ids and events) cannot be read"
-        if len(book.ids) != k or len(set(book.ids)) != k or min(book.ids) < 0 or max(book.ids) >= book.next_id:
-            return (f"algorithm.book.ids {book.ids[:5]} are not {k} distinct cluster ids below next_id "
-                    f"{book.next_id}")
-        return None

@@ -44,6 +44,7 @@ from fedcluster.tiers.aggregation import ClusterSums, cluster_update
 from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
+from fedcluster.tiers.saved_kinds import Flags, InputStatistics, Rows, non_negative
 from fedcluster.tiers.weighting import EStep, SoftWeighting, Weighting, one_hot
 
 
@@ -71,9 +72,12 @@ class ClusteredAlgorithm(ClusterMethod):
     client_stats: dict = StateField("stats.client_stats")  # type: ignore[assignment]
     density: Any = StateField("stats.density")
     estimated: np.ndarray = StateField()  # type: ignore[assignment]
-    saved = ("gamma", "estimated")
+    saved = {"gamma": Rows(cluster_axis=1), "estimated": Flags()}
     saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
-    STATISTICS = ("sample_prior", "counts", "marginal", "client_stats", "density")  # saved when kept
+    saved_when_kept = {  # the tier-1 statistics (and the sample-wise prior) of the EM family, when kept
+        "sample_prior": Rows(cluster_axis=1), "counts": non_negative(cluster_axis=1),
+        "marginal": Rows(cluster_axis=0), "client_stats": InputStatistics(per_client=True),
+        "density": InputStatistics()}
 
     def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: Weighting,
                  adaptation: Adaptation, sample_scope: bool = False) -> None:
@@ -299,7 +303,7 @@ class ClusteredAlgorithm(ClusterMethod):
 
     def saved_fields(self) -> tuple[str, ...]:
         """The saved attributes, with the tier-1 statistics (and the sample-wise prior) of the EM family."""
-        return super().saved_fields() + (self.STATISTICS if self.state.stats is not None else ())
+        return super().saved_fields() + (tuple(self.saved_when_kept) if self.state.stats is not None else ())
 
     def after_load(self) -> None:
         self._scoring = None

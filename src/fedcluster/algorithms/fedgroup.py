@@ -43,7 +43,6 @@ import torch
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
-from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
@@ -52,6 +51,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.grouping import inter_group_update
 from fedcluster.tiers.regrouping import DirectionGroups
+from fedcluster.tiers.saved_kinds import Flags, Reals, Weights, num_models
 
 PAPER = ("Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang Chen, Yujuan Tan. FedGroup: Efficient"
          " Federated Learning via Decomposed Similarity-Based Clustering. IEEE International Symposium on Parallel "
@@ -81,7 +81,7 @@ class FedGrouProxParams(FedGroupParams):
                      "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams, paper=PAPER)
 class FedGroup(HardClusters):
     adaptation: DirectionGroups
-    saved = ("initial", "grouped", "directions")
+    saved = {"initial": Weights(), "grouped": Flags(), "directions": Reals()}
 
     def __init__(self, ctx: Context, params: FedGroupParams) -> None:
         if params.num_groups > ctx.fed.num_clients:

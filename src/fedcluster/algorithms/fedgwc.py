@@ -69,14 +69,6 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
-from fedcluster.algorithms.state_checks import (
-    all_bools,
-    finite_non_negative,
-    first_problem,
-    integers_within,
-    num_models,
-    one_per_cluster,
-)
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
@@ -88,6 +80,7 @@ from fedcluster.tiers.gaussian_weighting import (
     wasserstein_adjusted_score,
 )
 from fedcluster.tiers.regrouping import SpectralSplits
+from fedcluster.tiers.saved_kinds import Counts, Flags, non_negative, num_models
 
 PAPER = ("Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. Interaction-Aware Gaussian "
          "Weighting for Clustered Federated Learning. International Conference on Machine Learning (ICML), PMLR 267, "
@@ -119,7 +112,8 @@ class FedGWCParams(RangeChecked):
                      "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams, paper=PAPER)
 class FedGWC(HardClusters):
     adaptation: SpectralSplits
-    saved = ("interaction", "mse", "waited", "open")
+    saved = {"interaction": non_negative(cluster_axis=0), "mse": non_negative(cluster_axis=0),
+             "waited": Counts(at_most_rounds=True, cluster_axis=0), "open": Flags(cluster_axis=0)}
 
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
         split = SpectralSplits(params.beta, params.perception, params.max_clusters)
@@ -194,22 +188,13 @@ class FedGWC(HardClusters):
         return out
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
-        """One interaction matrix, mse, wait and open flag per cluster; each matrix square over its cluster's
-        members, finite and ≥ 0; the waits at most the rounds run."""
+        """Each cluster's interaction matrix square over its members (each field's own values: their kinds)."""
         if (problem := super().state_problem(state, rounds)) is not None:
             return problem
         k = num_models(state)
-        problem = first_problem(*(one_per_cluster(state[key], key, k) for key in ("interaction", "mse", "waited",
-                                                                                   "open")))
-        if problem is not None:
-            return problem
         members = np.bincount(np.asarray(state["cluster"], dtype=np.int64), minlength=k)
         for c, matrix in enumerate(state["interaction"]):
             if tuple(matrix.shape) != (members[c], members[c]):
                 return (f"algorithm.interaction[{c}] has shape {list(matrix.shape)}; cluster {c} has {members[c]} "
                         "members")
-        return first_problem(finite_non_negative(np.concatenate([np.ravel(m) for m in state["interaction"]]),
-                                                 "interaction"),
-                             finite_non_negative(state["mse"], "mse"),
-                             integers_within(state["waited"], "waited", 0, rounds),
-                             all_bools(state["open"], "open"))
+        return None

@@ -62,6 +62,7 @@ from fedcluster.engine.training.kernels import per_sample_loss
 from fedcluster.errors import ConfigError
 from fedcluster.metrics.regression import regression_extras
 from fedcluster.tiers.aggregation import weighted_mean
+from fedcluster.tiers.saved_kinds import Flags, Positions, RandomState, Reals
 
 
 @dataclass
@@ -168,8 +169,8 @@ class FedMD(Algorithm):
 
     # the one-shot labels and the position of ``rng``, which later rounds still draw from (Algorithm 3's Q_0,
     # random models filling in for missing anchor groups): a resumed run continues the straight run's random stream
-    saved = ("fixed", "rng")
-    ANCHORS = ("anchor_theta", "frozen", "anchors")  # the anchors' Phase-1 state (init=fedmd)
+    saved = {"fixed": Positions(), "rng": RandomState()}
+    saved_when_kept = {"anchor_theta": Reals(), "frozen": Flags(), "anchors": Positions(of="clients")}  # init=fedmd
 
     def __init__(self, ctx: Context, params: FedMDParams) -> None:
         super().__init__(ctx, params)
@@ -455,7 +456,7 @@ class FedMD(Algorithm):
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
 
     def saved_fields(self) -> tuple[str, ...]:
-        return super().saved_fields() + (self.ANCHORS if self.params.init == "fedmd" else ())
+        return super().saved_fields() + (tuple(self.saved_when_kept) if self.params.init == "fedmd" else ())
 
 
 ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)",

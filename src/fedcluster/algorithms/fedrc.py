@@ -50,6 +50,7 @@ from fedcluster.data.federation import Split
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.aggregation import weighted_mean
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
+from fedcluster.tiers.saved_kinds import Reals, non_negative
 from fedcluster.tiers.weighting import AdamEM, AdamMoments, SoftEM, one_hot
 
 
@@ -97,7 +98,7 @@ class AdamMoment:
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams, paper="FedRC paper")
 class FedRC(ClusteredAlgorithm):
-    saved = ("adam_m1", "adam_m2")
+    saved = {"adam_m1": Reals(cluster_axis=1), "adam_m2": non_negative(cluster_axis=1)}
     adam_m1 = AdamMoment("m1")
     adam_m2 = AdamMoment("m2")
 

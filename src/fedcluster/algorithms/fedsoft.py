@@ -31,6 +31,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.saved_kinds import Flags, Weights
 from fedcluster.tiers.weighting import FedSoftShares, fedsoft
 
 PAPER = ("Yichen Ruan, Carlee Joe-Wong. FedSoft: Soft Clustered Federated Learning with Proximal Local Updating. "
@@ -46,7 +47,7 @@ class FedSoftParams(ClusteredParams):
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
                      FedSoftParams, paper=PAPER)
 class FedSoft(ClusteredAlgorithm):
-    saved = ("personal", "has_personal")
+    saved = {"personal": Weights(), "has_personal": Flags()}
 
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         # tier 2: FedSoft's shares (test clients: their own u on their labelled data)

@@ -34,13 +34,13 @@ import numpy as np
 
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.hardclusters import HardClusters
-from fedcluster.algorithms.state_checks import num_models
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.grouping import Linkage, Metric
 from fedcluster.tiers.regrouping import TreeCut
+from fedcluster.tiers.saved_kinds import Flags, num_models
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
          "Updates to Improve Training on Non-IID Data. International Joint Conference on Neural Networks (IJCNN), "
@@ -68,7 +68,7 @@ class FLHCParams(RangeChecked):
                      "per cluster", FLHCParams, paper=PAPER)
 class FLHC(HardClusters):
     adaptation: TreeCut
-    saved = ("clustered",)
+    saved = {"clustered": Flags()}
 
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=TreeCut(params.linkage, params.metric, params.distance_threshold,

@@ -28,7 +28,6 @@ import torch
 
 from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.cluster_method import ClusterMethod
-from fedcluster.algorithms.state_checks import first_problem, integers_within, num_models
 from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation import inference
 from fedcluster.engine.params import Params, flatten, repeat, select
@@ -36,6 +35,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import cluster_update
 from fedcluster.tiers.cluster_state import StateField
+from fedcluster.tiers.saved_kinds import Positions
 
 
 class HardClusters(ClusterMethod):
@@ -45,7 +45,7 @@ class HardClusters(ClusterMethod):
     (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies itself)."""
 
     cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
-    saved = ("cluster",)
+    saved = {"cluster": Positions()}
 
     def __init__(self, ctx: Context, params: Any, *, k0: int, adaptation: Adaptation) -> None:
         super().__init__(ctx, params, models=repeat({n: v[0] for n, v in ctx.fresh_models(1).items()}, k0),
@@ -90,9 +90,3 @@ class HardClusters(ClusterMethod):
             models = {n: v.unsqueeze(1) for n, v in self.models.items()}
             return inference.StackForward(self.ctx.module).grouped(models, split.x, np.arange(len(pos)), pos), ones
         return self.chosen_outputs(split, self.cluster)
-
-    # -- checkpoints --------------------------------------------------------------------------
-    def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
-        """Every client's position names one of the models (then the base's checks: rounds done, the book)."""
-        return first_problem(integers_within(state["cluster"], "cluster", 0, num_models(state) - 1),
-                             super().state_problem(state, rounds))

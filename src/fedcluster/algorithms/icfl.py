@@ -44,6 +44,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.tiers.distance import cosine_similarity
 from fedcluster.tiers.regrouping import ICFLSplits
+from fedcluster.tiers.saved_kinds import StableId
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
          "Transactions on Neural Networks and Learning Systems, 2023.")
@@ -64,7 +65,7 @@ class ICFLParams(RangeChecked):
                      ICFLParams, paper=PAPER)
 class ICFL(HardClusters):
     adaptation: ICFLSplits
-    saved = ("pool",)
+    saved = {"pool": StableId()}
 
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=ICFLSplits(params.alpha0, params.eps1))

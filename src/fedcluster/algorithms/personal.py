@@ -28,6 +28,7 @@ from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, num_bytes
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.kernels import per_sample_loss
+from fedcluster.tiers.saved_kinds import Flags, Weights
 
 CHUNK = 64  # clients whose local steps run at once
 
@@ -55,7 +56,7 @@ class PersonalAlgorithm(Algorithm):
     """One global model (``models``, K = 1) and a personal model per client (``personal`` [M, ...])."""
 
     fixed_clusters = True
-    saved = ("personal", "has_personal")
+    saved = {"personal": Weights(), "has_personal": Flags()}
 
     def __init__(self, ctx: Context, params: Any) -> None:
         super().__init__(ctx, params)

@@ -44,6 +44,7 @@ from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 from fedcluster.tiers.regrouping import StoCFLMerges
+from fedcluster.tiers.saved_kinds import Counts, Flags, Reals, Weights
 
 PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning."
          " arXiv:2303.00897, 2023.")
@@ -59,7 +60,8 @@ class StoCFLParams(RangeChecked):
                      "prox λ toward a global model", StoCFLParams, paper=PAPER)
 class StoCFL(HardClusters):
     adaptation: StoCFLMerges
-    saved = ("global_model", "rep_sum", "rep_count", "seen")
+    saved = {"global_model": Weights(), "rep_sum": Reals(cluster_axis=0), "rep_count": Counts(cluster_axis=0),
+             "seen": Flags()}
 
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients

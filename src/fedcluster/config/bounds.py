@@ -28,9 +28,16 @@ PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whate
     "samples": 10_000_000, "pool_size": 10_000_000, "test_size": 10_000_000, "val_size": 10_000_000,
     "sizes": 10_000_000, "num_anchors": 10_000_000, "phase1_clients": 100_000, "d": 100_000,
     "image_size": 1_024, "classes_per_client": 100_000,
-    # model widths
-    "hidden": 65_536, "channels": 65_536, "fc": 65_536,
+    # model widths and groups
+    "hidden": 65_536, "channels": 65_536, "fc": 65_536, "groups": 65_536,
+    # restarts, inner loops, ranks and the clients a computation spans
+    "n_init": 1_000, "inner_steps": 100_000, "rank": 10_000, "pca_clients": 100_000,
+    # thresholds counted in clients or samples, label shifts and maps, severities, decimals
+    "min_size": 100_000, "min_cluster_size": 100_000, "min_samples": 10_000_000, "anchor_min_samples": 10_000_000,
+    "min_val": 10_000_000, "shift": 100_000, "perms": 100_000, "severities": 1_000, "quantize_digits": 100,
 }
+FLOAT32_MAX = 3.4028234663852886e38  # training computes in float32: a method's rate or weight past it overflows
+FLOAT32_SECTIONS = ("algorithm", "model")  # sections whose numbers enter training
 MAX_WAIT_SECONDS = 7 * 24 * 3600  # a timeout of a week or less (inf would wait for ever)
 MAX_SEEDS = 1_000  # seeds of one reproduced experiment
 
@@ -49,9 +56,13 @@ def check_run_bounds(cfg: Any) -> None:
 
 
 def check_param_bounds(section: str, params: dict[str, Any]) -> None:
+    """Every size-like parameter at most its bound; a method's or model's numbers within float32's range."""
     for key, value in params.items():
         if key in PARAM_BOUNDS:
             check_bound(f"{section}.{key}", value, PARAM_BOUNDS[key])
+        if section in FLOAT32_SECTIONS and isinstance(value, float) and not abs(value) <= FLOAT32_MAX:
+            raise ConfigError(f"{section}.{key}={value:g} is beyond the float32 range training computes in (about "
+                              f"3.4e38): give a finite, smaller {key}")
 
 
 def _numbers(value: Any) -> Iterator[float]:

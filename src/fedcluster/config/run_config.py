@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 
 from fedcluster.catalog.registry import ALGORITHMS, DATASETS, MODELS, SCENARIOS, Registry
-from fedcluster.config.bounds import check_run_bounds
+from fedcluster.config.bounds import FLOAT32_MAX, check_run_bounds
 from fedcluster.config.validation import check_config, check_params, check_raw, hidden_character, read_config_file
 from fedcluster.config.yaml_dialect import load_yaml
 from fedcluster.errors import ConfigError, did_you_mean
@@ -29,7 +29,6 @@ from fedcluster.errors import ConfigError, did_you_mean
 SECTIONS = ("algorithm", "scenario", "model")
 Source = str | Path | Mapping[str, Any] | None  # a YAML file, the same keys as a mapping, or None (the defaults)
 MAX_CHUNK_MB = 2**30  # 1 PiB: more than any machine holds (a larger budget is no budget)
-FLOAT32_MAX = 3.4028234663852886e38  # the largest float32: a larger step size or decay overflows in training
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 

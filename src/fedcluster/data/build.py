@@ -27,11 +27,12 @@ CACHE_VERSION = 4  # bump when a scenario changes what the same parameters build
 
 
 def cache_dir() -> Path:
+    """The folder of cached federations: ``$FEDCLUSTER_CACHE/federations``, else under ``~/.cache/fedcluster``;
+    a variable set to nothing (or blanks) is refused, not read as the current folder or silently dropped."""
     chosen = os.environ.get("FEDCLUSTER_CACHE")
     if chosen is not None and not chosen.strip():
-        print("fedcluster: warning: FEDCLUSTER_CACHE is empty: treated as unset (the cache goes to "
-              "~/.cache/fedcluster); unset it or name a folder", file=sys.stderr)
-        chosen = None
+        raise ConfigError(f"FEDCLUSTER_CACHE is set but empty ({chosen!r}): unset it (the cache then goes to "
+                          "~/.cache/fedcluster) or name a folder, e.g. FEDCLUSTER_CACHE=$HOME/fedcluster-cache")
     return Path(chosen if chosen is not None else Path.home() / ".cache" / "fedcluster") / "federations"
 
 
@@ -106,7 +107,8 @@ def _load_cached(path: Path, key: str, cfg: RunConfig) -> Federation | None:
     try:
         fed = Federation.load(path, key)
         try:
-            fed.check_fits(cfg.dataset, cfg.scenario, DATASETS.get(cfg.dataset).obj.load is not None)
+            spec = DATASETS.get(cfg.dataset).obj
+            fed.check_fits(cfg.dataset, cfg.scenario, spec.load is not None, spec.classes)
         except ValueError as e:
             raise StateFileError(path, f"does not describe this run's federation ({e})") from None
         return fed

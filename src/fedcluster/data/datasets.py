@@ -30,6 +30,7 @@ class DatasetSpec:
     standardize: bool = False
     reads_files: bool = True  # read from data_dir (or default_dir): the cache is keyed by those files
     default_dir: Path | None = None  # where the files are read from when no data_dir is given
+    classes: int | None = None  # its fixed number of classes (None: the files decide, e.g. Tiny-ImageNet's wnids)
 
 
 def _needs_dir(name: str, loader: Callable[[str], ArrayDataset]) -> Callable[[str | None], ArrayDataset]:
@@ -53,24 +54,24 @@ def _needs_file(name: str, loader: Callable[[str], ArrayDataset], files: str) ->
     return load
 
 
-DATASETS.add("digits", DatasetSpec(lambda _dir: load_digits(), reads_files=False),
+DATASETS.add("digits", DatasetSpec(lambda _dir: load_digits(), reads_files=False, classes=10),
              "scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes)")
-DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d), standardize=True,
+DATASETS.add("fashion-mnist", DatasetSpec(lambda d: load_fashion_mnist(d), standardize=True, classes=10,
                                           default_dir=DEBIAN_DIR),
              "Fashion-MNIST 28×28 (70,000 images; Debian package dataset-fashion-mnist or data_dir=)")
-DATASETS.add("mnist", DatasetSpec(_needs_dir("mnist", load_mnist), standardize=True),
+DATASETS.add("mnist", DatasetSpec(_needs_dir("mnist", load_mnist), standardize=True, classes=10),
              "MNIST 28×28 from idx files in data_dir=")
-DATASETS.add("emnist", DatasetSpec(_needs_dir("emnist", load_emnist), standardize=True),
+DATASETS.add("emnist", DatasetSpec(_needs_dir("emnist", load_emnist), standardize=True, classes=47),
              "EMNIST (balanced split) 28×28 from idx files in data_dir=")
-DATASETS.add("cifar10", DatasetSpec(_needs_dir("cifar10", load_cifar10), standardize=True),
+DATASETS.add("cifar10", DatasetSpec(_needs_dir("cifar10", load_cifar10), standardize=True, classes=10),
              "CIFAR-10 32×32 RGB from the python pickle batches in data_dir=")
-DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100), standardize=True),
+DATASETS.add("cifar100", DatasetSpec(_needs_dir("cifar100", load_cifar100), standardize=True, classes=100),
              "CIFAR-100 32×32 RGB (fine labels) from the python pickle batches in data_dir=")
-DATASETS.add("femnist", DatasetSpec(_needs_dir("femnist", load_femnist), standardize=True),
+DATASETS.add("femnist", DatasetSpec(_needs_dir("femnist", load_femnist), standardize=True, classes=62),
              "FEMNIST 28×28, 62 classes, grouped by writer (LEAF's JSON files in data_dir=; scenario=natural)")
-DATASETS.add("airline", DatasetSpec(_needs_file("airline", load_airline, AIRLINE_NEEDS)),
+DATASETS.add("airline", DatasetSpec(_needs_file("airline", load_airline, AIRLINE_NEEDS), classes=2),
              "Airline flight delays, the first 58,100 records (FedRC paper Table 3; airline_14col.data in data_dir=)")
-DATASETS.add("electricity", DatasetSpec(_needs_file("electricity", load_electricity, ELECTRICITY_NEEDS)),
+DATASETS.add("electricity", DatasetSpec(_needs_file("electricity", load_electricity, ELECTRICITY_NEEDS), classes=2),
              "Electricity (Elec2) price moves, 45,312 records (FedRC paper Table 3; electricity-normalized.csv in "
              "data_dir=)")
 DATASETS.add("tiny-imagenet", DatasetSpec(_needs_dir("tiny-imagenet", load_tiny_imagenet), standardize=True),

@@ -19,6 +19,8 @@ import torch
 
 from fedcluster.storage.state_file import StateFileError, load_state, save_state
 
+MAX_CLASSES = 100_000  # more classes than any data set has (Tiny-ImageNet: 200): a larger count is refused
+
 Task = Literal["classification", "regression"]
 
 
@@ -234,10 +236,8 @@ class Federation:
                     raise ValueError(f"{name} labels lie outside 0..{self.num_classes - 1}")
             elif not (s.y.is_floating_point() and bool(torch.isfinite(s.y).all())):
                 raise ValueError(f"{name} targets are not finite numbers")
-        if self.task == "classification":  # the top class is met (a class count the data never reach is made up)
-            top = max((int(s.y.max()) for s in (self.train, self.val, self.test) if len(s.y)), default=-1)
-            if top + 1 != self.num_classes:
-                raise ValueError(f"num_classes is {self.num_classes} but the labels reach {top} only")
+        if self.num_classes > MAX_CLASSES:  # what is allocated per class (label counts per client and cluster)
+            raise ValueError(f"num_classes is {self.num_classes}, past the {MAX_CLASSES} classes of any data set")
         # ids number concepts (or styles) that clients hold: fewer than the clients (and styles' names)
         most = self.num_clients + self.test.num_clients + len(self.style_names)
         concept = self.sample_concept if self.sample_concept is not None else np.zeros(0, dtype=np.int64)
@@ -250,15 +250,24 @@ class Federation:
         if len(self.style) != self.num_clients:
             raise ValueError("style needs one entry per client")
 
-    def check_fits(self, dataset: str, scenario: str, images: bool) -> None:
+    def check_fits(self, dataset: str, scenario: str, images: bool, classes: int | None = None) -> None:
         """Raise ValueError unless the federation is one of ``dataset`` and ``scenario`` (as its ``info`` records
-        them), with images of (channels, height, width) when ``images`` (a data set of pictures)."""
+        them), with images of (channels, height, width) when ``images`` (a data set of pictures), and the class
+        count of a classification: the data set's ``classes`` where it has a fixed number (the labels of a few
+        clients need not reach them all: FEMNIST's writers), else the one the labels reach (a larger count would
+        be made up)."""
         for what, want in (("dataset", dataset), ("name", scenario)):
             got = self.info.get(what)
             if got is not None and got != want:
                 raise ValueError(f"it holds {what if what == 'dataset' else 'scenario'} {got!r}, not {want!r}")
         if images and len(self.input_shape) != 3:
             raise ValueError(f"its inputs have shape {self.input_shape}, not the (channels, height, width) of images")
+        if self.task == "classification":
+            top = max((int(s.y.max()) for s in (self.train, self.val, self.test) if len(s.y)), default=-1)
+            if classes is not None and self.num_classes != classes:
+                raise ValueError(f"num_classes is {self.num_classes}; {dataset} has {classes} classes")
+            if classes is None and top + 1 != self.num_classes:
+                raise ValueError(f"num_classes is {self.num_classes} but the labels reach {top} only")
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path: str | Path, key: str = "") -> None:

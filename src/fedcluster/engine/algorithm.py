@@ -9,7 +9,7 @@ weight matrix Ω (one-hot for hard methods, a simplex row for soft ones). What i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -26,6 +26,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
 from fedcluster.tiers.cluster_state import ClusterState, StateField, restored, saved
+from fedcluster.tiers.saved_kinds import Kind, Limits, Rows, Weights, kinds_problem
 
 
 @dataclass
@@ -63,15 +64,28 @@ class Algorithm(ABC):
 
     A checkpoint holds the attributes every class along the method's bases names in ``saved`` (base first), each
     under its name: :class:`~fedcluster.tiers.cluster_state.StateField` attributes through the state's own
-    save/load, the others as they are (a cluster book or random generator as plain data). An attribute an older
-    checkpoint lacks keeps its fresh value, or takes the one ``saved_defaults`` makes; :meth:`after_load` derives
-    what follows from the loaded ones."""
+    save/load, the others as they are (a cluster book or random generator as plain data). ``saved`` maps each
+    attribute to its :class:`~fedcluster.tiers.saved_kinds.Kind` (what its values may be: cluster positions,
+    simplex rows, counts, ...), which a resume checks before loading; ``saved_when_kept`` declares, the same
+    way, the attributes a class saves only when the run keeps them (its :meth:`saved_fields` adds them). An
+    attribute an older checkpoint lacks keeps its fresh value, or takes the one ``saved_defaults`` makes;
+    :meth:`after_load` derives what follows from the loaded ones."""
 
     fixed_clusters = False  # True: K never changes in a run (a checkpoint must hold the configured K models)
-    saved: ClassVar[tuple[str, ...]] = ("models", "omega")  # the attributes a checkpoint holds
+    saved: ClassVar[Mapping[str, Kind]] = {"models": Weights(), "omega": Rows(cluster_axis=1)}  # checkpoint fields
+    saved_when_kept: ClassVar[Mapping[str, Kind]] = {}  # attributes saved only when the run keeps them
     saved_defaults: ClassVar[dict[str, Callable[[Any], Any]]] = {}  # name -> its value when a checkpoint lacks it
     models: Params = StateField()  # type: ignore[assignment]
     omega: np.ndarray = StateField()  # type: ignore[assignment]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for declared in ("saved", "saved_when_kept"):
+            fields = vars(cls).get(declared, {})
+            if not isinstance(fields, Mapping) or not all(isinstance(k, Kind) for k in fields.values()):
+                raise TypeError(f"{cls.__name__}.{declared} must map each saved attribute to its kind, e.g. "
+                                "{'alpha': Reals(low=0, high=1)} (fedcluster.tiers.saved_kinds), so that a resume "
+                                "can check the saved values")
 
     def __init__(self, ctx: Context, params: Any) -> None:
         self.ctx = ctx
@@ -148,6 +162,16 @@ class Algorithm(ABC):
             names += [n for n in vars(cls).get("saved", ()) if n not in names]
         return tuple(names)
 
+    @classmethod
+    def saved_kinds(cls) -> dict[str, Kind]:
+        """Every attribute a checkpoint of this method can hold, with its kind (``saved`` and ``saved_when_kept``
+        of every class along the bases)."""
+        kinds: dict[str, Kind] = {}
+        for klass in reversed(cls.__mro__):
+            kinds.update(vars(klass).get("saved", {}))
+            kinds.update(vars(klass).get("saved_when_kept", {}))
+        return kinds
+
     def _saved_split(self) -> tuple[dict[str, str], list[str]]:
         """The saved attributes as (entry -> path in the cluster state, the method's own attributes)."""
         state_keys: dict[str, str] = {}
@@ -180,11 +204,13 @@ class Algorithm(ABC):
         return None
 
     def state_problem(self, state: dict[str, Any], rounds: int) -> str | None:
-        """What is wrong with the values of a saved state whose structure fits this run (a cluster position past
-        the models, a per-cluster list of another length, a counter past the ``rounds`` the checkpoint has run,
-        ...), as one phrase; None when nothing is. Called on resume before :meth:`load_state_dict`; methods with
-        such values extend it."""
-        return None
+        """What is wrong with the values of a saved state whose structure fits this run, as one phrase; None when
+        nothing is. Called on resume before :meth:`load_state_dict`: every saved field against its kind (a
+        cluster position past the models, a non-finite number, a row off the simplex, a counter past the
+        ``rounds`` the checkpoint has run, ...); methods extend it with what relates several fields."""
+        kinds = self.saved_kinds()
+        return kinds_problem(state, {n: kinds[n] for n in self.saved_fields() if n in kinds},
+                             Limits.of(state, rounds, self.ctx.fed.num_clients))
 
     def client_sizes(self, clients: np.ndarray) -> torch.Tensor:
         return to_device(self.ctx.fed.train.sizes[clients], self.ctx.device, torch.float64)

@@ -52,14 +52,7 @@ def restore(run_dir: RunDir, cfg: RunConfig, alg: Algorithm, module: torch.nn.Mo
     first, elapsed, saved_rows = 0, 0.0, None
     if run_dir.checkpoint.exists() or run_dir.checkpoint.is_symlink():  # a broken link is refused, not absent
         state = run_dir.load_checkpoint()
-        shapes = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-        check_algorithm_state(state["algorithm"], state_to_device(alg.state_dict(), torch.device("cpu")),
-                              shapes, str(run_dir.checkpoint),
-                              (fed.num_clients, fed.train.num_samples, fed.num_classes),
-                              alg.fixed_clusters)
-        if (problem := alg.state_problem(state["algorithm"], state["round"])) is not None:
-            raise CheckpointSchemaError(f"checkpoint {run_dir.checkpoint} does not fit this run: {problem}; it "
-                                        "was not loaded (it was modified): start the run again with another out=")
+        check_state(alg, state["algorithm"], state["round"], module, fed, str(run_dir.checkpoint))
         alg.load_state_dict(state_to_device(state["algorithm"], device))
         if cfg.client_momentum == "keep":
             load_momentum(state, run_dir, trainer, device)
@@ -73,6 +66,19 @@ def restore(run_dir: RunDir, cfg: RunConfig, alg: Algorithm, module: torch.nn.Mo
         rows = [dict(r) for r in saved_rows]
     run_dir.write_config(dump_config(cfg))  # what this run really uses (e.g. the new rounds)
     return first, elapsed, rows
+
+
+def check_state(alg: Algorithm, state: dict[str, Any], rounds: int, module: torch.nn.Module, fed: Federation,
+                where: str) -> None:
+    """Raise :class:`CheckpointSchemaError` (one line) unless the algorithm ``state`` of a checkpoint of ``rounds``
+    rounds fits ``alg``: its structure (the schema), then every saved field's values (its kind, and what the method
+    relates across fields)."""
+    shapes = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    check_algorithm_state(state, state_to_device(alg.state_dict(), torch.device("cpu")), shapes, where,
+                          (fed.num_clients, fed.train.num_samples, fed.num_classes), alg.fixed_clusters)
+    if (problem := alg.state_problem(state, rounds)) is not None:
+        raise CheckpointSchemaError(f"checkpoint {where} does not fit this run: {problem}; it was not loaded (it "
+                                    "was modified): start the run again with another out=")
 
 
 def load_momentum(state: dict[str, Any], run_dir: RunDir, trainer: Backend, device: torch.device) -> None:

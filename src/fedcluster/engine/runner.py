@@ -54,6 +54,7 @@ from fedcluster.engine.evaluation.scores import missing_validation_note
 from fedcluster.engine.in_process import InProcess
 from fedcluster.engine.interrupts import sigint_held
 from fedcluster.engine.memory import model_footprint
+from fedcluster.engine.params import state_bytes
 from fedcluster.engine.placement import Placement
 from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.round_evaluation import device_scores, evaluate, to_host  # noqa: F401  (re-exported)
@@ -104,7 +105,9 @@ class Run:
             print(f"fedcluster: note: {self.dir.path} held a run that stopped before its first checkpoint; "
                   "starting it again", file=sys.stderr)
         try:
+            self.dir.check_writable()  # a full or read-only folder said before the federation is built
             self._build(fed)
+            self.dir.check_space(state_bytes(self.alg.state_dict()))  # and before its summary
         except KeyboardInterrupt:
             self.dir.release()
             raise InterruptedRun(f"interrupted before the first round; run the same command again to start "

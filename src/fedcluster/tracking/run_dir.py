@@ -18,10 +18,11 @@ import io
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
-from fedcluster.errors import ConfigError, UserError
+from fedcluster.errors import ConfigError, ResourceError, UserError
 from fedcluster.storage import folders
 from fedcluster.storage.atomic import atomic_write, remove_stale_temporaries, storage_error, writing
 from fedcluster.storage.state_file import StateFileError, load_state, save_state
@@ -44,6 +45,14 @@ def _fmt(v: Any) -> Any:
     return v
 
 
+def _size(n: int) -> str:
+    """``n`` bytes in kB, MB or GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 def _csv_text(rows: list[list[Any]]) -> str:
     buf = io.StringIO()
     csv.writer(buf).writerows(rows)
@@ -62,6 +71,37 @@ class RunDir:
     def hint(self) -> str:
         """What to do after a failed write: free space, then resume."""
         return f"free some space, then `fedcluster resume {self.path}` continues from the last checkpoint"
+
+    # -- room to write ------------------------------------------------------------------------
+    PROBE_BYTES = 64 * 1024  # a probe file's size: the run's first files are of this order
+
+    def check_writable(self) -> None:
+        """Refuse, before anything is built, a folder this run cannot write: a probe file written, flushed to
+        disk and removed (a full disk or a read-only folder is said now, not after the federation's summary)."""
+        probe = self.path / f".write-probe.{os.getpid()}.tmp"
+        try:
+            with probe.open("wb") as f:
+                f.write(b"\0" * self.PROBE_BYTES)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise storage_error(e, self.path, f"free some space in {self.path} or pass out= another "
+                                "folder") from None
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+
+    def check_space(self, checkpoint_bytes: int) -> None:
+        """Refuse a run whose checkpoints cannot fit in the folder's free space: the new one is written beside the
+        old before it replaces it (twice ``checkpoint_bytes``), with room for the round files."""
+        need = 2 * checkpoint_bytes + self.PROBE_BYTES
+        try:
+            free = shutil.disk_usage(self.path).free
+        except OSError:
+            return  # no figure to compare with: the writes themselves say it
+        if free < need:
+            raise ResourceError(f"out={self.path} has {_size(free)} free, but this run's checkpoints need about "
+                                f"{_size(need)}: free some space or pass out= another folder")
 
     # -- ownership -----------------------------------------------------------------------------
     def acquire(self, new: bool) -> bool:

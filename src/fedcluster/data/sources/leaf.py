@@ -15,8 +15,10 @@ LEAF's files is a smaller FEMNIST.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +62,8 @@ def locate(data_dir: str | Path) -> tuple[Path, Path | None]:
 def read_leaf_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``user -> (x [n, 784] float32, y [n] int64)`` of one LEAF JSON file, checked."""
     try:
-        data = json.loads(path.read_bytes())
+        raw = path.read_bytes()
+        data = json.loads(raw)
     except (OSError, ValueError, RecursionError) as e:
         reason = " ".join(str(e).split())[:100] or type(e).__name__
         raise DataFileError(f"{path} is not readable LEAF JSON ({reason}); it is truncated or corrupt: run LEAF's "
@@ -70,10 +73,14 @@ def read_leaf_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if not isinstance(users, list) or not isinstance(user_data, dict):
         raise DataFileError(f"{path} has no 'users' list and 'user_data' object: it is not a LEAF data file")
     out = {}
+    may_hold_booleans = re.search(rb"\b(true|false)\b", raw) is not None  # else no true/false anywhere: no walk
     for user in users:
         entry = user_data.get(user) if isinstance(user, str) else None
         if not isinstance(entry, dict):
             raise DataFileError(f"{path}: user {user!r} is listed but has no user_data entry; the file is corrupt")
+        if may_hold_booleans and (where := _boolean_in(entry)) is not None:
+            raise DataFileError(f"{path}: user {user!r} has true/false among its {where} (LEAF writes numbers); the "
+                                "file is corrupt: run LEAF's preprocessing again")
         try:
             x = np.asarray(entry.get("x"))  # no dtype: text or true/false stay visible as such
             y = np.asarray(entry.get("y"))
@@ -94,6 +101,20 @@ def read_leaf_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
                                 f"{x.max():.3g}); LEAF scales pixels to [0, 1]: the file is corrupt")
         out[user] = (x.astype(np.float32), y.astype(np.int64))
     return out
+
+
+def _boolean_in(entry: dict[str, Any]) -> str | None:
+    """Which of a user's lists (pixels ``x``, labels ``y``) holds a JSON true/false (NumPy would read it as 1 or
+    0 among numbers); None when neither does."""
+    def has_boolean(value: Any) -> bool:
+        if isinstance(value, bool):
+            return True
+        return isinstance(value, list) and any(has_boolean(v) for v in value)
+
+    for key, what in (("x", "pixel values"), ("y", "labels")):
+        if has_boolean(entry.get(key)):
+            return what
+    return None
 
 
 def _read_folder(folder: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -14,6 +14,12 @@ class FollowerRunDir(RunDir):
     def acquire(self, new: bool) -> bool:
         return False
 
+    def check_writable(self) -> None:
+        pass
+
+    def check_space(self, checkpoint_bytes: int) -> None:
+        pass
+
     def release(self) -> None:
         pass
 

@@ -1,0 +1,1 @@
+"""The project's net of generated bad inputs (``python -m tests.bad_inputs``), one module per family."""
