@@ -28,6 +28,10 @@ from fedcluster.flower.server import FlowerOptions, exchange  # noqa: E402
     (["flower", "simulate", "algorithm=nope"], "nope"),
     (["flower", "serve", "--root-certificates", "/nonexistent/ca.pem"], "ca.pem"),
     (["flower", "node", "--insecure", "--partition-id", "-1"], "partition-id"),
+    (["flower", "node", "--insecure", "--partition-id", str(10**15)], "partition-id must be >= 0 and below"),
+    (["flower", "simulate", "--cpus-per-client", "nan", "rounds=1", "num_clients=4"], "--cpus-per-client above 0"),
+    (["flower", "simulate", "--cpus-per-client", "inf", "rounds=1", "num_clients=4"], "--cpus-per-client above 0"),
+    (["flower", "simulate", "--gpu-fraction", "nan", "rounds=1", "num_clients=4"], "--gpu-fraction must be in"),
     (["flower", "node", "--insecure", "--partition-id", "0", "--auth-private-key", "/nonexistent"], "private-key"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]

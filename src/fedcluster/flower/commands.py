@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedcluster.config.bounds import MAX_WAIT_SECONDS
+from fedcluster.config.bounds import MAX_WAIT_SECONDS, RUN_BOUNDS
 from fedcluster.errors import UserError
 from fedcluster.flower.process import (
     DEFAULT_NODE_PORT,
@@ -32,6 +32,8 @@ from fedcluster.flower.process import (
     wait_for_superlink,
 )
 
+MAX_CPUS_PER_CLIENT = 1024  # more cores than one machine has
+MAX_PARTITIONS = RUN_BOUNDS["num_clients"]  # a partition id names one of a run's clients
 TASK_POLL_SECONDS = 0.2  # FLWR_SUPEREXEC_TASK_POLL_INTERVAL for a node's SuperExec unless set
 FLOWER_KEYS_HELP = """\
 keys besides the run's (fedcluster run --help):
@@ -149,8 +151,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         gpu = args.gpu_fraction
         if gpu is None:
             gpu = 1.0 / max(cfg.cohort_size(), 1) if torch.cuda.is_available() else 0.0
-        if not 0 <= gpu <= 1 or args.cpus_per_client <= 0:
-            raise UserError("--gpu-fraction must be in [0, 1] and --cpus-per-client > 0")
+        if not (0 <= gpu <= 1 and 0 < args.cpus_per_client <= MAX_CPUS_PER_CLIENT):  # NaN fails both
+            raise UserError(f"--gpu-fraction must be in [0, 1] and --cpus-per-client above 0 and at most "
+                            f"{MAX_CPUS_PER_CLIENT}, got {gpu:g} and {args.cpus_per_client:g}")
         summary = simulate(config_yaml, options, cfg.num_clients, gpu, args.cpus_per_client)
         _print_done(summary, cfg.out)
     return 0
@@ -254,8 +257,9 @@ def cmd_node(args: argparse.Namespace) -> int:
     from fedcluster.flower.worker import warm_worker
 
     _check_tls(args)
-    if args.partition_id < 0:
-        raise UserError("--partition-id must be >= 0")
+    if not 0 <= args.partition_id < MAX_PARTITIONS:
+        raise UserError(f"--partition-id must be >= 0 and below {MAX_PARTITIONS} (the most clients a run has), "
+                        f"got {args.partition_id}")
     if args.auth_private_key is not None and not Path(args.auth_private_key).is_file():
         raise UserError(f"--auth-private-key {args.auth_private_key!r} is not a file")
     if not 0 < args.connect_timeout <= MAX_WAIT_SECONDS:
