@@ -34,8 +34,9 @@ from fedcluster.flower.server import FlowerOptions, exchange  # noqa: E402
     (["flower", "simulate", "--gpu-fraction", "nan", "rounds=1", "num_clients=4"], "--gpu-fraction must be in"),
     (["flower", "node", "--insecure", "--partition-id", "0", "--auth-private-key", "/nonexistent"], "private-key"),
 ])
-def test_bad_input_is_one_line_and_status_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
-                                            ) -> None:
+def test_bad_input_is_one_line_and_status_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a refused simulate with the default out= may leave runs/ behind
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err
