@@ -81,7 +81,7 @@ def test_publishing_over_another_budget_keeps_its_reading_under_that_budget(chec
     new.save(work / f"{CHEAP}.json")
     queue.publish(EXPERIMENTS[CHEAP], new, work, checkout)
     assert json.loads((checkout / f"{CHEAP}.json").read_text())["budget"] == "protocol"
-    assert (checkout / f"{CHEAP}.reading-small.md").read_text() == "small-budget reading"
+    assert (checkout / f"{CHEAP}.small.reading.md").read_text() == "small-budget reading"
     assert not (checkout / f"{CHEAP}.reading.md").exists() and not (work / f"{CHEAP}.json").exists()
     assert list(checkout.glob(f"{CHEAP}.previous-small-*.json"))
 

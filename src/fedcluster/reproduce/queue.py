@@ -130,6 +130,6 @@ def publish(exp: Experiment, finished: Stored, work: Path, out: Path) -> None:
         held.move_aside(target, time.strftime("%Y%m%d-%H%M%S"))
         note = out / f"{exp.name}.reading.md"
         if note.is_file() and held.budget != finished.budget:
-            note.replace(out / f"{exp.name}.reading-{held.budget}.md")
+            note.replace(out / f"{exp.name}.{held.budget}.reading.md")
     finished.save(target)
     (work / f"{exp.name}.json").unlink(missing_ok=True)

@@ -176,10 +176,10 @@ def write_experiment(exp: Experiment, stored: Stored, out: Path) -> Path:
              *runs_line(stored), ""]
     if notes:
         lines += ["## Reading", "", f"Written by hand after the run (`{exp.name}.reading.md`).", "", *notes, ""]
-    earlier = sorted(p.name for p in out.glob(f"{exp.name}.reading-*.md"))
+    earlier = sorted(p.name for p in out.glob(f"{exp.name}.*.reading.md"))
     if earlier:
-        lines += ["Readings written of earlier results at another budget (their numbers are not these): "
-                  + ", ".join(f"[`{n}`]({n})" for n in earlier) + ".", ""]
+        lines += ["Readings written of earlier results at another budget (their numbers are not these) are kept "
+                  "beside this page: " + ", ".join(f"`{n}`" for n in earlier) + ".", ""]
     lines += ["## Differences from the paper", ""]
     lines += [f"- {d}" for d in (*exp.differences, budget.note) if d]
     if fig is not None:
