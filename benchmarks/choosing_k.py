@@ -69,7 +69,7 @@ TABLE: dict[str, tuple[str, dict[str, Any]]] = {
     "wecfl": ("WeCFL", {"name": "wecfl", "num_clusters": K}),
     "lcfed": ("LCFed", {"name": "lcfed", "num_clusters": K}),
     "cgpfl": ("CGPFL", {"name": "cgpfl", "num_clusters": K}),
-    "clove": ("CLoVE (K̂ = 6)", {"name": "clove", "num_clusters": 6}),
+    "clove": ("CLoVE (K̂ = 6)", {"name": "clove", "num_clusters": 6, "route": "ward"}),
     "clove-finch": ("CLoVE, FINCH (K̂ = 6)", {"name": "clove", "num_clusters": 6, "route": "finch"}),
 }
 SWEEP = {"ifca": ("IFCA", "num_clusters"), "fedrc": ("FedRC", "num_clusters"), "fedgroup": ("FedGroup", "num_groups")}

@@ -127,7 +127,8 @@ def test_fedgwc_splits_off_the_minority_concept(tmp_path: Path, seed: int) -> No
 def test_clove_recovers_the_concepts_from_random_models(tmp_path: Path, seed: int) -> None:
     """CLoVE Sec. 3–4: loss vectors over K̂ = 3 randomly initialised models, clustered with K^t by the Ward search
     and matched to models, recover the two concepts within a few rounds; assignments then stay put."""
-    run = _run(tmp_path, ["algorithm=clove", "algorithm.num_clusters=3", *TWO_CONCEPTS, f"seed={seed}"], rounds=6)
+    run = _run(tmp_path, ["algorithm=clove", "algorithm.num_clusters=3", "algorithm.route=ward", *TWO_CONCEPTS,
+                          f"seed={seed}"], rounds=6)
     assert _ari(run) == 1.0 and len(np.unique(run.alg.model_of)) == 2
     assert run.alg.converged
 

@@ -6,10 +6,11 @@ One round (the paper's Algorithm 1, Sec. 3), while the assignment is not yet sta
 
 1. every sampled client evaluates the K̂ models on its training data → its loss vector
    L_i = [L_i(θ_1), …, L_i(θ_K̂)] (mean loss; the clients' E-step pass of the trainer);
-2. ``selectBestK`` + clustering, K unknown: the authors' code's search (``find_best_K_by_silhouette``): Ward
-   clustering of the loss vectors for every k = 2 … K̂ (at most m − 1) scored by the silhouette, a larger k kept
-   only when its score beats the best so far by 10 % (:func:`~fedcluster.tiers.grouping.ward_silhouette_k`), then
-   k-means into that K^t (the code's default ``clustering_alg``) → K^t clusters;
+2. clustering of the loss vectors into K clusters by k-means (``route=known``, the default: the authors' code's
+   defaults, K known and ``clustering_alg`` KMEANS); with K unknown (``route=ward``), the authors' code's
+   ``selectBestK`` search (``find_best_K_by_silhouette``): Ward clustering of the loss vectors for every
+   k = 2 … K̂ (at most m − 1) scored by the silhouette, a larger k kept only when its score beats the best so far
+   by 10 % (:func:`~fedcluster.tiers.grouping.ward_silhouette_k`), then k-means into that K^t;
 3. min-cost matching of clusters to models, the cost of (cluster, model) being the cluster's summed losses on the
    model (Hungarian algorithm, :func:`~fedcluster.tiers.grouping.match_clusters_to_models`);
 4. each client trains only its matched model; θ_j ← N_i-weighted FedAvg of the clients matched to it (a model
@@ -20,10 +21,11 @@ Stability: a client whose model has not changed for ``stable_rounds`` of its rou
 training its model (the paper's switch back to plain per-cluster FedAvg). ``sqrt_loss`` embeds √L_i instead of
 L_i (the square-root loss vector of the paper's analysis and ablation).
 
-K̂ = ``num_clusters`` is an upper bound on the number of clusters; ``rounds.csv`` gets ``clusters_found`` (K^t,
-the number of models in use) and ``stable`` (the stable fraction); ``num_clusters`` there stays K̂.
+``num_clusters`` is K with ``route=known`` and K̂, an upper bound on the clusters, with the other routes;
+``rounds.csv`` gets ``clusters_found`` (K^t, the number of models in use) and ``stable`` (the stable fraction);
+``num_clusters`` there stays K̂.
 
-Choosing K^t: ``route=ward`` (the default, the authors' code's unknown-K search above), ``route=silhouette``
+Choosing K^t when K is unknown: ``route=ward`` (the authors' code's unknown-K search above), ``route=silhouette``
 (k-means for every k, the highest silhouette kept, no margin) or ``route=finch``, the authors' code's
 parameter-free route: FINCH (Sarfraz et al. 2019, :mod:`~fedcluster.tiers.finch`) on the loss
 vectors with the cosine distance, its coarsest partition of at most K̂ clusters. A silhouette needs two clusters;
@@ -32,18 +34,21 @@ vectors with the cosine distance, its coarsest partition of at most K̂ clusters
 the first rounds the K̂ random models give every client nearly the same loss vector, the test answers one
 cluster, and the clients stabilise on one model (measured on the digits demo: one cluster on seeds 0–2).
 
-When CLoVE cannot separate concepts: two concepts whose clients land on one model in the first rounds keep
-equal losses on it (it is trained on both alike) and on the untrained models (a freshly initialised model
-gives every client about the same loss), so nothing in their loss vectors tells them apart again. On the digits
-demo (12 clients, 3 concepts, K̂ = 4) the Ward route ends with 2 clusters on seeds 0–2 (ARI 0.52, 0.52, 0.03),
-the silhouette route with 2 (ARI 0.52; each concept whole), FINCH with 3, 2 and 3 (ARI 1.0, 0.52, 1.0). On the
-demo's seed 0 at rounds 4–6 the silhouette of the Ward split into 2 clusters is 0.84–0.90 and that of the true
-3-concept partition 0.45–0.51: no silhouette search, with or without the margin, picks 3 there. A larger K̂ gives
-more models, hence more chances that each concept gets its own (K̂ = 11 on the demo, Ward route: ARI 0.52, 1.0,
-0.41 on seeds 0–2). Where the authors' search would try k = m it repeats every loss vector five times; here k
-stops at m − 1. The number of rounds that make a client stable is not given in the
-paper: 3 is fedcluster's default. Models start from independent random initialisations (CLoVE needs no careful
-initialisation). Test clients take the model with the lowest loss on their labelled data.
+When CLoVE cannot separate concepts: two concepts whose clients land on one model in the first rounds keep equal
+losses on it (it is trained on both alike) and on the untrained models (a freshly initialised model gives every
+client about the same loss), so nothing in their loss vectors tells them apart again. On the digits demo (12
+clients, 3 concepts) with K = 3 known, CLoVE recovers the concepts on seeds 1–4 (ARI 1.0) and keeps a mixed
+assignment on seed 0 (ARI 0.41: the assignment is stable after three rounds, before the loss vectors have
+separated; with ``stable_rounds=20`` it goes on clustering and reaches ARI 1.0 at round 18). With K̂ = 4 and the
+Ward route it ends with 2 clusters on seeds 0–4 (ARI 0.52, 0.52, 0.03, 0.52, 0.52), the silhouette route with 2
+(ARI 0.52; each concept whole), FINCH with 3, 2 and 3 (ARI 1.0, 0.52, 1.0 on seeds 0–2). On the demo's seed 0 at
+rounds 4–6 the silhouette of the Ward split into 2 clusters is 0.84–0.90 and that of the true 3-concept partition
+0.45–0.51: no silhouette search, with or without the margin, picks 3 there. A larger K̂ gives more models, hence
+more chances that each concept gets its own (K̂ = 11 on the demo, Ward route: ARI 0.52, 1.0, 0.41 on seeds 0–2).
+Where the authors' search would try k = m it repeats every loss vector five times; here k stops at m − 1. The
+number of rounds that make a client stable is not given in the paper: 3, as in the authors' code. Models start from
+independent random initialisations (CLoVE needs no careful initialisation). Test clients take the model with the
+lowest loss on their labelled data.
 Communication: K̂ models down while clustering (one after), one model up.
 """
 
@@ -79,17 +84,17 @@ PAPER = ("Randeep Bhatia, Nikos Papadis, Murali Kodialam, TV Lakshman, Sayak Cha
 
 @dataclass
 class CLoVEParams(ClusteredParams):
-    num_clusters: int = ranged(  # K̂, the number of candidate models (an upper bound on the clusters)
-        4, ">= 2", "an upper bound on the clusters")
+    num_clusters: int = ranged(  # K (route=known) or K̂, an upper bound on the clusters (the other routes)
+        3, ">= 2", "the number of models: K, or an upper bound on the clusters with route=ward|silhouette|finch")
     stable_rounds: int = ranged(3, ">= 1")  # rounds with an unchanged model that make a client stable
     stable_fraction: float = ranged(1.0, "(0, 1]")  # stop clustering once this share of all clients is stable
     sqrt_loss: bool = False  # embed √loss (the square-root loss vector) instead of the loss
-    route: Literal["ward", "silhouette", "finch"] = "ward"  # K^t by Ward + silhouette (10 % margin), k-means, or FINCH
+    route: Literal["known", "ward", "silhouette", "finch"] = "known"  # K known, or K^t by Ward/k-means/FINCH
     one_cluster_test: bool = False  # K^t = 1 when the gap statistic prefers one cluster to two
 
 
-@ALGORITHMS.register("clove", "CLoVE: per-client loss vectors over K̂ models clustered, K^t by Ward + silhouette "
-                     "(10 % margin), min-cost cluster-model matching", CLoVEParams, paper=PAPER)
+@ALGORITHMS.register("clove", "CLoVE: per-client loss vectors over the models clustered (K known, or K^t by Ward "
+                     "+ silhouette with a 10 % margin), min-cost cluster-model matching", CLoVEParams, paper=PAPER)
 class CLoVE(ClusteredAlgorithm):
     saved = {"model_of": Positions(unassigned=True), "unchanged": Counts(at_most_rounds=True), "converged": Flags()}
 
@@ -131,11 +136,14 @@ class CLoVE(ClusteredAlgorithm):
         return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * down, extra=extra)
 
     def group(self, embed: np.ndarray) -> np.ndarray:
-        """The clusters of the loss vectors: k-means with k by silhouette (one cluster below ``min_silhouette``),
-        or FINCH's coarsest partition of at most K̂ clusters (k-means into K̂ when even its finest has more)."""
+        """The clusters of the loss vectors: k-means into K (``route=known``), k-means into K^t chosen by the Ward
+        search or the silhouette, or FINCH's coarsest partition of at most K̂ clusters (k-means into K̂ when even
+        its finest has more)."""
         p = self.params
         if p.one_cluster_test and prefers_one_cluster(embed, self.ctx.cfg.seed):
             return np.zeros(len(embed), dtype=np.int64)
+        if p.route == "known":
+            return kmeans_groups(embed, self.num_clusters, self.ctx.cfg.seed)
         if p.route == "ward":
             k = ward_silhouette_k(embed, self.num_clusters)
             return np.zeros(len(embed), dtype=np.int64) if k == 1 else kmeans_groups(embed, k, self.ctx.cfg.seed)

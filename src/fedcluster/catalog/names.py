@@ -12,7 +12,7 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'cfl': ('fedcluster.algorithms.cfl', 'CFL (Sattler et al.): split a cluster when ‖mean Δθ‖ < tol1 and max ‖Δθ_i‖ > tol2'),
     'cflgp': ('fedcluster.algorithms.cflgp', 'CFL-GP: spectral clustering of accumulated gradient profiles (CFL-GP paper)'),
     'cgpfl': ('fedcluster.algorithms.cgpfl', "CGPFL: K contextualised generalised models (weighted k-means of the personalised models), personalised models proximal to their context's"),
-    'clove': ('fedcluster.algorithms.clove', 'CLoVE: per-client loss vectors over K̂ models clustered, K^t by Ward + silhouette (10 % margin), min-cost cluster-model matching'),
+    'clove': ('fedcluster.algorithms.clove', 'CLoVE: per-client loss vectors over the models clustered (K known, or K^t by Ward + silhouette with a 10 % margin), min-cost cluster-model matching'),
     'fedavg': ('fedcluster.algorithms.fedavg', 'FedAvg: one global model, N_i-weighted model averaging'),
     'fedem': ('fedcluster.algorithms.fedem', 'FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction'),
     'fedgroup': ('fedcluster.algorithms.fedgroup', 'FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer cold start, FedAvg per group (inter_lr: inter-group aggregation)'),

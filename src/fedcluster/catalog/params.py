@@ -41,12 +41,12 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('lam', 'float', '1.0', 'λ of the Moreau envelope toward the context'),
         )),
         'clove': (None, (
-            ('num_clusters', 'int', '4', 'K̂, the number of candidate models (an upper bound on the clusters)'),
+            ('num_clusters', 'int', '3', 'K (route=known) or K̂, an upper bound on the clusters (the other routes)'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
             ('stable_rounds', 'int', '3', 'rounds with an unchanged model that make a client stable'),
             ('stable_fraction', 'float', '1.0', 'stop clustering once this share of all clients is stable'),
             ('sqrt_loss', 'bool', 'false', 'embed √loss (the square-root loss vector) instead of the loss'),
-            ('route', 'ward|silhouette|finch', 'ward', 'K^t by Ward + silhouette (10 % margin), k-means, or FINCH'),
+            ('route', 'known|ward|silhouette|finch', 'known', 'K known, or K^t by Ward/k-means/FINCH'),
             ('one_cluster_test', 'bool', 'false', 'K^t = 1 when the gap statistic prefers one cluster to two'),
         )),
         'fedavg': (None, (
