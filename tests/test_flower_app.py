@@ -220,7 +220,8 @@ def test_a_method_on_feature_extractor_and_head_asks_for_a_split_model() -> None
         two_rounds("hcfl", import_app().task.Net)
 
 
-SERVER_READS_INPUTS = {"apfl", "pfedme", "pacfl", "fedmd", "hcfl", "hcfl-plus"}  # their server reads clients' inputs
+# their server reads clients' inputs
+SERVER_READS_INPUTS = {"apfl", "pfedme", "pacfl", "fedmd", "hcfl", "hcfl-plus", "fedgmm", "flux"}
 NEEDS_SPLIT_MODEL = {"fedrc-adaptive", "hcfl-prime", "lcfed"}  # run with a SplitModel only
 NEEDS_TRUE_CLUSTERS = {"oracle"}
 

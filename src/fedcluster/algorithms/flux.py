@@ -63,6 +63,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
+from fedcluster.data.sharded import NotHeldError, ShardedSplit
 from fedcluster.engine.evaluation.features import BodyFeatures
 from fedcluster.engine.evaluation.scores import per_sample_losses
 from fedcluster.engine.params import Params, repeat
@@ -133,6 +134,8 @@ class FLUX(HardClusters):
         if ctx.fed.task != "classification":
             raise ConfigError("flux describes clients by their per-class losses: it needs a classification data set; "
                               "use another method for regression")
+        if isinstance(ctx.fed.train, ShardedSplit) and not ctx.fed.train.held.any():  # a server without the inputs
+            raise NotHeldError("FLUX's descriptors are the clients' input statistics, computed where the inputs are")
         self.clustered = False
         self.ready = False  # the accuracy rule has fired: cluster at the next round
         self.trend: list[float] = []  # the global model's validation accuracy after each warm-up round
@@ -199,11 +202,12 @@ class FLUX(HardClusters):
         """The global model's N_i-weighted accuracy on the clients' validation data (the code's warm-up signal)."""
         model = self.models
 
-        def correct(part: Split) -> np.ndarray:
-            right = (self.outputs(part.x, model)[0].argmax(1) == part.y).double()
-            owner = torch.as_tensor(part.owner(), device=right.device)
-            return torch.zeros(part.num_clients, dtype=torch.float64, device=right.device).index_add_(
-                0, owner, right).cpu().numpy()
+        def correct(part: Split) -> np.ndarray:  # each client's right answers, from its own rows
+            hits = np.zeros(part.num_clients)
+            for i in np.flatnonzero(part.sizes):
+                x, y = part.client(int(i))
+                hits[i] = float((self.outputs(x, model)[0].argmax(1) == y).sum())
+            return hits
 
         val = self.ctx.fed.val
         hits = np.asarray(self.ctx.trainer.per_client(val, correct), dtype=np.float64)

@@ -65,6 +65,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('mu_tilde', 'float', '0.0', 'HCFL+ μ̃ (sample scope): ω_{i,j;k} ← μ̃ γ + (1 − μ̃) ω̃'),
             ('test_em_iters', 'int', '10', 'E-steps a non-participating client runs on its labelled data'),
         )),
+        'fedgmm': (None, (
+            ('num_clusters', 'int', '3', 'M2, the number of predictors'),
+            ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),
+            ('num_components', 'int|null', 'null', 'M1, the Gaussian input components (null: M2)'),
+            ('var_floor', 'float', '0.01', 'smallest variance of a Gaussian component, per input dimension'),
+            ('test_em_iters', 'int', '10', "EM steps of an unseen client's π on its inputs (no labels)"),
+        )),
         'fedgroup': (None, (
             ('num_groups', 'int', '3', "K, the number of groups (the authors' num_group)"),
             ('pretrain_scale', 'int', '20', 'α: α·K clients are pre-trained for the group cold start'),

@@ -16,6 +16,7 @@ RUN_BOUNDS = {  # run keys
 PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whatever the section
     # numbers of clusters, groups, concepts and candidates
     "num_clusters": 1_000, "max_clusters": 1_000, "num_groups": 1_000, "concepts": 1_000, "n_basis": 1_000,
+    "num_components": 1_000,
     "k": 1_000, "replicate": 1_000,
     # local computation per client and round
     "pretrain_steps": 100_000, "local_steps": 100_000, "steps": 100_000, "local_epochs": 1_000,
