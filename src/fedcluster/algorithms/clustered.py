@@ -308,6 +308,11 @@ class ClusteredAlgorithm(ClusterMethod):
     def after_load(self) -> None:
         self._scoring = None
 
+    def data_changed(self, clients: np.ndarray) -> None:
+        """The host copy of the training labels and the scoring Ω of untrained clients are made again."""
+        self._labels = None
+        self._scoring = None
+
 
 def replace_solver(solver: Solver, **changes: Any) -> Solver:
     return dataclasses.replace(solver, **changes)

@@ -57,6 +57,9 @@ SCENARIOS: dict[str, tuple[str, str]] = {
     'cflgp-lines': ('fedcluster.data.scenarios.synthetic', 'CFL-GP paper §5.1 three noisy lines at angles (Δφ, 0, −Δφ), clients split equally'),
     'concept-swap': ('fedcluster.data.scenarios.basic', 'label skew + label-map concepts (maps=fedrc|hcfl-beta|shift|permutation, ratios=[8,1,1]); one test client per concept'),
     'diverse-shift': ('fedcluster.data.scenarios.diverse', 'FedRC benchmark (FedRC paper H.8): LDA + 30% clean / 20% corrupted / 25% per swapped concept (1/5 corrupted); assignment=uniform for FedRC paper §3'),
+    'drift-gradual': ('fedcluster.data.scenarios.drift', 'concept drift: the drifting clients (ratio) switch to a new concept staggered over window rounds from round at'),
+    'drift-recurring': ('fedcluster.data.scenarios.drift', 'concept drift that recurs: the drifting clients (ratio) switch to a new concept in round at and back in round back (A → B → A)'),
+    'drift-sudden': ('fedcluster.data.scenarios.drift', 'concept drift: a share (ratio) of the clients switches to a new label-map concept in round at; per-round ground truth, test clients drift too'),
     'hcfl-shift': ('fedcluster.data.scenarios.diverse', 'HCFL benchmark (HCFL paper §5.1): LDA + one of 20 styles + one of 3 β-rule concepts per client (uniform draws)'),
     'iid': ('fedcluster.data.scenarios.basic', 'uniform random split, one concept (sanity baseline)'),
     'label-noise': ('fedcluster.data.scenarios.noisy', 'label skew + symmetric/pair label flips at rate χ on training labels (HCFL paper Table 4, FedRC paper Table 13)'),
@@ -110,6 +113,10 @@ PAPER_OF: dict[str, dict[str, str]] = {
         'wecfl': 'Jie Ma, Guodong Long, Tianyi Zhou, Jing Jiang, Chengqi Zhang. On the Convergence of Clustered Federated Learning. arXiv:2202.06187, 2022.',
     },
     'dataset': {},
-    'scenario': {},
+    'scenario': {
+        'drift-gradual': 'Ellango Jothimurugesan, Kevin Hsieh, Jianyu Wang, Gauri Joshi, Phillip B. Gibbons. Federated Learning under Distributed Concept Drift. International Conference on Artificial Intelligence and Statistics (AISTATS), 2023.',
+        'drift-recurring': 'Ellango Jothimurugesan, Kevin Hsieh, Jianyu Wang, Gauri Joshi, Phillip B. Gibbons. Federated Learning under Distributed Concept Drift. International Conference on Artificial Intelligence and Statistics (AISTATS), 2023.',
+        'drift-sudden': 'Ellango Jothimurugesan, Kevin Hsieh, Jianyu Wang, Gauri Joshi, Phillip B. Gibbons. Federated Learning under Distributed Concept Drift. International Conference on Artificial Intelligence and Statistics (AISTATS), 2023.',
+    },
     'model': {},
 }
