@@ -49,6 +49,11 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('route', 'known|ward|silhouette|finch', 'known', 'K known, or K^t by Ward/k-means/FINCH'),
             ('one_cluster_test', 'bool', 'false', 'K^t = 1 when the gap statistic prefers one cluster to two'),
         )),
+        'ditto': (None, (
+            ('lam', 'float', '1.0', 'λ, the pull of the personal model toward the global one (0: local training)'),
+            ('personal_epochs', 'int|null', 'null', "personal epochs a round (null: the run's local_epochs)"),
+            ('num_clusters', 'int', '1', 'always 1: one global model'),
+        )),
         'fedavg': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
         )),
