@@ -8,14 +8,17 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedcluster.benchmark.methods import BenchMethod, load_plugins, select_methods
-from fedcluster.benchmark.plan import Benchmark, make, pair_key
-from fedcluster.benchmark.records import Records
 from fedcluster.benchmark.taxonomy import BUDGETS, DEFAULT_BUDGET, Scenario, select_scenarios, taxonomy
 from fedcluster.config.bounds import MAX_SEEDS
 from fedcluster.errors import UserError
 from fedcluster.storage.paths import output_path
+
+if TYPE_CHECKING:  # the parser and --list import nothing heavy
+    from fedcluster.benchmark.plan import Benchmark
+    from fedcluster.benchmark.records import Records
 
 DEFAULT_OUT = "runs/benchmark"
 PUBLISHED_PAGE = "docs/benchmark.md"
@@ -128,6 +131,9 @@ def run_command(args: argparse.Namespace) -> int:
     load_plugins(list(args.plugin))
     if args.list:
         return list_taxonomy(select_methods(args.methods))
+    from fedcluster.benchmark.plan import make
+    from fedcluster.benchmark.records import Records
+
     check(args)
     scenarios = select_scenarios(args.scenarios)
     methods = select_methods(args.methods)
@@ -169,6 +175,7 @@ def run_missing(exp: Benchmark, budget: str, seeds: int, workers: int, minutes: 
                 store_path: Path) -> bool:
     """Run every (seed, scenario, method) without a kept record, each record stored as it arrives; True when the
     time limit stopped it."""
+    from fedcluster.benchmark.plan import pair_key
     from fedcluster.reproduce.parallel import parts, run_parts
     from fedcluster.reproduce.run_store import RunStore
     from fedcluster.reproduce.running import TimeLimit, time_limit
