@@ -57,6 +57,13 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'fedavg': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
         )),
+        'feddrift': (None, (
+            ('signal', 'accuracy|loss', 'accuracy', "what detection and distances read (the code's / the paper's)"),
+            ('delta', 'float', '0.1', 'δ: a client has drifted when its best error (or loss) rose by more than δ'),
+            ('delta_merge', 'float|null', 'null', "δ': merge clusters closer than this (null = δ)"),
+            ('isolation', 'int', '1', 'rounds a new cluster is isolated (not joined, not merged)'),
+            ('detect', 'bool', 'true', 'local drift detection (false: clients only pick their best model, as IFCA does)'),
+        )),
         'fedem': (None, (
             ('num_clusters', 'int', '3', 'K, the number of cluster models'),
             ('split', 'bool', 'false', 'shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)'),

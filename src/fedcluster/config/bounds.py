@@ -24,6 +24,9 @@ PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whate
     # rounds
     "cluster_round": 1_000_000, "stable_rounds": 1_000_000, "patience": 1_000_000, "warmup": 1_000_000,
     "t_cl": 1_000_000, "period": 1_000_000, "stable_window": 1_000_000, "phase1_rounds": 1_000_000,
+    "isolation": 1_000_000,
+    # drift schedules: a round × client table of concepts is kept (data.drift)
+    "at": 10_000, "back": 10_000, "window": 10_000,
     # data sizes (synthetic sets, anchors, images)
     "samples": 10_000_000, "pool_size": 10_000_000, "test_size": 10_000_000, "val_size": 10_000_000,
     "sizes": 10_000_000, "num_anchors": 10_000_000, "phase1_clients": 100_000, "d": 100_000,
