@@ -52,7 +52,7 @@ def run(exp: Benchmark, budget: Budget, seed: int, extra: Sequence[str], done: s
             except DivergedError as e:
                 record.update(status="diverged", reason=one_line(str(e).split(";")[0]))
             except UserError as e:
-                record.update(status="n/a", reason=one_line(e))
+                record.update(status="n/a", reason=one_line(str(e)))
             except Exception as e:  # a bug of one method: recorded, the others go on
                 record.update(status="failed", reason=one_line(f"{type(e).__name__}: {e}"))
             else:

@@ -66,10 +66,11 @@ class Drift:
     @staticmethod
     def own_labels(fed: Federation) -> Federation:
         """``fed`` with copies of its labels and ground truth (the inputs shared), for a run to relabel in place."""
-        splits = {k: Split(s.x, s.y.clone(), s.ptr, s.fit) for k, s in (("train", fed.train), ("val", fed.val),
-                                                                          ("test", fed.test))}
-        return dataclasses.replace(fed, **splits, true_cluster=fed.true_cluster.copy(),
-                                   test_cluster=fed.test_cluster.copy())
+        def own(s: Split) -> Split:
+            return Split(s.x, s.y.clone(), s.ptr, s.fit)
+
+        return dataclasses.replace(fed, train=own(fed.train), val=own(fed.val), test=own(fed.test),
+                                   true_cluster=fed.true_cluster.copy(), test_cluster=fed.test_cluster.copy())
 
     def apply(self, fed: Federation, round_: int) -> np.ndarray:
         """Relabel ``fed`` in place to the concepts of ``round_`` (from 1); returns the participating clients whose
