@@ -104,6 +104,7 @@ def test_a_registered_method_joins_the_table_with_one_flag(
 @pytest.mark.parametrize("bad, names", [(["--methods", "ifac"], "did you mean 'ifca'"),
                                         (["--scenarios", "rotations"], "did you mean 'rotation'"),
                                         (["--seeds", "0"], "--seeds 0"),
+                                        (["--publish"], "--publish with --budget tiny"),
                                         (["--plugin", "no_such_module_here"], "--plugin no_such_module_here")])
 def test_bad_input_is_one_line_and_exit_status_2(bad: list[str], names: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
