@@ -104,6 +104,7 @@ def test_a_registered_method_joins_the_table_with_one_flag(
 @pytest.mark.parametrize("bad, names", [(["--methods", "ifac"], "did you mean 'ifca'"),
                                         (["--scenarios", "rotations"], "did you mean 'rotation'"),
                                         (["--seeds", "0"], "--seeds 0"),
+                                        (["--publish"], "--publish with --budget tiny"),
                                         (["--plugin", "no_such_module_here"], "--plugin no_such_module_here")])
 def test_bad_input_is_one_line_and_exit_status_2(bad: list[str], names: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,3 +126,19 @@ def test_a_method_that_refuses_a_scenario_is_n_a_with_its_one_line(tmp_path: Pat
     assert [r["status"] for r in _records(tmp_path)] == ["n/a"]
     page = (tmp_path / "bench" / "benchmark.md").read_text()
     assert "n/a (the method refuses this scenario): fedrc (algorithm=fedrc: formulation=fedrc-ratio" in page
+
+
+def test_choose_k_keeps_the_k_of_best_validation_accuracy(tmp_path: Path) -> None:
+    assert main(["benchmark", "--budget", "tiny", "--methods", "ifca", "--scenarios", "concept-shift", "--seeds", "1",
+                 "--choose-k", "--out", str(tmp_path / "bench"), "--store", str(tmp_path / "store")]) == 0
+    (record,) = _records(tmp_path)
+    from fedcluster.benchmark.methods import CHOOSE_K
+    from fedcluster.reproduce.run_store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    runs = [store.get(key) for key in sorted(store.keys())]
+    assert len(runs) == len(CHOOSE_K)  # one run per K tried, the kept one of best final validation accuracy
+    best = max(r.summary["final"]["val_acc"] for r in runs if r is not None)
+    assert record["metrics"]["local"] == pytest.approx(100 * best)
+    assert record["k_chosen"] in CHOOSE_K
+    assert f"| ifca | by validation ({record['k_chosen']}) |" in (tmp_path / "bench" / "benchmark.md").read_text()

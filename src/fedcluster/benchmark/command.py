@@ -89,6 +89,9 @@ def check(args: argparse.Namespace) -> None:
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise UserError(f"--set {bad[0]!r} is not of the form key=value")
+    if args.publish and args.budget == "tiny":
+        raise UserError("--publish with --budget tiny would publish numbers that say nothing: publish the default "
+                        "or large budget, or drop --publish to try the command in your own folder")
     if args.report_only and args.estimate:
         raise UserError("--report-only writes the page and --estimate times the budget: give one of them")
 

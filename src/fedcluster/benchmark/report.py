@@ -238,7 +238,8 @@ def settings_text(budget: BenchBudget, seeds: int, methods: int, choose_k: bool)
         f"- {seeds} seed(s) (0 … {seeds - 1}); each seed draws its own federation, shared by every method.",
         "- Read at the final round: global accuracy (the new test clients of each concept), local accuracy (each "
         "client's own validation data), ARI of the clustering against the true clusters, the final number of "
-        "clusters K, the first round with ARI ≥ 0.9, the run's wall seconds and the kilobytes each client sent "
+        "clusters K, the first round with ARI ≥ 0.9, the run's wall seconds (with `--choose-k`: of every K "
+        "tried) and the kilobytes each client sent "
         "a round; the regression scenario gives the test mean squared error and, where the method reports it, "
         "the estimation error of the true parameters (the FedMD paper's min over matchings of the largest "
         "‖θ̂ − θ*‖). Mean ± standard error over the seeds.",
