@@ -57,6 +57,20 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
         'fedavg': (None, (
             ('num_clusters', 'int', '1', 'always 1 (one global model)'),
         )),
+        'fedccfa': (None, (
+            ('balanced_epochs', 'int', '20', 'epochs of the balanced classifier (0: cluster the trained ones)'),
+            ('balanced_lr', 'float', '1.0', 'its step size'),
+            ('balanced_per_class', 'int', '5', 'at most this many samples per class in the balanced sample'),
+            ('clf_epochs', 'int', '2', "epochs of the client's classifier (extractor frozen) before the extractor's"),
+            ('clf_lr', 'float', '0.5', 'their step size'),
+            ('eps', 'float', '0.3', 'DBSCAN radius on the class-level classifier distances'),
+            ('gamma', 'float', '20.0', 'λ_i = H(P_i(Y)) / γ, the adaptive alignment weight (0: the fixed lam)'),
+            ('lam', 'float', '0.0', 'the fixed alignment weight when gamma = 0'),
+            ('temperature', 'float', '0.1', 'τ of the contrastive alignment'),
+            ('align_from', 'int', '20', "rounds before the alignment starts (the authors' code: 20)"),
+            ('weights', 'uniform|label', 'uniform', "class-cluster averages: uniform or by the class's counts"),
+            ('num_clusters', 'int', '1', 'always 1: one shared extractor'),
+        )),
         'feddrift': (None, (
             ('signal', 'accuracy|loss', 'accuracy', "what detection and distances read (the code's / the paper's)"),
             ('delta', 'float', '0.1', 'δ: a client has drifted when its best error (or loss) rose by more than δ'),
