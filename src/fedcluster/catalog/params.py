@@ -174,6 +174,15 @@ PARAMS: dict[str, dict[str, tuple[str | None, tuple[tuple[str, str, str, str], .
             ('num_clusters', 'int|null', 'null', 'cut the tree at this many clusters instead of at the threshold'),
             ('gap_ratio', 'float', '1.8', 'no threshold given: several clusters when the last merge is this many medians'),
         )),
+        'flux': (None, (
+            ('descriptors', 'px|pxy', 'px', "px: feature statistics; pxy: and per-class losses (authors' Pxy)"),
+            ('latent_dim', 'int|null', 'null', 'features projected to this many dimensions (null: not projected)'),
+            ('min_cluster_size', 'int', '2', "HDBSCAN's smallest cluster (the authors' code: 2)"),
+            ('min_samples', 'int|null', 'null', "HDBSCAN's density neighbours (null: min_cluster_size)"),
+            ('warmup', 'int', '3', 'FedAvg rounds before the accuracy rule is checked (authors: 3)'),
+            ('accuracy_delta', 'float', '0.05', 'cluster once a round gains less accuracy than this'),
+            ('cluster_round', 'int|null', 'null', 'the 0-based clustering round (null: the accuracy rule)'),
+        )),
         'hcfl': (None, (
             ('num_clusters', 'int', '1', 'K^0'),
             ('split', 'bool', 'true', 'φ shared by all clusters + K heads (HCFL paper Sec. 4.1)'),

@@ -33,7 +33,7 @@ PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whate
     "sizes": 10_000_000, "num_anchors": 10_000_000, "phase1_clients": 100_000, "d": 100_000,
     "image_size": 1_024, "classes_per_client": 100_000,
     # model widths and groups
-    "hidden": 65_536, "channels": 65_536, "fc": 65_536, "groups": 65_536,
+    "hidden": 65_536, "channels": 65_536, "fc": 65_536, "groups": 65_536, "latent_dim": 65_536,
     # restarts, inner loops, ranks and the clients a computation spans
     "n_init": 1_000, "inner_steps": 100_000, "rank": 10_000, "pca_clients": 100_000,
     # thresholds counted in clients or samples, label shifts and maps, severities, decimals
