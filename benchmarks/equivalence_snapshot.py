@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fedcluster.catalog.registry import ALGORITHMS
+
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
@@ -35,9 +37,7 @@ REGRESSION = ["dataset=mixed-regression", "scenario=mixed-regression", "model=li
 LINES = ["dataset=cflgp-lines", "scenario=cflgp-lines", "model=linear"]
 
 # label -> the run's key=value arguments besides TINY (the defaults of every registered method, then variants)
-METHODS = ["cfl", "cflgp", "fedavg", "fedem", "fedmd", "fedprox", "fedrc", "fedrc-adaptive", "fedsoft", "fesem",
-           "hcfl", "hcfl-plus", "hcfl-prime", "icfl", "ifca", "oneshot", "oracle", "pacfl", "stocfl", "flhc",
-           "fedgroup", "fedgwc", "clove"]
+METHODS = ALGORITHMS.names()
 OWN = {"fedmd": ["algorithm.delta=1.0", "algorithm.init=random"]}
 CASES: dict[str, list[str]] = {m: [f"algorithm={m}", *OWN.get(m, [])] for m in METHODS}
 HCFL = ["algorithm=hcfl", "algorithm.rho=0", "algorithm.num_clusters=2"]
@@ -96,11 +96,11 @@ CASES.update({
                      "clients_per_round=3"],  # FedGWC splits under partial participation only
     "clove-sqrt": ["algorithm=clove", "algorithm.sqrt_loss=true", "algorithm.stable_rounds=1"],
 })
-# the 2-rank runs (methods that refuse ranks > 1 left out: fedmd's moment descent, the joint formulation)
-RANK_CASES = ["fedavg", "fedavg-global-lr", "ifca", "fedrc", "fedrc-global-lr", "fedem-partial", "fesem-partial",
-              "hcfl-plus", "hcfl-split-remove", "hcfl-cfl", "hcfl-cscp", "pacfl-standardised", "cfl-split",
-              "stocfl-merge", "fedmd", "fedmd-regression", "fedrc-eval-train", "cflgp", "icfl-split", "fedsoft",
-              "flhc-cluster", "fedgroup-inter", "fedgwc-split", "clove"]
+# the 2-rank runs: every method's defaults and these variants, less what refuses ranks > 1 (a server that reads every
+# input: fedmd's moment descent, the joint formulation, the personal methods' local steps; _reads_every_input)
+RANK_VARIANTS = ["fedavg-global-lr", "fedrc-global-lr", "fedem-partial", "fesem-partial", "hcfl-split-remove",
+                 "hcfl-cfl", "hcfl-cscp", "pacfl-standardised", "cfl-split", "stocfl-merge", "fedmd-regression",
+                 "fedrc-eval-train", "icfl-split", "flhc-cluster", "fedgroup-inter", "fedgwc-split"]
 DROP_COLUMNS = {"seconds"}
 DROP_SUMMARY = {"wall_seconds", "git_revision", "run_dir"}
 FILES = ("rounds.csv", "clients.csv", "summary.json", "clusters.jsonl")
@@ -163,7 +163,8 @@ def snapshot(out: Path, only: str | None, ranks: bool) -> None:
             _store(run_dir, out / engine / label)
         print(f"{engine}: {len(cases)} cases", file=sys.stderr)
     if ranks:
-        specs = {k: _args(k) for k in RANK_CASES if k in cases}
+        labels = [k for k in [*METHODS, *RANK_VARIANTS] if k in cases]
+        specs = {k: _args(k) for k in labels if not _reads_every_input(k, scratch / "probe" / k)}
         port, env = str(_free_port()), {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         procs = [subprocess.Popen([sys.executable, __file__, "rank-child", str(scratch / "ranks"), json.dumps(specs)],
                                   env={**env, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",
@@ -173,7 +174,7 @@ def snapshot(out: Path, only: str | None, ranks: bool) -> None:
         if any(p.returncode for p in procs):
             failed.append("ranks: " + "\n".join(logs)[-3000:])
         for label in specs:
-            if (scratch / "ranks" / label).is_dir():
+            if (scratch / "ranks" / label / "summary.json").is_file():  # finished
                 _store(scratch / "ranks" / label, out / "ranks" / label)
         print(f"ranks: {len(specs)} cases", file=sys.stderr)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -181,17 +182,36 @@ def snapshot(out: Path, only: str | None, ranks: bool) -> None:
         sys.exit("failed runs:\n" + "\n".join(failed))
 
 
+def _reads_every_input(label: str, out: Path) -> bool:
+    """Whether the case's method reads clients' inputs on the server (a run on ranks refuses it)."""
+    from fedcluster.config.run_config import load_raw, resolve
+    from fedcluster.engine.runner import Run
+
+    cfg, typed = resolve(load_raw(None, [*_args(label), f"out={out}"]))
+    run = Run(cfg, typed)
+    try:
+        return run.alg.reads_every_input() is not None
+    finally:
+        run.dir.abandon()
+
+
 def rank_child(root: Path, specs: dict[str, list[str]]) -> None:
     main = _main_of_cli()
-    for label, args in specs.items():
-        code = main(["run", *args, f"out={root / label}"])
+    failed = []
+    for label, args in specs.items():  # every case, also after one fails (both ranks fail it alike)
+        try:
+            code = main(["run", *args, f"out={root / label}"])
+        except Exception as e:  # noqa: BLE001 - reported with the case's name, the other cases still run
+            code = f"{type(e).__name__}: {e}"
         if code:
-            sys.exit(code)
+            failed.append(f"{label}: {code}")
     for name in ("fedcluster.engine.distributed", "fedcluster.engine.distributed.group", "fedcluster.app.launch"):
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "leave_group"):
             module.leave_group()
             break
+    if failed:
+        sys.exit("failed on ranks:\n" + "\n".join(failed))
 
 
 def _close(a: str, b: str, tol: float) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conformance.methods import own_keys
 from fake_device import FakeDevice
 
 from fedcluster.app.cli import main
@@ -34,21 +35,7 @@ pytestmark = pytest.mark.device  # on a GPU machine these run on the GPU (tests/
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 RUN_DEVICE = torch.device("cpu")  # the run's device
 FAST = ["num_clients=8", "rounds=2", "progress=false", "threads=1"]
-# every registered method, with the keys it needs on the demo federation (regression methods on theirs)
-METHODS = {
-    "fedavg": [], "fedprox": [], "fedrc": [], "fedem": [], "ifca": [], "fesem": [], "fedsoft": [], "oracle": [],
-    "cfl": [], "oneshot": [], "pacfl": [], "stocfl": [], "icfl": [], "cflgp": [], "hcfl": [], "hcfl-plus": [],
-    "hcfl-prime": [], "fedrc-adaptive": [],
-    "flhc": ["algorithm.cluster_round=1"], "fedgroup": [], "fedgrouprox": [], "fedgwc": [], "clove": [],
-    "wecfl": [], "lcfed": [], "cgpfl": [], "local": [], "pfedme": [], "apfl": [],
-    "fedmd": ["scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias",
-              "algorithm.num_clusters=3"],
-}
-SLOW = {"fedmd", "fesem", "fedsoft", "oracle", "oneshot", "pacfl", "stocfl", "icfl", "hcfl", "hcfl-prime",
-        "fedrc-adaptive"}
-
-
-REGRESSION = METHODS["fedmd"][:3]
+REGRESSION = ["scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias"]
 # the code paths default settings leave out: shared bodies, variants, splits, merges, removals, FedMD's Phase 2
 VARIANTS = {
     "fedrc split cnn": ["algorithm=fedrc", "algorithm.split=true", "model=light-cnn"],
@@ -103,22 +90,11 @@ def test_fake_device_flags_what_would_fail_on_a_gpu() -> None:
     assert len(fake.problems) == 3
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in METHODS])
-def test_every_algorithm_keeps_its_tensors_on_the_runs_device(tmp_path: Path, strict_device: FakeDevice,
-                                                              name: str) -> None:
-    """Through the runner, with the vectorised engine (what engine=auto picks on a GPU): no host/device mixing,
-    no device tensor read as NumPy, in construction, rounds, evaluation and checkpointing."""
-    cfg, typed = _cfg(tmp_path, f"algorithm={name}", "engine=vectorized", *METHODS[name])
-    Run(cfg, typed, fed=build_federation(cfg, typed["scenario"])).execute()
-    assert not strict_device.problems, "\n".join(sorted(set(strict_device.problems)))
-
-
-def test_every_registered_algorithm_goes_through_the_runner_on_a_device() -> None:
-    assert sorted(METHODS) == sorted(ALGORITHMS.names())
+# every registered method through the runner on the simulated device: tests/conformance/test_every_method.py
 
 
 def _direct_cases() -> list:
-    cases = [pytest.param(n, [f"algorithm={n}", *METHODS.get(n, [])], id=n) for n in ALGORITHMS.names()]
+    cases = [pytest.param(n, [f"algorithm={n}", *own_keys(n)], id=n) for n in ALGORITHMS.names()]
     return cases + [pytest.param(name, items, id=name) for name, items in VARIANTS.items()]
 
 
@@ -319,9 +295,9 @@ def test_cpu_runs_are_deterministic(tmp_path: Path) -> None:
 
 # -- on a GPU (skipped without one) --------------------------------------------------------------------------
 @CUDA
-@pytest.mark.parametrize("name", list(METHODS))
+@pytest.mark.parametrize("name", ALGORITHMS.names())
 def test_every_algorithm_runs_on_cuda(tmp_path: Path, name: str) -> None:
-    cfg, typed = _cfg(tmp_path, f"algorithm={name}", "device=cuda", *METHODS[name])
+    cfg, typed = _cfg(tmp_path, f"algorithm={name}", "device=cuda", *own_keys(name))
     run = Run(cfg, typed)
     run.execute()
     assert {v.device.type for v in run.alg.models.values()} == {"cuda"}

@@ -73,7 +73,8 @@ def test_static_parameter_tables_equal_the_dataclasses() -> None:
 
 @pytest.mark.parametrize("argv", [["list"], ["list", "algorithms"], ["run", "--help"], ["scenario", "--help"],
                                   ["--version"], ["report", "--help"], ["list", "fedrc"],
-                                  ["list", "mixed-regression"], ["compare", "--help"], ["demo", "--help"]])
+                                  ["list", "mixed-regression"], ["compare", "--help"], ["demo", "--help"],
+                                  ["benchmark", "--help"], ["benchmark", "--list"]])
 def test_list_and_help_do_not_import_torch(argv: list[str]) -> None:
     out = _python("import sys\nfrom fedcluster.app.cli import main\n"
                   f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"

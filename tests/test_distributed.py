@@ -1,5 +1,6 @@
 """Runs over several processes (engine.distributed): two gloo ranks on the CPU give the single-process rounds.csv,
-a killed rank ends the run with one line naming it, and the run resumes from rank 0's checkpoint.
+a killed rank ends the run with one line naming it, and the run resumes from rank 0's checkpoint (every method on
+two ranks: tests/conformance/test_two_ranks.py).
 
 The 2-rank jobs start two interpreters (``distributed_child.py``) with torch.distributed's env variables set
 here, so that one process group serves several methods; the kill test goes through ``fedcluster run ...
@@ -22,11 +23,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conformance.methods import own_keys
 
 import fedcluster
 from fedcluster.app import launch
 from fedcluster.app.cli import main
-from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.sources.fashion_mnist import DEBIAN_DIR
 from fedcluster.engine.distributed.sharded import owned
 from fedcluster.engine.distributed.state import state_fingerprint
@@ -35,8 +36,6 @@ from fedcluster.storage.state_file import load_state
 SRC = str(Path(fedcluster.__file__).parents[1])
 CHILD = str(Path(__file__).with_name("distributed_child.py"))
 TINY = ["num_clients=6", "rounds=3", "progress=false", "model.hidden=[16]", "threads=1", "checkpoint_every=2"]
-# fedmd: Δ (the federation has no θ*) and random starts (its moment descent reads every sample: refused on ranks)
-OWN = {"fedmd": ["algorithm.delta=1.0", "algorithm.init=random"]}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -79,7 +78,7 @@ def _two_ranks(root: Path, specs: dict[str, list[str]], timeout: float = 600) ->
 
 
 def _spec(method: str, *args: str) -> list[str]:
-    return [*TINY, f"algorithm={method}", *OWN.get(method, []), *args]
+    return [*TINY, f"algorithm={method}", *own_keys(method), *args]  # the conformance suite's keys
 
 
 def _check(tmp_path: Path, specs: dict[str, list[str]]) -> None:
@@ -123,11 +122,6 @@ def test_server_steps_on_client_data_give_the_single_process_rounds(tmp_path: Pa
                       "fedmd-regression": regression,
                       # train_acc: each rank scores its own clients' training rows
                       "fedrc-train-acc": _spec("fedrc", "eval_train=true")})
-
-
-@pytest.mark.slow
-def test_two_ranks_give_the_single_process_rounds_for_every_method(tmp_path: Path) -> None:
-    _check_methods(tmp_path, sorted(ALGORITHMS.names()))
 
 
 MEMORY_CHILD = str(Path(__file__).parents[1] / "benchmarks" / "distributed_memory.py")  # its --child mode

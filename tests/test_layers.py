@@ -10,7 +10,7 @@ from pathlib import Path
 import fedcluster
 
 LAYERS = {"catalog": 0, "storage": 0, "config": 1, "data": 2, "models": 3, "tiers": 4, "metrics": 4, "tracking": 4,
-          "engine": 5, "algorithms": 6, "reproduce": 7, "flower": 7, "app": 8}
+          "engine": 5, "algorithms": 6, "reproduce": 7, "benchmark": 7, "flower": 7, "app": 8}
 SHARED = {"errors", "_version"}  # modules every layer may use
 ROOT = Path(fedcluster.__file__).parent
 

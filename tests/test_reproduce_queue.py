@@ -89,3 +89,28 @@ def test_publishing_over_another_budget_keeps_its_reading_under_that_budget(chec
 def test_the_queue_takes_no_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reproduce", CHEAP, "--all"]) == 2
     assert "--all runs every unsettled experiment" in capsys.readouterr().err
+
+
+def test_the_queue_orders_by_what_an_entrys_own_run_says_it_needs(checkout: Path) -> None:
+    """An entry whose published small-budget run took long enough to make its protocol budget the dearer one runs
+    after the other, whatever their sizes' proxy says (the figure its page's "to settle it" column shows)."""
+    for name in (CHEAP, DEAR):
+        assert "protocol" in EXPERIMENTS[name].budgets
+    proxy = {e.exp.name: e.hours for e in queue.unsettled("protocol", 3, checkout, (checkout,))}
+    slow = proxy[DEAR] / proxy[CHEAP] * 10 * 3600  # a wall time that scales past DEAR's proxy
+    Stored(CHEAP, "small", 3, "cpu", [], finished=True, wall_seconds=slow).save(checkout / f"{CHEAP}.json")
+    entries = queue.unsettled("protocol", 3, checkout, (checkout,))
+    assert [e.exp.name for e in entries] == [DEAR, CHEAP]
+    assert entries[1].measured and entries[1].hours > proxy[DEAR]
+
+
+def test_an_entry_under_way_costs_what_is_left_of_it(checkout: Path) -> None:
+    whole = {e.exp.name: e.hours for e in queue.unsettled("protocol", 3, checkout, (checkout,))}
+    runs = 3 * len(EXPERIMENTS[DEAR].pairs())
+    records = [{"seed": i % 3, "setting": "s", "method": str(i), "metrics": {}} for i in range(runs - 1)]
+    (checkout / "in-progress").mkdir()
+    Stored(DEAR, "protocol", 3, "cpu", [], records=records).save(checkout / "in-progress" / f"{DEAR}.json")
+    left = {e.exp.name: e.hours
+            for e in queue.unsettled("protocol", 3, checkout, (checkout / "in-progress", checkout))}
+    assert left[DEAR] == pytest.approx(whole[DEAR] / runs)
+    assert left[CHEAP] == whole[CHEAP]

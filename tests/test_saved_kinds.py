@@ -1,6 +1,7 @@
-"""Every saved field of every registered method is checked on resume for its values, from the kind its class
-declares (fedcluster.tiers.saved_kinds): for each field, values a crafted checkpoint with a valid checksum could
-hold (tests/bad_inputs/crafted_state.py) are refused in one line naming the field; the untouched state passes."""
+"""Every saved field of every registered method (tests/conformance) and of the variants below is checked on resume
+for its values, from the kind its class declares (fedcluster.tiers.saved_kinds): for each field, values a crafted
+checkpoint with a valid checksum could hold (tests/bad_inputs/crafted_state.py) are refused in one line naming the
+field; the untouched state passes."""
 
 from __future__ import annotations
 
@@ -10,32 +11,26 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conformance.methods import refuses_crafted_values
 
 from fedcluster.catalog.registry import ALGORITHMS
-from fedcluster.engine.checkpointing import check_state
 from fedcluster.engine.transfer import state_to_device
 from fedcluster.tiers import saved_kinds as kinds
-from fedcluster.tracking.checkpoint_schema import CheckpointSchemaError
-from tests.bad_inputs.crafted_state import BY_KIND, crafts
+from tests.bad_inputs.crafted_state import BY_KIND
 from tests.method_runs import played
 
 FAST = ["num_clients=6", "progress=false", "threads=1"]
 REGRESSION = ["scenario=mixed-regression", "dataset=mixed-regression", "model=linear-nobias"]
-SETTINGS = {  # what a method needs to run on the small federation, or to keep the fields it saves only sometimes
-    "fedmd": [*REGRESSION, "algorithm.num_clusters=3", "algorithm.phase1_rounds=1"],
-    "flhc": ["algorithm.cluster_round=1"],
-}
-VARIANTS = {  # fields a method keeps only with these settings
+# every registered method with its conformance settings: tests/conformance/test_every_method.py; here the fields a
+# method keeps only with other settings
+VARIANTS = {
     "fedrc adam": ["algorithm=fedrc", "algorithm.adam=true"],
     "fedem joint": ["algorithm=fedem", "algorithm.formulation=joint"],
     "hcfl splits": ["algorithm=hcfl", "algorithm.rho=0", "algorithm.num_clusters=2"],
+    "fedmd phase 1": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.phase1_rounds=1"],
     "fedmd oneshot": ["algorithm=fedmd", *REGRESSION, "algorithm.num_clusters=3", "algorithm.init=oneshot"],
 }
-RUNS = {**{name: [f"algorithm={name}", *SETTINGS.get(name, [])] for name in ALGORITHMS.names()}, **VARIANTS}
-
-
-SLOW = {"fedmd", "fesem", "fedsoft", "oracle", "oneshot", "pacfl", "stocfl", "icfl", "hcfl-prime", "fedrc-adaptive",
-        "fedgrouprox", "fedprox", "fedem joint"}  # the same code as another entry's, or slow to play
+SLOW = {"fedem joint", "fedmd phase 1"}  # slow to play
 _PLAYED: dict[str, Any] = {}
 
 
@@ -45,32 +40,16 @@ def _played(name: str, root: Path) -> tuple[Any, dict[str, Any]]:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            run = played(root, [*FAST, *RUNS[name]], 2)
+            run = played(root, [*FAST, *VARIANTS[name]], 2)
         finally:
             torch.set_num_threads(threads)
         _PLAYED[name] = (run, state_to_device(run.alg.state_dict(), torch.device("cpu")))
     return _PLAYED[name]
 
 
-def _check(run: Any, state: dict[str, Any]) -> None:
-    check_state(run.alg, state, 2, run.ctx.module, run.fed, "checkpoint.pt")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in RUNS])
-def test_every_saved_field_of_a_method_is_checked_for_its_values(tmp_path: Path, name: str) -> None:
-    run, state = _played(name, tmp_path)
-    declared = run.alg.saved_kinds()
-    assert set(state) == set(run.alg.saved_fields()) <= set(declared), "a saved field without a declared kind"
-    _check(run, state)  # the state as written passes
-    tried = 0
-    for field in state:
-        for label, bad in crafts(declared[field], state[field], 2):
-            with pytest.raises(CheckpointSchemaError) as refused:
-                _check(run, {**state, field: bad})
-            line = str(refused.value)
-            assert "\n" not in line and f"algorithm.{field}" in line, (field, label, line)
-            tried += 1
-    assert tried >= 2 * len(state)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in VARIANTS])
+def test_every_saved_field_of_a_variant_is_checked_for_its_values(tmp_path: Path, name: str) -> None:
+    refuses_crafted_values(*_played(name, tmp_path), 2)
 
 
 def test_every_kind_has_crafted_values() -> None:

@@ -84,13 +84,7 @@ def test_no_method_sits_more_than_three_levels_below_the_protocol() -> None:
                 assert chain[-1] is ClusterMethod, f"{entry.name}: {[c.__name__ for c in chain]}"
 
 
-@pytest.mark.parametrize("method", ["cfl", "fedem", "ifca", "fedavg", "hcfl"])
-def test_hard_and_soft_methods_share_one_cluster_state(tmp_path: Path, method: str) -> None:
-    alg = _alg(tmp_path, [f"algorithm={method}"])
-    assert isinstance(alg.state, ClusterState)
-    assert alg.models is alg.state.models and alg.omega is alg.state.omega
-    alg.omega = np.ones((8, alg.num_clusters))
-    assert alg.state.omega is alg.omega
+# hard and soft methods share one cluster state: every registered method's, tests/conformance/test_every_method.py
 
 
 def _state(k: int = 2, m: int = 4, rows: int = 3, classes: int = 3) -> tuple[ClusterState, np.ndarray]:

@@ -39,6 +39,7 @@ from fedcluster.engine.protocol import Backend
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
+from fedcluster.errors import UserError
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
 from fedcluster.tiers.cluster_state import StateField
@@ -89,6 +90,10 @@ class ClusteredAlgorithm(ClusterMethod):
                     v[1:] = v[0]
         super().__init__(ctx, params, models=models, adaptation=adaptation, split=params.split)
         self.formulation: FormulationPart = required(formulation, FormulationPart, "formulation (tier 1)")
+        if self.formulation.label_table and fed.task != "classification":
+            raise UserError(f"algorithm={ctx.cfg.algorithm}: formulation={self.formulation.name} divides by each "
+                            f"cluster's label counts (FedRC paper eq. 2), which a {fed.task} task has none of; "
+                            "choose algorithm.formulation=conditional where the method has it, or another algorithm")
         self.weighting: Weighting = required(weighting, Weighting, "weighting (tier 2)")
         self.omega = np.full((fed.num_clients, k), 1.0 / k)
         self.gamma = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
@@ -306,6 +311,11 @@ class ClusteredAlgorithm(ClusterMethod):
         return super().saved_fields() + (tuple(self.saved_when_kept) if self.state.stats is not None else ())
 
     def after_load(self) -> None:
+        self._scoring = None
+
+    def data_changed(self, clients: np.ndarray) -> None:
+        """The host copy of the training labels and the scoring Ω of untrained clients are made again."""
+        self._labels = None
         self._scoring = None
 
 

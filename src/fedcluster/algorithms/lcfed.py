@@ -70,7 +70,7 @@ def low_rank_projection(models: np.ndarray, rank: int) -> tuple[np.ndarray, np.n
     centre = models.mean(axis=0)
     _, _, vt = np.linalg.svd(models - centre, full_matrices=False)
     r = max(1, min(rank, len(models) - 1, models.shape[1]))
-    return centre, vt[:r].T
+    return centre, np.ascontiguousarray(vt[:r].T)  # C order, as a saved state loads it back
 
 
 def normalised(z: np.ndarray) -> np.ndarray:

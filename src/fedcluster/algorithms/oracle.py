@@ -3,7 +3,8 @@
 Client i always trains the model of its ground-truth concept (``true_cluster``) and the server runs FedAvg
 inside each cluster: θ_k ← θ_k + η_g Σ_{i ∈ k} N_i (θ_i − θ_k) / Σ_{i ∈ k} N_i (FedMD paper on MNIST: "each client is
 told its true cluster and updates only that model with FedAvg"). Test clients use their true concept too.
-Needs ``num_clusters`` ≥ the number of true concepts.
+Needs ``num_clusters`` ≥ the number of true concepts. On a drifting federation (data.drift) a client that changes
+concept trains its new concept's model from that round on (every concept of the schedule counts).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
+from fedcluster.data.drift import Drift
 from fedcluster.data.federation import Split
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
@@ -26,11 +28,17 @@ from fedcluster.tiers.weighting import HardLoss, one_hot
 class Oracle(ClusteredAlgorithm):
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
-        if ctx.fed.num_concepts > params.num_clusters:
-            raise ConfigError(f"oracle needs algorithm.num_clusters >= the {ctx.fed.num_concepts} true clusters, "
+        drift = Drift.of(ctx.fed)
+        concepts = ctx.fed.num_concepts if drift is None else max(ctx.fed.num_concepts, len(drift.maps))
+        if concepts > params.num_clusters:
+            raise ConfigError(f"oracle needs algorithm.num_clusters >= the {concepts} true clusters, "
                               f"got {params.num_clusters}")
         self.set_hard(np.arange(ctx.fed.num_clients), ctx.fed.true_cluster)
         self.estimated[:] = True  # the true cluster is known for every client
+
+    def data_changed(self, clients: np.ndarray) -> None:
+        super().data_changed(clients)
+        self.set_hard(clients, self.ctx.fed.true_cluster[clients])
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         assign = self.ctx.fed.true_cluster[clients]

@@ -1,4 +1,4 @@
-"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report, compare, sweep, init.
+"""The ``fedcluster`` command line: run, demo, resume, list, scenario, report, compare, sweep, init, benchmark.
 
 Every user mistake (unknown key or name, wrong type, bad range, missing file) ends with one line on
 stderr naming what is wrong and the valid choices, and exit status 2.
@@ -145,6 +145,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from fedcluster.benchmark.command import run_command
+
+    return run_command(args)
+
+
 def cmd_scenario(args: argparse.Namespace) -> int:
     from fedcluster.data.inspect import inspect_scenario
 
@@ -223,6 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
     rr = sub.add_parser("reproduce", help="a paper's headline result, paper vs ours over seeds (--list)")
     add_reproduce_arguments(rr)
     rr.set_defaults(fn=cmd_reproduce)
+    from fedcluster.benchmark.command import add_arguments as add_benchmark_arguments
+
+    bm = sub.add_parser("benchmark", help="every method against every kind of shift: one table per scenario, a "
+                                          "heatmap of ranks, which method for which shift (--list)",
+                        description="Run every registered method on a fixed taxonomy of heterogeneity scenarios "
+                                    "over seeds; resumable, every finished run kept in the run store.")
+    add_benchmark_arguments(bm)
+    bm.set_defaults(fn=cmd_benchmark)
     rp = sub.add_parser("report", help="draw a finished run's plots (cluster-vs-concept/class/style heatmaps)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_report)

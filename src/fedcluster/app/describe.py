@@ -140,7 +140,7 @@ def field_rows(cls: type, prefix: str = "", docs: dict[str, str] | None = None) 
     return rows
 
 
-def table(rows: list[tuple[str, str, str, str]], indent: str = "  ") -> str:
+def table(rows: typing.Sequence[tuple[str, ...]], indent: str = "  ") -> str:
     """Aligned columns; long types and defaults push the meaning onto the next line."""
     w_key = max(len(r[0]) for r in rows)
     w_type = max([len(r[1]) for r in rows if len(r[1]) <= 24] or [4])

@@ -41,5 +41,8 @@ def fill(page: str, names: dict[str, tuple[str, str]], papers: dict[str, str]) -
         pattern = re.compile(rf"(<!-- generated: {block} -->\n).*?(<!-- end generated: {block} -->)", re.S)
         if not pattern.search(page):
             raise ValueError(f"{PAGE} has no <!-- generated: {block} --> ... <!-- end generated: {block} --> block")
-        page = pattern.sub(lambda m, rows=rows: m.group(1) + "\n".join(rows) + "\n" + m.group(2), page, count=1)
+        def filled(m: re.Match[str], rows: list[str] = rows) -> str:
+            return m.group(1) + "\n".join(rows) + "\n" + m.group(2)
+
+        page = pattern.sub(filled, page, count=1)
     return page

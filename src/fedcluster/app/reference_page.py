@@ -10,6 +10,7 @@ the other generated files; tests/test_docs.py fails until it is current.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 
 from fedcluster.app.describe import ParamsInfo
@@ -32,7 +33,7 @@ def _code(text: str) -> str:
     return "`" + " ".join(text.split()) + "`"  # MkDocs' tables keep | inside code spans
 
 
-def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     return lines + [f"| {_code(key)} | {_code(kind)} | {_code(default)} | {table_cell(doc)} |"
                     for key, kind, default, doc in rows]

@@ -21,10 +21,14 @@ PARAM_BOUNDS = {  # algorithm, scenario and model parameters of this name, whate
     # local computation per client and round
     "pretrain_steps": 100_000, "local_steps": 100_000, "steps": 100_000, "local_epochs": 1_000,
     "pretrain_scale": 10_000, "loss_sampling_size": 100_000, "test_em_iters": 10_000, "orth_iters": 10_000,
-    "local_batch": 1_000_000, "batch": 1_000_000, "personal_epochs": 1_000,
+    "local_batch": 1_000_000, "batch": 1_000_000, "personal_epochs": 1_000, "balanced_epochs": 1_000,
+    "clf_epochs": 1_000, "balanced_per_class": 10_000_000,
     # rounds
     "cluster_round": 1_000_000, "stable_rounds": 1_000_000, "patience": 1_000_000, "warmup": 1_000_000,
     "t_cl": 1_000_000, "period": 1_000_000, "stable_window": 1_000_000, "phase1_rounds": 1_000_000,
+    "isolation": 1_000_000, "align_from": 1_000_000,
+    # drift schedules: a round × client table of concepts is kept (data.drift)
+    "at": 10_000, "back": 10_000, "window": 10_000,
     # data sizes (synthetic sets, anchors, images)
     "samples": 10_000_000, "pool_size": 10_000_000, "test_size": 10_000_000, "val_size": 10_000_000,
     "sizes": 10_000_000, "num_anchors": 10_000_000, "phase1_clients": 100_000, "d": 100_000,

@@ -62,7 +62,10 @@ def assemble(
     for plan, crng in progress(zip(clients, rng.spawn(len(clients)), strict=True), len(clients), "building clients"):
         xs, ys = realise(data.x_train, data.y_train, plan, crng)
         tr, va = split_validation(len(ys), val_fraction, crng)
-        tr_x.append(xs[tr]), tr_y.append(ys[tr]), va_x.append(xs[va]), va_y.append(ys[va])
+        tr_x.append(xs[tr])
+        tr_y.append(ys[tr])
+        va_x.append(xs[va])
+        va_y.append(ys[va])
         if has_mix:
             sc = plan.sample_concept if plan.sample_concept is not None else np.full(len(ys), plan.concept)
             concepts.append(sc[tr])

@@ -67,7 +67,7 @@ def build_federation(cfg: RunConfig, params: Any, use_cache: bool = True) -> Fed
     wanted = spec.standardize if cfg.normalize is None else cfg.normalize
     if wanted and spec.load is not None:
         standardize(fed)
-    fed.built_from = built_from(cfg)  # type: ignore[attr-defined]  (what fedcluster.run checks a config against)
+    fed.built_from = built_from(cfg)  # type: ignore[attr-defined]  # what fedcluster.run checks a config against
     return fed
 
 

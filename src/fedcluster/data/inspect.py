@@ -17,6 +17,7 @@ from fedcluster.catalog.registry import DATASETS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.config.value_text import value_text
 from fedcluster.data.build import build_federation, cache_path
+from fedcluster.data.drift import Drift, describe_drift
 from fedcluster.data.federation import Federation
 from fedcluster.storage.atomic import writing
 from fedcluster.storage.paths import picture_path
@@ -69,6 +70,8 @@ def describe(fed: Federation) -> str:
         lines += [f"  label map of concept {c}: {row.tolist()}" for c, row in enumerate(maps)]
     if "flipped" in fed.extras:
         lines.append(f"  flipped training labels: {fed.extras['flipped'].mean():.1%}")
+    if (drift := Drift.of(fed)) is not None:
+        lines += describe_drift(drift)
     if fed.sample_concept is not None:
         owner = fed.train.owner()
         share = np.bincount(owner, fed.sample_concept == 0, fed.num_clients) / np.maximum(fed.train.sizes, 1)
@@ -121,7 +124,9 @@ def _order(fed: Federation) -> np.ndarray:
 # -- picture ---------------------------------------------------------------------------------------
 def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
     """Client × class heatmap of label counts (regression: per-client sample counts) with concept and
-    style side bars; clients sorted by concept then style. ``dataset``: the name in the title (the CLI's)."""
+    style side bars; clients sorted by concept then style. ``dataset``: the name in the title (the CLI's). A drifting
+    federation (data.drift) gets a client × round panel of the concept each client holds in every round (the
+    clients sorted by their first concept, then by the round they switch)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,7 +135,9 @@ def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
-    order = _order(fed)
+    drift = Drift.of(fed)
+    order = _order(fed) if drift is None else np.lexsort((np.arange(fed.num_clients), drift.switch_rounds(),
+                                                          fed.style, fed.true_cluster))
     concept = fed.true_cluster[order]
     style = fed.style[order]
     style_ids = np.unique(style[style >= 0])
@@ -144,13 +151,15 @@ def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
     legend_rows = max(1, -(-len(style_ids) // 4))
     height = min(max(4.0, 0.03 * len(order) + 2.5), 14.0) + 0.22 * legend_rows
     width = 3.0 + min(max(4.0, 0.25 * values.shape[1]), 12.0)
-    fig = plt.figure(figsize=(width, height))
+    horizon = 0 if drift is None else drift.horizon + 2  # rounds drawn: the schedule and two after it
+    panel = 0.0 if drift is None else min(max(4.0, 0.2 * horizon), 10.0)
+    fig = plt.figure(figsize=(width + panel + (1.0 if panel else 0.0), height))
     bottom = (1.0 + 0.22 * legend_rows) / height
-    ratios = [0.35, 0.35 if has_style else 0.001, 10.0, 0.3]
-    gs = fig.add_gridspec(1, 4, width_ratios=ratios, wspace=0.05, left=0.1, right=0.88, top=1 - 0.6 / height,
-                          bottom=bottom)
+    ratios = [0.35, 0.35 if has_style else 0.001, 10.0, 0.3] + ([1.2, 10.0 * panel / (width - 3.0)] if panel else [])
+    gs = fig.add_gridspec(1, len(ratios), width_ratios=ratios, wspace=0.05, left=0.1 * width / (width + panel),
+                          right=0.97 if panel else 0.88, top=1 - 0.6 / height, bottom=bottom)
     ax_c, ax_s, ax_h, ax_cb = (fig.add_subplot(gs[0, i]) for i in range(4))
-    num_concepts = max(fed.num_concepts, 1)
+    num_concepts = max(fed.num_concepts, 1 if drift is None else len(drift.maps))
     concept_cmap = ListedColormap([concept_colors[c % len(concept_colors)] for c in range(num_concepts)])
     ax_c.imshow(concept[:, None], aspect="auto", cmap=concept_cmap, vmin=-0.5, vmax=num_concepts - 0.5,
                 interpolation="nearest")
@@ -177,8 +186,19 @@ def draw(fed: Federation, path: Path, dataset: str | None = None) -> None:
         ax_h.set_xlabel("training samples per client")
         ax_cb.axis("off")
     ax_h.set_yticks([])
+    if drift is not None:
+        fig.add_subplot(gs[0, 4]).axis("off")
+        ax_t = fig.add_subplot(gs[0, 5])
+        timeline = np.stack([drift.concepts(r)[0][order] for r in range(1, horizon + 1)], axis=1)
+        ax_t.imshow(timeline, aspect="auto", cmap=concept_cmap, vmin=-0.5, vmax=num_concepts - 0.5,
+                    interpolation="nearest", extent=(0.5, horizon + 0.5, len(order) - 0.5, -0.5))
+        ax_t.set_xlabel("round")
+        ax_t.set_title("concept of each client per round", fontsize=9)
+        ax_t.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax_t.set_yticks([])
     name, dataset = fed.info.get("name", "federation"), dataset or fed.info.get("dataset", "")
-    fig.suptitle(f"{name} on {dataset}: {fed.num_clients} clients, {fed.num_concepts} concepts", fontsize=11)
+    shown = f"{fed.num_concepts} concepts" if drift is None else f"{num_concepts} concepts over the rounds"
+    fig.suptitle(f"{name} on {dataset}: {fed.num_clients} clients, {shown}", fontsize=11)
     concept_handles = [Patch(color=concept_colors[c % len(concept_colors)], label=str(c))
                        for c in range(num_concepts)]
     fig.legend(handles=concept_handles, title="concept", loc="lower left", ncol=1 if legend_rows > 1 else 4,

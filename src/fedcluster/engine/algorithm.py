@@ -106,6 +106,11 @@ class Algorithm(ABC):
         training memory does not grow with clients × K; False for methods that read every client's trained model."""
         return False
 
+    def data_changed(self, clients: np.ndarray) -> None:  # noqa: B027  (a hook: nothing cached here)
+        """The labels of ``clients`` changed in place before this round (a drifting federation, data.drift): drop
+        what the method cached from them. The method's state (models, Ω) is kept: following the drift is its own
+        business."""
+
     @abstractmethod
     def run_round(self, round_: int, clients: np.ndarray) -> RoundResult:
         """Train the sampled ``clients`` and update the server state."""

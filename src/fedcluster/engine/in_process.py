@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from fedcluster.config.run_config import RunConfig
@@ -13,6 +14,13 @@ from fedcluster.engine.protocol import Backend
 
 class InProcess(Placement):
     """Every client in this process: one :class:`~fedcluster.engine.backends.local.Trainer` for the cohort."""
+
+    follows_drift = True
+
+    def data_changed(self, trainer: Backend, clients: np.ndarray) -> None:
+        """The trainer reads the labels in place; its pool workers (engine=pool) hold a copy and are restarted."""
+        if isinstance(trainer, Trainer):
+            trainer.refresh()
 
     def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
                 device: torch.device) -> Backend:

@@ -23,6 +23,7 @@ from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.protocol import Backend, RoundResult
+from fedcluster.errors import UserError
 from fedcluster.tracking.run_dir import RunDir
 
 
@@ -52,6 +53,19 @@ class Placement(ABC):
 
     def check(self, alg: Algorithm, cfg: RunConfig) -> None:  # noqa: B027  (a hook: nothing to refuse here)
         """Refuse, with a :class:`~fedcluster.errors.UserError`, a method setting this placement cannot run."""
+
+    where = "this placement"  # how a refusal names the placement
+    follows_drift = False  # whether it relabels its clients' data when a drifting federation changes concepts
+
+    def check_drift(self, cfg: RunConfig) -> None:
+        """Refuse a drifting federation (data.drift) unless the placement follows it (:meth:`data_changed`)."""
+        if not self.follows_drift:
+            raise UserError(f"scenario={cfg.scenario} changes the clients' concepts during the run, which "
+                            f"{self.where} cannot follow; run it in one process (without ranks or Flower)")
+
+    def data_changed(self, trainer: Backend, clients: np.ndarray) -> None:  # noqa: B027  (a hook)
+        """The labels of ``clients`` changed in place (a drifting federation's new round): refresh what the
+        backend keeps of them."""
 
     def play_round(self, alg: Algorithm, round_: int, clients: np.ndarray) -> RoundResult:
         """One round of ``alg`` with its sampled ``clients``."""

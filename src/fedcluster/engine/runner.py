@@ -27,6 +27,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.notes import note
 from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.build import build_federation
+from fedcluster.data.drift import Drift
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm, Context
 from fedcluster.engine.budget import check_federation_fits, fit_run
@@ -140,6 +141,10 @@ class Run:
             fed = self.load_federation()
         fed = self.hold(fed).to(self.device)  # the one host-to-device copy of the data
         self.fed = dataclasses.replace(fed, test=with_fit_rows(fed.test, cfg.test_fit, cfg.seed))
+        self.drift = Drift.of(self.fed)  # None for a static federation: nothing is relabelled
+        if self.drift is not None:  # the run relabels its own copy of the labels, never the caller's federation
+            self.placement.check_drift(cfg)
+            self.fed = self.drift.own_labels(self.fed)
         if cfg.num_clients != self.fed.num_clients:  # scenarios with a fixed population
             cfg.num_clients = self.fed.num_clients
         fit_run(cfg, typed, self.fed)  # caps batch_size/workers, refuses what would not fit in memory
@@ -177,6 +182,17 @@ class Run:
         """One round with this round's sampled clients, as the placement plays it."""
         return self.placement.play_round(self.alg, t, self.stream[t])
 
+    def follow_drift(self, t: int) -> None:
+        """A drifting federation moves to the concepts of round t + 1 before it is played (data.drift): the
+        clients that change are relabelled in place, the placement refreshes what its backend holds of them and
+        the method drops what it cached from their labels; a static federation is left alone."""
+        if self.drift is None:
+            return
+        changed = self.drift.apply(self.fed, t + 1)
+        if len(changed):
+            self.placement.data_changed(self.ctx.trainer, changed)
+            self.alg.data_changed(changed)
+
     def execute(self) -> dict[str, Any]:
         try:
             with open_tracking(self.cfg, self.dir.path) as self.tracking, blas_threads(self.cfg.threads):
@@ -212,6 +228,7 @@ class Run:
             for t in range(first, cfg.rounds):
                 t0 = time.perf_counter()
                 last = t == cfg.rounds - 1
+                self.follow_drift(t)
                 res = self.play_round(t)
                 metrics: dict[str, float] = {}
                 if (t + 1) % cfg.eval_every == 0 or last:  # the round's checks come back with the scores

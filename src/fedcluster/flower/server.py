@@ -149,6 +149,8 @@ class FlowerNodes(Placement):
     """The run loop's clients on Flower nodes (see the module docstring): ``Run(cfg, typed,
     backend=FlowerNodes(link))``."""
 
+    where = "Flower, whose nodes each build and keep their own data,"
+
     def __init__(self, link: NodeLink) -> None:
         self.link = link
         self.true_cluster = np.zeros(0, dtype=np.int64)  # the server federation's tags, to check the nodes' against

@@ -31,6 +31,13 @@ def paper_cpu_hours(small: Budget, paper: Budget, wall_seconds: float, seeds: in
     return base, base * ratio
 
 
+def budget_cpu_hours(here: Budget, there: Budget, wall_seconds: float, seeds: int, want_seeds: int = 3) -> float:
+    """CPU hours of ``want_seeds`` seeds at budget ``there`` (its model), computed from a run of ``seeds`` seeds at
+    budget ``here`` that took ``wall_seconds``: sizes, rounds, model and learning-rate grid scaled."""
+    grid = max(len(there.lr_grid), 1) / max(len(here.lr_grid), 1)
+    return paper_cpu_hours(here, there, wall_seconds, seeds, want_seeds)[1] * grid
+
+
 def paper_need_line(small: Budget, paper: Budget, wall_seconds: float, seeds: int, command: str) -> str:
     """One sentence for a page not run at the paper budget: the computed need, whether a CPU can run it, the command."""
     base, full = paper_cpu_hours(small, paper, wall_seconds, seeds)

@@ -89,17 +89,19 @@ def next_part(waiting: Sequence[Part], seconds: dict[str, list[float]],
     return max(ready, key=lambda p: p.left * math.fsum(seconds[p.setting]) / len(seconds[p.setting]))
 
 
-def _run_part(runner: str, name: str, budget: str, seed: int, extra: Sequence[str], done: set[tuple[str, str]],
-              records: Any, store: str | None = None, env: dict[str, str] | None = None) -> int:
+def _run_part(runner: str, name: str | Experiment, budget: str, seed: int, extra: Sequence[str],
+              done: set[tuple[str, str]], records: Any, store: str | None = None,
+              env: dict[str, str] | None = None) -> int:
     """In a worker: the missing records ``done`` leaves of one seed, each put on ``records`` as it finishes
-    (``runner``: "package.module:function"; ``store``: the run store's folder, for the runners that use one;
+    (``name``: a catalogued experiment's name, or the experiment itself; ``runner``: "package.module:function";
+    ``store``: the run store's folder, for the runners that use one;
     ``env``: variables for this process, e.g. its share of the accelerator's memory)."""
     import os
 
     os.environ.update(env or {})
     from fedcluster.reproduce.catalogue import get
 
-    exp = get(name).trimmed(budget)
+    exp = get(name).trimmed(budget) if isinstance(name, str) else name
     module, fn = runner.split(":")
     run = getattr(import_module(module), fn)
     if store is None:
@@ -111,7 +113,7 @@ def _run_part(runner: str, name: str, budget: str, seed: int, extra: Sequence[st
     return seed
 
 
-def run_parts(runner: str, name: str, budget: str, todo: Iterable[Part], extra: Sequence[str], emit: Emit,
+def run_parts(runner: str, name: str | Experiment, budget: str, todo: Iterable[Part], extra: Sequence[str], emit: Emit,
               workers: int, timed: Iterable[dict[str, Any]] = (), store: str | None = None,
               env: dict[str, str] | None = None) -> None:
     """Run the parts ``todo`` in up to ``workers`` processes, handing each out when a worker frees up

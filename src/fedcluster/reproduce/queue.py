@@ -43,16 +43,22 @@ def settled(held: Stored | None, budget: str, seeds: int) -> bool:
             and BUDGET_RANK.get(held.budget, 0) >= BUDGET_RANK.get(budget, 0))
 
 
-def expected_hours(exp: Experiment, budget: str, seeds: int, folders: tuple[Path, ...]) -> tuple[float, bool]:
-    """CPU hours of ``exp`` at ``budget``: from a current ``--estimate`` in one of ``folders``, else a proxy from its
-    size (runs × learning rates × clients × share of their data × rounds at 8 ms a client-round, about what an MLP
-    takes at the papers' protocols on one core), and whether it was measured."""
+def expected_hours(exp: Experiment, budget: str, seeds: int, folders: tuple[Path, ...],
+                   held: Stored | None = None) -> tuple[float, bool]:
+    """CPU hours of ``exp`` at ``budget``: from a current ``--estimate`` in one of ``folders``; else computed from
+    the wall time of ``held``, its finished records at another budget (as its page's "to settle it" column does);
+    else a proxy from its size (runs × learning rates × clients × share of their data × rounds at 8 ms a
+    client-round, about what an MLP takes at the papers' protocols on one core); and whether it was measured."""
+    from fedcluster.reproduce.cost import budget_cpu_hours
     from fedcluster.reproduce.estimate import matching
 
     for folder in folders:
         found = matching(folder / f"{exp.name}.estimate.json", exp, budget)
         if found is not None:
             return found.cpu_hours(seeds), True
+    if held is not None and held.finished and held.wall_seconds > 0 and held.budget in exp.budgets:
+        return budget_cpu_hours(exp.budget(held.budget), exp.budget(budget), held.wall_seconds, held.seeds,
+                                seeds), True
     b = exp.budget(budget)
     runs = seeds * len(exp.pairs()) * max(len(b.lr_grid), 1)
     return runs * b.clients * b.rounds * b.fraction * CLIENT_ROUND_SECONDS / 3600, False
@@ -69,9 +75,20 @@ def unsettled(budget: str, seeds: int, published: Path, folders: tuple[Path, ...
         stale = held is not None and held.stale(exp.trimmed(held.budget).protocol(held.budget))
         if settled(held, budget, seeds) and not stale:  # records of an earlier protocol settle nothing
             continue
-        hours, measured = expected_hours(exp.trimmed(budget), budget, seeds, folders)
-        found.append(Entry(exp, hours, measured))
+        hours, measured = expected_hours(exp.trimmed(budget), budget, seeds, folders, held)
+        found.append(Entry(exp, hours * (1 - done_share(exp, budget, seeds, folders)), measured))
     return sorted(found, key=lambda e: (e.hours, e.exp.name))
+
+
+def done_share(exp: Experiment, budget: str, seeds: int, folders: tuple[Path, ...]) -> float:
+    """The share of ``exp``'s runs at ``budget`` already recorded by an earlier, stopped call in one of ``folders``
+    (0 when none): what is left of it is what it costs."""
+    expected = seeds * len(exp.pairs())
+    for folder in folders:
+        held = Stored.load(folder / f"{exp.name}.json")
+        if held is not None and not held.finished and held.budget == budget and expected:
+            return min(sum(r["seed"] < seeds for r in held.records) / expected, 1.0)
+    return 0.0
 
 
 def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunStore) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from fedcluster.errors import UserError
 from fedcluster.metrics.statistics import format_mean_sd
 from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
-from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, paper_cpu_hours, paper_need_line
+from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, budget_cpu_hours, paper_cpu_hours, paper_need_line
 from fedcluster.reproduce.estimate import matching, need_line
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
@@ -210,9 +210,8 @@ def settle_cell(exp: Experiment, stored: Stored | None, out: Path) -> str:
     if measured is not None:
         hours, how = measured.cpu_hours(3), "measured"
     elif stored is not None and stored.wall_seconds > 0 and stored.budget in exp.budgets:
-        here, there = exp.budget(stored.budget), exp.budget(target)
-        grid = max(len(there.lr_grid), 1) / max(len(here.lr_grid), 1)
-        hours, how = paper_cpu_hours(here, there, stored.wall_seconds, stored.seeds)[1] * grid, "computed"
+        hours = budget_cpu_hours(exp.budget(stored.budget), exp.budget(target), stored.wall_seconds, stored.seeds)
+        how = "computed"
     else:
         return f"{target} budget: not yet measured (`--budget {target} --estimate`)"
     where = "a CPU can run it" if hours <= CPU_HOURS_LIMIT else "needs a GPU"

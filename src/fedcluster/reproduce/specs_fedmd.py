@@ -124,7 +124,7 @@ def _hits(r: Results, setting: str, method: str, never: float) -> list[float]:
 
 
 def _finals(r: Results, setting: str, method: str) -> list[float]:
-    return r.get((setting, method), {}).get("final", [])
+    return list(r.get((setting, method), {}).get("final", []))
 
 
 def _per_seed(f: Callable[..., float], *columns: list[float]) -> Paired:

@@ -5,6 +5,8 @@ The check encodes the FedRC paper's sentence on Table 3, fixed before any run.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fedcluster.reproduce.spec import Budget, Experiment, Method, Metric, Results, lead
 from fedcluster.reproduce.verdicts import judge
 
@@ -20,7 +22,7 @@ _HIDDEN = {"airline": 128, "electricity": 12}
 _FILES = {"airline": "airline_14col.data", "electricity": "electricity-normalized.csv"}
 
 
-def _verdict(dataset: str) -> object:
+def _verdict(dataset: str) -> Callable[[Results], tuple[str, str]]:
     margin = float(_PAPER[dataset]["FedRC"]) - max(float(v) for k, v in _PAPER[dataset].items() if k != "FedRC")
 
     def verdict(r: Results) -> tuple[str, str]:

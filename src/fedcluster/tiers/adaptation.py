@@ -88,7 +88,8 @@ class CFLRule:
                ) -> tuple[list[tuple[int, np.ndarray]], list[tuple[float, float]]]:
         """For clusters ``groups[pos]`` (row indices into ``updates`` [m, P]) return the splits
         [(pos, labels over groups[pos], 0 = stays)] and every cluster's (mean norm, max norm)."""
-        stats, out = [], []
+        stats: list[tuple[float, float]] = []
+        out: list[tuple[int, np.ndarray]] = []
         for pos, rows in enumerate(groups):
             mean_norm, max_norm = cfl_statistics(updates[torch.as_tensor(rows, dtype=torch.long)])
             stats.append((mean_norm, max_norm))

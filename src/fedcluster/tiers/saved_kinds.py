@@ -290,7 +290,7 @@ class RandomState(Kind):
             if not isinstance(state, Mapping) or not all(isinstance(state.get(k), int) and 0 <= state[k] < 2**128
                                                          for k in ("state", "inc")):
                 raise ValueError
-            probe.state = dict(value)
+            setattr(probe, "state", dict(value))  # noqa: B010 - numpy types the state as its own TypedDict
         except (TypeError, ValueError, KeyError, OverflowError):
             return f"{name} is not a random generator state"
         return None

@@ -89,7 +89,7 @@ def _num(v: Any) -> float:
 
 def _mean_sd(values: np.ndarray) -> tuple[float, float]:
     """Mean and sample sd (ddof 1) of the finite values; one run shows no sd (NaN)."""
-    mean, sd, n = mean_sd(values)
+    mean, sd, n = mean_sd(values.tolist())
     return mean, sd if n > 1 else math.nan
 
 

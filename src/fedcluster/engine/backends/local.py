@@ -342,6 +342,11 @@ class Trainer:
         assert sum(len(p) for p in parts) == U
         return out
 
+    def refresh(self) -> None:
+        """The training labels changed in place (a drifting federation): the pool workers, which hold a copy of
+        them, are stopped and start again, on the new labels, at the next call that needs them."""
+        self.close()
+
     def close(self) -> None:
         for t in self._siblings:
             t.close()

@@ -44,6 +44,8 @@ class Ranks(Placement):
     """This rank of a torchrun job: its clients' inputs and work, rank 0's state after each round, rank 0 the only
     writer (module docstring). ``Run(cfg, typed, backend=Ranks())``."""
 
+    where = "a run over ranks (torchrun), whose ranks each hold their clients' labels,"
+
     def __init__(self) -> None:
         self.rank, self.world = 0, 1
         self.device = torch.device("cpu")

@@ -44,7 +44,7 @@ class ShardedTrainer(Trainer):
         t.split = self.split  # type: ignore[attr-defined]
         return t
 
-    def per_client(self, split: Any, compute: Any, clients: np.ndarray | None = None) -> np.ndarray:
+    def per_client(self, split: Any, compute: Any, clients: np.ndarray | None = None) -> np.ndarray | torch.Tensor:
         if world_size() == 1 or not isinstance(split, ShardedSplit):
             return super().per_client(split, compute, clients)
         mine = np.asarray(compute(split.local()))

@@ -68,5 +68,6 @@ class BodyFeatures:
                 if out is None:
                     out = z.new_zeros((len(xb), z.shape[1]))
                 out[sel] = z
+            assert out is not None  # every chunk has rows
             parts.append(out)
         return torch.cat(parts) if parts else self(models, 0, x[:0])

@@ -1,0 +1,1 @@
+"""The conformance suite: the checks every registered method passes, found from the registry (tests/conformance)."""
