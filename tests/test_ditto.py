@@ -72,14 +72,15 @@ def test_ditto_personal_models_beat_fedavg_and_approach_local_training_as_lambda
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_large_lambda_makes_the_personal_model_the_global_one(tmp_path: Path, seed: int) -> None:
-    """λ → ∞ gives v_k = w (the paper's §3): the personal models' distance to w falls as λ grows (λ = 0, 1, 10) and at
-    λ = 10 they predict as the global model does (seeds 0-2: 0.4-2.6 points apart; 4-5 % of ‖w‖ away)."""
+    """λ → ∞ gives v_k = w (the paper's §3): the personal models' distance to w falls as λ grows (λ = 0, 1, 30; seeds
+    0-2: 100-106 %, 23-26 %, 4-5 % of ‖w‖) and at λ = 30 (lr · λ = 1.5) they predict as the global model does (0-1.3
+    points apart; λ = 0: 67-73 % against 32-33 %)."""
     runs = [_run(tmp_path / str(lam), ["algorithm=ditto", f"algorithm.lam={lam}", "lr=0.05", f"seed={seed}"],
-                 rounds=20) for lam in (0, 1, 10)]
+                 rounds=20) for lam in (0, 1, 30)]
     gaps = [_distance(r) for r in runs]
     assert gaps[0] > 2 * gaps[1] > 4 * gaps[2], gaps
     assert gaps[2] < 0.1, gaps
-    assert abs(_val(runs[2]) - _global_val(runs[2])) < 0.05, (_val(runs[2]), _global_val(runs[2]))
+    assert abs(_val(runs[2]) - _global_val(runs[2])) < 0.03, (_val(runs[2]), _global_val(runs[2]))
     assert _val(runs[0]) > _val(runs[2]) + 0.2
 
 
