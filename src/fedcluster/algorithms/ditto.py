@@ -6,7 +6,7 @@ N_i-weighted mean of the clients' losses) and, for every client k, a personal mo
     v_k* = argmin_v h_k(v; w*) = F_k(v) + (λ/2) ‖v − w*‖²,
 
 the client's own loss pulled toward the global model with strength λ. λ = 0 is local-only training; λ → ∞ makes
-v_k = w*, the global model (the paper's §3 interpolation between local and global models, and its Figure 3).
+v_k = w*, the global model (the paper's §3 interpolation between local and global models).
 
 One round (Ditto paper Algorithm 1): the server sends w^t to the sampled clients S^t; each client k ∈ S^t
 
