@@ -11,12 +11,16 @@ Usage: python benchmarks/step_operators.py [--units 6] [--samples 64] [--batch 3
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import _common as common  # noqa: F401  (first: pins BLAS threads before numpy/torch load)
 import numpy as np
 import torch
 
-from fedcluster.engine.operators import OperatorCount
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the operator counter is a test tool
+from operator_count import OperatorCount
+
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import make_schedule

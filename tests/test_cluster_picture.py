@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from fedcluster.tracking import report
+from fedcluster.tracking import run_figures
 
 RECORDS = [{"round": t, "concept": {"names": ["0", "1", "2"], "mass": [[98.0, 47.0, 0.0], [311.0, 41.0, 0.0],
                                                                       [0.0, 231.0, 422.0]]},
@@ -18,8 +18,8 @@ RECORDS = [{"round": t, "concept": {"names": ["0", "1", "2"], "mass": [[98.0, 47
 
 def test_each_heatmap_title_reads_as_its_cells_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     drawn = []
-    monkeypatch.setattr(report.plt, "close", drawn.append)  # keep the figure to read it back
-    report.plot_cluster_shares(RECORDS, tmp_path / "clusters.png", "run")
+    monkeypatch.setattr(run_figures.plt, "close", drawn.append)  # keep the figure to read it back
+    run_figures.plot_cluster_shares(RECORDS, tmp_path / "clusters.png", "run")
     (fig,) = drawn
     titled = [ax for ax in fig.axes if ax.get_title() and ax.images]
     assert len(titled) == 2  # one per grouping, on the top row

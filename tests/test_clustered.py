@@ -20,7 +20,7 @@ from fedcluster.engine.runner import Run
 from fedcluster.engine.transfer import state_to_device
 from fedcluster.storage.state_file import load_state, save_state
 from fedcluster.tiers.weighting import fedsoft
-from fedcluster.tracking.report import report_run
+from fedcluster.tracking.run_figures import report_run
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from test_memory_plan import GIB, _table1, simulate_device
 
 from fedcluster.engine import budget, memory
 from fedcluster.errors import ResourceError, UserError
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 from fedcluster.reproduce.parallel import parts, run_parts
 from fedcluster.reproduce.running import device_shares
 

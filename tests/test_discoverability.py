@@ -16,7 +16,7 @@ from fedcluster.app.cli import main
 from fedcluster.app.describe import RUN_KEY_DOCS, default_of, field_docs, type_name, value_text
 from fedcluster.app.regenerate import live_params, registering_modules
 from fedcluster.catalog import names
-from fedcluster.catalog.params import PARAMS
+from fedcluster.catalog.param_tables import PARAMS
 from fedcluster.catalog.registry import REGISTRIES
 from fedcluster.config.run_config import RunConfig
 
@@ -61,13 +61,13 @@ def test_every_name_loads_lazily_from_its_module() -> None:
 
 
 def test_static_parameter_tables_equal_the_dataclasses() -> None:
-    """fedcluster/catalog/params.py (what `list NAME` prints without importing the implementations) is what the
+    """fedcluster/catalog/param_tables.py (what `list NAME` prints without importing the implementations) is what the
     registered dataclasses give: a parameter added, removed or changed in code fails here until regenerated."""
     live = live_params({key: getattr(names, key.upper()) for key in REGISTRIES})
     stale = sorted(f"{kind} {name}" for kind in live.keys() | PARAMS.keys()
                    for name in live.get(kind, {}).keys() | PARAMS.get(kind, {}).keys()
                    if live.get(kind, {}).get(name, "missing") != PARAMS.get(kind, {}).get(name, "missing"))
-    assert not stale, (f"fedcluster/catalog/params.py is out of date for {stale}: regenerate it with "
+    assert not stale, (f"fedcluster/catalog/param_tables.py is out of date for {stale}: regenerate it with "
                        "`PYTHONPATH=src python -m fedcluster.app.regenerate`")
 
 

@@ -60,7 +60,8 @@ def test_one_command_regenerates_the_catalog_in_one_pass(checkout: Path,
     first = regenerated
     assert first.returncode == 0, first.stderr
     assert sorted(first.stdout.split()[1::2]) == ["docs/methods.md", "docs/reference/configuration.md",
-                                                  "src/fedcluster/catalog/names.py", "src/fedcluster/catalog/params.py"]
+                                                  "src/fedcluster/catalog/names.py",
+                                                  "src/fedcluster/catalog/param_tables.py"]
     again = _run(checkout, "-m", "fedcluster.app.regenerate")
     assert again.returncode == 0 and again.stdout == "", again.stdout + again.stderr
     names = (checkout / "src/fedcluster/catalog/names.py").read_text(encoding="utf-8")

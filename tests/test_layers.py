@@ -114,7 +114,7 @@ def test_the_circle_check_finds_a_circle() -> None:
 
 def test_the_check_reads_the_imports_it_judges() -> None:
     assert "fedcluster.engine.algorithm" in {m for m, _ in fedcluster_imports(ROOT / "engine" / "runner.py")}
-    assert "fedcluster.models.params" in {m for m, _ in fedcluster_imports(ROOT / "tiers" / "cluster_book.py")}
+    assert "fedcluster.models.param_dict" in {m for m, _ in fedcluster_imports(ROOT / "tiers" / "cluster_book.py")}
     assert _layer("fedcluster.algorithms.base") == "algorithms" and _layer("fedcluster.errors") is None
     assert "fedcluster.config.yaml_dialect" in module_graph()["fedcluster.config.validation"]
 

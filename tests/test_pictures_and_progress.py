@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pytest
 
 import fedcluster
-from fedcluster.data import inspect
-from fedcluster.tracking import kplot, report
+from fedcluster.data import overview
+from fedcluster.tracking import kplot, run_figures
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def test_constant_k_gets_integer_ticks_and_a_typeset_title(tmp_path: Path, figur
 def test_report_titles_kt_with_mathtext(tmp_path: Path, figures: list) -> None:
     res = fedcluster.run({"num_clients": 6, "rounds": 2, "progress": False, "algorithm": "ifca",
                           "model": "logistic"}, out=str(tmp_path / "r"))
-    assert report.report_run(res.run_dir) == 0
+    assert run_figures.report_run(res.run_dir) == 0
     titles = [ax.get_title() for f in figures for ax in f.axes]
     assert "r: number of clusters $K^t$" in titles and not any("K^t" in t and "$" not in t for t in titles)
     heat = figures[-1]  # clusters.png: the bottom row names its groups
@@ -45,7 +45,7 @@ def test_report_titles_kt_with_mathtext(tmp_path: Path, figures: list) -> None:
 
 def test_scenario_picture_titles_the_cli_dataset_name(tmp_path: Path, figures: list) -> None:
     fed = fedcluster.build_federation({"scenario": "iid", "num_clients": 4, "progress": False})
-    inspect.draw(fed, tmp_path / "p.png", "fashion-mnist")
+    overview.draw(fed, tmp_path / "p.png", "fashion-mnist")
     assert figures[-1]._suptitle.get_text().startswith("iid on fashion-mnist:")
 
 

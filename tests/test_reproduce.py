@@ -15,7 +15,7 @@ import torch
 
 from fedcluster.app.cli import main
 from fedcluster.metrics.statistics import format_mean_sd, mean_sd
-from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
+from fedcluster.reproduce.experiments import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.running import RUNNERS
 from fedcluster.reproduce.spec import BUDGETS
 from fedcluster.reproduce.verdicts import judge

@@ -13,7 +13,7 @@ import pytest
 
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 from fedcluster.reproduce.run_common import make_run
 from fedcluster.reproduce.spec import Experiment
 from fedcluster.reproduce.specs_fedrc import PAPER_CNN

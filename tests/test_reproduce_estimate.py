@@ -10,9 +10,9 @@ import pytest
 
 from fedcluster.app.cli import main
 from fedcluster.errors import UserError
-from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.estimate import TIMED_ROUNDS, Estimate, RunCost, cost_of, evaluations, matching
-from fedcluster.reproduce.report import paper_budget_line
+from fedcluster.reproduce.experiments import EXPERIMENTS
+from fedcluster.reproduce.pages import paper_budget_line
 from fedcluster.reproduce.results import Stored
 
 

@@ -13,7 +13,7 @@ import pytest
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
 from fedcluster.reproduce import run_suite
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 
 
 def _rounds(tmp: Path, seed: int, *extra: str) -> list[dict[str, float]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedcluster.app.cli import main
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 from fedcluster.reproduce.listing import page_verdict, stated
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.verdicts import STATUSES

@@ -11,7 +11,7 @@ import pytest
 
 from fedcluster.errors import DivergedError
 from fedcluster.reproduce import run_suite
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 from fedcluster.reproduce.run_store import RunStore
 
 # lr -> (best validation accuracy, best test accuracy); 1.0 diverges

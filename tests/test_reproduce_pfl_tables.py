@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fedcluster.app.cli import main
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 
 Cells = dict[tuple[str, str], dict[str, list[float]]]
 

@@ -11,7 +11,7 @@ from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.shifts.assignment import fedrc_code_assignment
 from fedcluster.data.sources.synthetic import cflgp_lines
 from fedcluster.engine.runner import Run
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 from fedcluster.reproduce.run_fedmd_rotation import method_overrides
 
 PAPER_T = {"s3-lines-sweeps": 200, "s3-rotation-8": 200, "s3-mixture-kappa": 400, "s3-merge": 200,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 from fedcluster.reproduce.results import Stored
 
 EXP = get("s3-merge")

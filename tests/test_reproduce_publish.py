@@ -11,7 +11,7 @@ import pytest
 
 from fedcluster.app.cli import main
 from fedcluster.reproduce import run_synthetic
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import Budget, Experiment
 

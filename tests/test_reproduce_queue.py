@@ -11,7 +11,7 @@ import pytest
 
 from fedcluster.app.cli import main
 from fedcluster.reproduce import queue
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 from fedcluster.reproduce.results import Stored
 
 CHEAP, DEAR = "s4-ablation-tehc-trhc", "s4-table1-fmnist"  # 3 runs a seed, and more

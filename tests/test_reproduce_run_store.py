@@ -18,7 +18,7 @@ from fedcluster.app.cli import main
 from fedcluster.config.run_config import RunConfig
 from fedcluster.errors import UserError
 from fedcluster.reproduce import run_suite
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 from fedcluster.reproduce.parallel import next_part, parts, run_parts
 from fedcluster.reproduce.run_common import config
 from fedcluster.reproduce.run_store import NOT_RESULT_KEYS, RunStore, federation_digest, from_run, run_key

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fedcluster.reproduce.catalogue import EXPERIMENTS
 from fedcluster.reproduce.cost import paper_cpu_hours, paper_need_line
+from fedcluster.reproduce.experiments import EXPERIMENTS
 from fedcluster.reproduce.spec import paired
 from fedcluster.reproduce.verdicts import Paired, from_table, judge, not_tested, outcome
 
@@ -343,7 +343,7 @@ def test_mixreg_b_checks_that_ifca_eventually_reaches_the_oracle() -> None:
 
 
 def test_a_small_budget_equal_to_the_papers_is_labelled_paper(tmp_path: Path) -> None:
-    from fedcluster.reproduce.report import write_experiment
+    from fedcluster.reproduce.pages import write_experiment
     from fedcluster.reproduce.results import Stored
 
     exp = EXPERIMENTS["s2-mixreg-a"]

@@ -12,7 +12,7 @@ import pytest
 
 from fedcluster.errors import DivergedError
 from fedcluster.reproduce import run_fedmd_rotation, run_synthetic
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 from fedcluster.reproduce.run_common import read_metrics
 
 Cells = dict[tuple[str, str], dict[str, list[float]]]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedcluster.app.cli import main
-from fedcluster.reproduce.catalogue import get
+from fedcluster.reproduce.experiments import get
 from fedcluster.reproduce.parallel import Part, next_part, parts, run_parts
 
 

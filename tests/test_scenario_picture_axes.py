@@ -22,7 +22,7 @@ def _visible_ticks(axis) -> list[float]:
 
 
 def test_scenario_picture_numbers_clients_with_integers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fedcluster.data.inspect import draw
+    from fedcluster.data.overview import draw
 
     fed = fedcluster.build_federation({"dataset": "digits", "scenario": "concept-swap", "num_clients": 20},
                                       progress=False)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from operator_count import OperatorCount
 
 from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.operators import OperatorCount
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.sgd import sgd_step

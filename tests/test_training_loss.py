@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from operator_count import OperatorCount
 from torch.func import grad, vmap
 
-from fedcluster.engine.operators import OperatorCount
 from fedcluster.engine.training.kernels import per_sample_loss
 
 

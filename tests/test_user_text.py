@@ -11,8 +11,8 @@ import pytest
 from fedcluster.app.describe import describe_name, run_keys_help
 from fedcluster.catalog import names as catalog
 from fedcluster.catalog import papers
-from fedcluster.catalog.params import PARAMS
-from fedcluster.reproduce.catalogue import EXPERIMENTS
+from fedcluster.catalog.param_tables import PARAMS
+from fedcluster.reproduce.experiments import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERNAL = re.compile(r"CATALOG|\.\./shared|\bissue \d|\bS[1-4]\b(?![-_])")

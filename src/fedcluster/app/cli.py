@@ -152,13 +152,13 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def cmd_scenario(args: argparse.Namespace) -> int:
-    from fedcluster.data.inspect import inspect_scenario
+    from fedcluster.data.overview import inspect_scenario
 
     return inspect_scenario(args.scenario, args.overrides, args.out)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from fedcluster.tracking.report import report_run
+    from fedcluster.tracking.run_figures import report_run
 
     return report_run(Path(args.run_dir))
 

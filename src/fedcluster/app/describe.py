@@ -203,10 +203,10 @@ def describe_name(name: str) -> str:
     """Everything registered under ``name`` (a name can be both a data set and a scenario).
 
     A built-in name whose module is not imported yet is described from the generated
-    :mod:`fedcluster.catalog.params` (no torch, no scikit-learn); anything loaded or registered at run time
+    :mod:`fedcluster.catalog.param_tables` (no torch, no scikit-learn); anything loaded or registered at run time
     from its live dataclass."""
     from fedcluster.catalog.papers import references
-    from fedcluster.catalog.params import PARAMS
+    from fedcluster.catalog.param_tables import PARAMS
     from fedcluster.catalog.registry import REGISTRIES
     from fedcluster.errors import UserError, did_you_mean
 

@@ -2,7 +2,7 @@
 
 Run keys come from :class:`fedcluster.config.run_config.RunConfig` with the meanings ``fedcluster run --help``
 prints; the parameters of every built-in algorithm, scenario, model and data set from the registered dataclasses
-(by default as :mod:`fedcluster.catalog.params` holds them); the keys a resume may change from
+(by default as :mod:`fedcluster.catalog.param_tables` holds them); the keys a resume may change from
 :mod:`fedcluster.tracking.resume`. ``PYTHONPATH=src python -m fedcluster.app.regenerate`` rewrites the page with
 the other generated files; tests/test_docs.py fails until it is current.
 """
@@ -43,7 +43,7 @@ def configuration_reference(names: Names | None = None, params: dict[str, dict[s
     """The whole page as Markdown, for the built-in ``names`` and their ``params`` (default: the catalog's)."""
     from fedcluster.app.describe import RUN_KEY_DOCS, field_docs, field_rows
     from fedcluster.catalog import names as catalog
-    from fedcluster.catalog.params import PARAMS
+    from fedcluster.catalog.param_tables import PARAMS
     from fedcluster.config.run_config import RunConfig
     from fedcluster.tracking.resume import MAY_CHANGE
 

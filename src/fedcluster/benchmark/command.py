@@ -163,7 +163,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def write_page(exp: Benchmark, scenarios: list[Scenario], methods: list[BenchMethod], records: Records,
                args: argparse.Namespace, page_path: Path, folder: Path, figure: str) -> Path:
-    from fedcluster.benchmark.report import page
+    from fedcluster.benchmark.results_page import page
 
     _, note = taxonomy()
     chosen = {s.name for s in scenarios}

@@ -41,7 +41,7 @@ class BenchMethod:
 
 def _params(name: str) -> list[tuple[str, str, str]]:
     """(key, default, description) of ``name``'s parameters, from the catalog without importing a built-in."""
-    from fedcluster.catalog.params import PARAMS
+    from fedcluster.catalog.param_tables import PARAMS
     from fedcluster.catalog.registry import ALGORITHMS
 
     if not ALGORITHMS.is_loaded(name) and name in PARAMS["algorithm"]:

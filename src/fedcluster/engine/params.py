@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedcluster.models.params import Params as Params  # re-exported: the engine and the methods name it here
+from fedcluster.models.param_dict import Params as Params  # re-exported: the engine and the methods name it here
 
 
 def get_params(module: nn.Module) -> Params:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from fedcluster.models.params import Params
+from fedcluster.models.param_dict import Params
 
 if TYPE_CHECKING:
     from fedcluster.data.federation import Federation, Split

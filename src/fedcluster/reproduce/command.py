@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from fedcluster.config.bounds import MAX_SEEDS
 from fedcluster.errors import UserError
-from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE, get
+from fedcluster.reproduce.experiments import EXPERIMENTS, UNAVAILABLE, get
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.running import (
     DEFAULT_OUT,
@@ -120,7 +120,7 @@ def refuse_stale(exp: Experiment, stored: Stored) -> None:
 def report_all(args: argparse.Namespace, out: Path) -> int:
     """``--report-only`` without a name: re-judge every stored experiment in ``out`` and rewrite its page and the
     summary (nothing runs)."""
-    from fedcluster.reproduce.report import write_experiment, write_summary
+    from fedcluster.reproduce.pages import write_experiment, write_summary
 
     if args.seeds is not None:
         raise UserError("--seeds applies to one experiment: name it, or leave out --seeds to re-judge them all")
@@ -192,7 +192,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.seeds is not None and not 1 <= args.seeds <= MAX_SEEDS:
         raise UserError(f"--seeds {args.seeds}: give at least 1 seed and at most {MAX_SEEDS}")
     check_common(args)
-    from fedcluster.reproduce.report import write_experiment, write_summary
+    from fedcluster.reproduce.pages import write_experiment, write_summary
 
     path = out / f"{exp.name}.json"
     if args.estimate:
@@ -225,7 +225,7 @@ def run_command(args: argparse.Namespace) -> int:
 def estimate_command(exp: Experiment, args: argparse.Namespace, out: Path, path: Path) -> int:
     """``--estimate``: time the budget's runs, store the estimate, and rewrite the page if results are stored."""
     from fedcluster.reproduce.estimate import estimate
-    from fedcluster.reproduce.report import write_experiment
+    from fedcluster.reproduce.pages import write_experiment
     from fedcluster.reproduce.run_common import device_overrides
 
     _, dev_over = device_overrides(args.device)

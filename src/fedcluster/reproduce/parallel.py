@@ -99,7 +99,7 @@ def _run_part(runner: str, name: str | Experiment, budget: str, seed: int, extra
     import os
 
     os.environ.update(env or {})
-    from fedcluster.reproduce.catalogue import get
+    from fedcluster.reproduce.experiments import get
 
     exp = get(name).trimmed(budget) if isinstance(name, str) else name
     module, fn = runner.split(":")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedcluster.errors import UserError
-from fedcluster.reproduce.catalogue import EXPERIMENTS, get
+from fedcluster.reproduce.experiments import EXPERIMENTS, get
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import BUDGET_RANK, Experiment
 
@@ -93,7 +93,7 @@ def done_share(exp: Experiment, budget: str, seeds: int, folders: tuple[Path, ..
 
 def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunStore) -> int:
     """Run the unsettled experiments cheapest first until the time limit (if any); publish each as it finishes."""
-    from fedcluster.reproduce.report import write_experiment, write_summary
+    from fedcluster.reproduce.pages import write_experiment, write_summary
     from fedcluster.reproduce.running import guard_published, run_experiment
 
     seeds = 3 if args.seeds is None else args.seeds

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from fedcluster.models.params import Params
+from fedcluster.models.param_dict import Params
 
 
 def server_step(current: torch.Tensor, mean: torch.Tensor, global_lr: float) -> torch.Tensor:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from fedcluster.models.params import Params
+from fedcluster.models.param_dict import Params
 
 EventKind = Literal["split", "merge", "remove"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedcluster.models.params import Params
+from fedcluster.models.param_dict import Params
 from fedcluster.tiers.aggregation import server_step, weighted_mean
 from fedcluster.tiers.cluster_book import (
     ClusterBook,

@@ -1,5 +1,5 @@
 """Running a sweep's points: each an ordinary ``fedcluster run`` (or ``resume``), in a few long-lived worker
-processes (:mod:`.pool`) rather than a new process per point.
+processes (:mod:`.workers`) rather than a new process per point.
 
 A point's folder ``SWEEP/NAME`` is an ordinary run directory. On a rerun a finished point (``summary.json``) is
 skipped, or extended through ``fedcluster resume ... rounds=N`` when the sweep now asks for more rounds; an
@@ -27,7 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from fedcluster.app.sweep.grid import SAFE_NAME, Point
-from fedcluster.app.sweep.pool import Pool, Task
+from fedcluster.app.sweep.workers import Pool, Task
 from fedcluster.config.validation import read_config_file
 from fedcluster.errors import UserError
 from fedcluster.storage.atomic import atomic_write
@@ -176,7 +176,7 @@ def stored_rounds(run_dir: Path) -> int | None:
 
 
 class Runner:
-    """Runs the points that are not finished in ``workers`` long-lived worker processes (:mod:`.pool`), reporting
+    """Runs the points that are not finished in ``workers`` long-lived worker processes (:mod:`.workers`), reporting
     each as it ends with the time left; Ctrl-C or SIGTERM stops the runs (each keeps its checkpoint)."""
 
     def __init__(self, folder: Path, config: str | None, state: SweepState, workers: int,

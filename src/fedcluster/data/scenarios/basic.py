@@ -22,7 +22,7 @@ from fedcluster.data.scenarios.common import (
     resize_plans,
     scenario_info,
 )
-from fedcluster.data.scenarios.params import LabelSplit, LocalData
+from fedcluster.data.scenarios.shared_params import LabelSplit, LocalData
 from fedcluster.data.shifts.assignment import balanced_assignment, ratio_assignment
 from fedcluster.data.shifts.concept import permutation_label_maps
 from fedcluster.data.sources.base import ArrayDataset

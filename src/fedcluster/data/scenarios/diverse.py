@@ -41,7 +41,7 @@ from fedcluster.data.scenarios.common import (
     partition,
     scenario_info,
 )
-from fedcluster.data.scenarios.params import LabelSplit, Validation
+from fedcluster.data.scenarios.shared_params import LabelSplit, Validation
 from fedcluster.data.shifts.assignment import (
     diverse_shift_assignment,
     fedrc_code_assignment,

@@ -29,7 +29,7 @@ from fedcluster.catalog.registry import SCENARIOS
 from fedcluster.data.assemble import ClientPlan, assemble
 from fedcluster.data.federation import Federation
 from fedcluster.data.scenarios.common import full_test, label_maps, partition, resize_plans, scenario_info
-from fedcluster.data.scenarios.params import LabelSplit, LocalData
+from fedcluster.data.scenarios.shared_params import LabelSplit, LocalData
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.sources.base import ArrayDataset
 

@@ -23,8 +23,8 @@ from fedcluster.data.scenarios.common import (
     resize_plans,
     scenario_info,
 )
-from fedcluster.data.scenarios.params import LocalData, PartLabelSplit
 from fedcluster.data.scenarios.rotation import angle_name, rotator
+from fedcluster.data.scenarios.shared_params import LocalData, PartLabelSplit
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import rotate
 from fedcluster.data.shifts.mixture import mix_two

@@ -22,7 +22,7 @@ from fedcluster.data.scenarios.common import (
     resize_plans,
     scenario_info,
 )
-from fedcluster.data.scenarios.params import LocalData
+from fedcluster.data.scenarios.shared_params import LocalData
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.sources.base import ArrayDataset
 from fedcluster.data.sources.leaf import WriterDataset

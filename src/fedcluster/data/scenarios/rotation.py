@@ -27,7 +27,7 @@ from fedcluster.data.scenarios.common import (
     scenario_info,
     subsample,
 )
-from fedcluster.data.scenarios.params import LocalData, PartLabelSplit
+from fedcluster.data.scenarios.shared_params import LocalData, PartLabelSplit
 from fedcluster.data.shifts.assignment import balanced_assignment
 from fedcluster.data.shifts.geometric import ROTATED_MNIST_ANGLES, rotate, rotation_clusters
 from fedcluster.data.sources.base import ArrayDataset

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from fedcluster.errors import UserError
 from fedcluster.metrics.statistics import format_mean_sd
-from fedcluster.reproduce.catalogue import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.cost import CPU_HOURS_LIMIT, budget_cpu_hours, paper_cpu_hours, paper_need_line
 from fedcluster.reproduce.estimate import matching, need_line
+from fedcluster.reproduce.experiments import EXPERIMENTS, UNAVAILABLE
 from fedcluster.reproduce.papers import CITATIONS, citation_lines
 from fedcluster.reproduce.results import Stored
 from fedcluster.reproduce.spec import BUDGET_RANK, Experiment
