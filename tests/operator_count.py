@@ -1,7 +1,7 @@
 """Counting the operators a block of PyTorch code dispatches: on an accelerator each operator that is not a view
 is (at least) one kernel launch, so the count says on any machine, the CPU included, how many launches a step
 takes. A test tool (not part of the package), used by the tests that keep the training step's launches flat and by
-``benchmarks/step_operators.py``."""
+``benchmarks/speed/step_operators.py``."""
 
 from __future__ import annotations
 

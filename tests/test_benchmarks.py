@@ -19,10 +19,10 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 @pytest.fixture
 def diverse_shift(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """benchmarks/diverse_shift.py as a module (its _common pins BLAS threads: restored after the test)."""
+    """benchmarks/fidelity/diverse_shift.py as a module (its _common pins BLAS threads: restored after the test)."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(var, os.environ.get(var, "1"))
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.syspath_prepend(str(BENCHMARKS / "fidelity"))
     import diverse_shift
 
     return diverse_shift

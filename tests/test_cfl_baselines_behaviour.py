@@ -4,7 +4,7 @@ not broken up (or, for ICFL, only once its rising threshold passes the clients' 
 behaviour, S1 Tables 1/8: ICFL ends with one cluster per client).
 
 All on digits (8×8), 8 clients, one MLP, CPU. The thresholds are set from the measured statistics (the comments
-give them for seeds 0–4, printed by ``python benchmarks/cfl_baselines_probe.py``; docs/fidelity.md):
+give them for seeds 0–4, printed by ``python benchmarks/investigations/cfl_baselines_probe.py``; docs/fidelity.md):
 
 - ICFL (α*(0) = 0.85, ε1 = 4, S1's values): the connectivity α_G = λ_1(A)/n of the update-cosine matrix is
   0.33–0.40 on two label-map concepts and 0.60–0.77 on iid data over the first 10 rounds; α_t passes 0.376

@@ -223,7 +223,7 @@ def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
         Trainer(module, x, y, ptr, "classification", seed=0, precision="fp16")
 
 
-# Units per chunk at benchmarks/engine_speed.py's setting (1×28×28 inputs, 10 classes, batch 32) as measured
+# Units per chunk at benchmarks/speed/engine_speed.py's setting (1×28×28 inputs, 10 classes, batch 32) as measured
 # before the memory estimators were merged: the CPU speed table depends on them. Dense path: cache-sized
 # (6 MiB of weights, a multiple of the threads) per thread count; vectorised path: 256 without chunk_mb,
 # else chunk_mb over the per-unit estimate.

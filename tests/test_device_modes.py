@@ -1,7 +1,7 @@
 """The CUDA modes (fast by default, bitwise repeatable with ``deterministic=true``), the cuBLAS setting made
 before any CUDA work, and pooling with a deterministic CUDA backward. The flags are process-wide switches that
 exist without a GPU, so the modes are checked here; what they do to the numbers is measured on a GPU
-(benchmarks/gpu_window.sh)."""
+(benchmarks/speed/gpu_window.sh)."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def test_server_steps_on_client_data_give_the_single_process_rounds(tmp_path: Pa
                       "fedrc-train-acc": _spec("fedrc", "eval_train=true")})
 
 
-MEMORY_CHILD = str(Path(__file__).parents[1] / "benchmarks" / "distributed_memory.py")  # its --child mode
+MEMORY_CHILD = str(Path(__file__).parents[1] / "benchmarks" / "speed" / "distributed_memory.py")  # its --child mode
 # 8 clients and 4 test clients (one per angle): every split divides evenly over 2 ranks
 EVEN = ["num_clients=8", "scenario=rotation", "scenario.angles=[0,90,180,270]", "algorithm=fedavg", "progress=false",
         "threads=1"]

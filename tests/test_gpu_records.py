@@ -1,5 +1,5 @@
-"""benchmarks/gpu_records.sh, the records a short GPU window builds up: its arguments checked in one line, and (slow)
-a run on the CPU cut by its minutes that leaves only the stored records, which the next call continues."""
+"""benchmarks/fidelity/gpu_records.sh, the records a short GPU window builds up: its arguments checked in one line,
+and (slow) a run on the CPU cut by its minutes that leaves only the stored records, which the next call continues."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "gpu_records.sh"
+SCRIPT = ROOT / "benchmarks" / "fidelity" / "gpu_records.sh"
 FMNIST = Path("/usr/share/datasets/fashion-mnist")
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_window.sh, the one command a short GPU window runs, checked on the CPU with ``--quick``: every
+"""benchmarks/speed/gpu_window.sh, the one command a short GPU window runs, checked on the CPU with ``--quick``: every
 step writes its figures into summary.md, and the folder it leaves holds at most 7 plain files (what the GPU
 machine returns). The default suite runs the two cheapest steps; the whole ``--quick`` run is slow."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "gpu_window.sh"
+SCRIPT = ROOT / "benchmarks" / "speed" / "gpu_window.sh"
 
 
 def _window(tmp_path: Path, *args: str) -> tuple[str, list[Path]]:

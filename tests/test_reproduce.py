@@ -370,18 +370,19 @@ def test_stored_verdicts_are_rejudged_with_the_current_check(tmp_path: Path) -> 
 
 
 def test_s4_paper_cnn_has_one_definition() -> None:
-    """The reproduction's paper budget and `benchmarks/diverse_shift.py --scale paper` train the same CNN."""
+    """The reproduction's paper budget and `benchmarks/fidelity/diverse_shift.py --scale paper` train the same CNN."""
     import argparse
     import importlib
 
     from fedcluster.app.api import load_config
     from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    saved = sys.path[:]
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks" / "fidelity"))
     try:
-        bench = importlib.import_module("diverse_shift")
+        bench = importlib.import_module("diverse_shift")  # which puts benchmarks/ (its _common) on the path
     finally:
-        sys.path.pop(0)
+        sys.path[:] = saved
     args = argparse.Namespace(scale="paper", model=None, set=[], lr=0.1, clients=None, fraction=None,
                               test_size=None, rounds=None, batch_size=None, seeds=None)
     bench.apply_scale(args)

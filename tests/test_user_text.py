@@ -23,7 +23,7 @@ GENERATED = {ROOT / "docs" / "REPRODUCTION.md", *(ROOT / "docs" / "reproduction"
 def _pages() -> list[Path]:
     """README, the site's pages, and what scripts and config files print or say at their top."""
     return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p not in GENERATED),
-            *sorted((ROOT / "configs").glob("*.yaml")), *sorted((ROOT / "benchmarks").glob("*.py"))]
+            *sorted((ROOT / "configs").glob("*.yaml")), *sorted((ROOT / "benchmarks").rglob("*.py"))]
 
 
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -22,8 +22,8 @@ Defaults follow the authors' code (``scripts/pacfl.sh``): n_basis = 3, average l
 it, ν = 4.9, and the ``entry-min`` angle of ``calculating_adjacency`` (CFL-GP paper F.3 tunes ν ∈ {…, 4, 5, …} with it).
 The authors' per-label basis budget for Dirichlet label skew is not used.
 
-What the angle sees (docs/fidelity.md, ``benchmarks/cfl_baselines_probe.py``): on raw, non-negative images
-the entry-min angle is attained by the first singular vectors (≈ the class-mean directions; on digits
+What the angle sees (docs/fidelity.md, ``benchmarks/investigations/cfl_baselines_probe.py``): on raw, non-negative
+images the entry-min angle is attained by the first singular vectors (≈ the class-mean directions; on digits
 n_basis = 1 and 3 give the same matrix), so PACFL separates clients whose class means differ — rotations,
 disjoint label sets — and cannot see concepts that only permute labels. ν is in degrees of an angle whose
 within-group spread comes from sampling noise: on 8×8 digits with ≈ 13 samples per class and client it is

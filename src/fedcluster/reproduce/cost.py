@@ -2,7 +2,7 @@
 
 The small run's wall time is scaled by the paper budget's rounds, clients × share of their data and seeds, then
 by the paper model's training cost over the small budget's model, measured per SGD step of 32 images on one CPU
-thread with ``benchmarks/model_step_cost.py`` (2026-11-27, a shared 2-core CPU).
+thread with ``benchmarks/speed/model_step_cost.py`` (2026-11-27, a shared 2-core CPU).
 A rough figure: it does not count the extra test images a paper budget scores when the small one capped them,
 nor that fixed per-round costs weigh less at the paper's scale; the pages say so where it applies.
 """

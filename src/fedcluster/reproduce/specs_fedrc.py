@@ -19,9 +19,10 @@ from fedcluster.reproduce.spec import (
 )
 from fedcluster.reproduce.verdicts import Check, from_table, judge, not_tested, upper, worst
 
-# The FedRC paper's setting, the one definition (``benchmarks/diverse_shift.py --scale paper`` reads it too): the
-# paper says "3-layer CNN"; its public code's Fashion-MNIST model (FemnistCNN) is two 5×5 convolutions without padding
-# (32, 64 channels, max-pool: 28×28 → 4×4) and a dense layer of 2048 on the 1,024 features before the linear head
+# The FedRC paper's setting, the one definition (``benchmarks/fidelity/diverse_shift.py --scale paper`` reads it too):
+# the paper says "3-layer CNN"; its public code's Fashion-MNIST model (FemnistCNN) is two 5×5 convolutions without
+# padding (32, 64 channels, max-pool: 28×28 → 4×4) and a dense layer of 2048 on the 1,024 features before the
+# linear head
 PAPER_CNN = ("model=cnn", "model.channels=[32,64]", "model.fc=2048", "model.padding=valid")
 CNN = "CNN of the FedRC paper's public code: two 5×5 convolutions without padding (32/64 channels), FC 1024 → 2048"
 MLP = "MLP 784-200-10"

@@ -1,5 +1,6 @@
-"""K^t, the number of clusters over the communication rounds (HCFL paper Figure 4), from ``rounds.csv`` rows: one run
-(``fedcluster report``) or several runs on one axis (e.g. HCFL+ with different ρ, ``benchmarks/adaptive.py``)."""
+"""K^t, the number of clusters over the communication rounds (HCFL paper Figure 4), from ``rounds.csv`` rows:
+one run (``fedcluster report``) or several runs on one axis (e.g. HCFL+ with different ρ,
+``benchmarks/fidelity/adaptive.py``)."""
 
 from __future__ import annotations
 
