@@ -142,3 +142,30 @@ def test_choose_k_keeps_the_k_of_best_validation_accuracy(tmp_path: Path) -> Non
     assert record["metrics"]["local"] == pytest.approx(100 * best)
     assert record["k_chosen"] in CHOOSE_K
     assert f"| ifca | by validation ({record['k_chosen']}) |" in (tmp_path / "bench" / "benchmark.md").read_text()
+
+
+def test_a_one_concept_scenario_reads_the_final_k_not_the_ari() -> None:
+    """Where every client shares one concept the ARI is 0 for every method (one true cluster): the summary names
+    how many methods keep one cluster instead of a "best ARI", and the table shows no ARI."""
+    from fedcluster.benchmark.results_page import scenario_table, summary_lines
+    from fedcluster.benchmark.table import Cell
+    from fedcluster.benchmark.taxonomy import TAXONOMY
+
+    one = next(s for s in TAXONOMY if s.name == "label-skew")
+    many = next(s for s in TAXONOMY if s.name == "concept-shift")
+    assert one.one_concept and not many.one_concept
+
+    def cell(k: float, acc: float) -> Cell:
+        return Cell(2, {"global": [acc, acc + 1], "local": [acc, acc], "ari": [0.0, 0.0], "k": [k, k]}, {"ok": 2})
+
+    row = {"fedavg": cell(1.0, 80.0), "ifca": cell(3.0, 70.0)}
+    lines = summary_lines({one.name: row, many.name: row}, {one.name: one.task, many.name: many.task},
+                          {one.name: one.shift, many.name: many.shift}, frozenset({one.name}))
+    assert "1 of 2 methods keep one cluster" in lines[0] and "Best ARI" not in lines[0]
+    assert "Best ARI" in lines[1]
+    from fedcluster.benchmark.methods import BenchMethod
+
+    methods = {"fedavg": BenchMethod("fedavg", None, ""), "ifca": BenchMethod("ifca", "num_clusters", "")}
+    table = scenario_table(one, row, methods, choose_k=False)
+    assert all(line.split(" | ")[4] == "–" for line in table[2:4]) and "ARI is not defined" in "\n".join(table)
+    assert scenario_table(many, row, methods, choose_k=False)[2].split(" | ")[4] == "0.00 ± 0.00"

@@ -87,8 +87,11 @@ def heatmap(table: dict[str, dict[str, Cell]], tasks: dict[str, str], order: Seq
     plt.close(fig)
 
 
-def summary_lines(table: dict[str, dict[str, Cell]], tasks: dict[str, str], shifts: dict[str, str]) -> list[str]:
-    """One line per scenario naming its leader and those tied with it, read from the numbers."""
+def summary_lines(table: dict[str, dict[str, Cell]], tasks: dict[str, str], shifts: dict[str, str],
+                  one_concept: frozenset[str] = frozenset()) -> list[str]:
+    """One line per scenario naming its leader and those tied with it, read from the numbers; then the best ARI,
+    or, where every client shares one concept (``one_concept``: ARI is not defined there), the methods that keep
+    one cluster on every seed."""
     lines = []
     for s, row in table.items():
         best, tied = leaders(row, tasks[s])
@@ -99,8 +102,14 @@ def summary_lines(table: dict[str, dict[str, Cell]], tasks: dict[str, str], shif
             continue
         tie = (f"; within {2:g} standard errors of it: {', '.join(tied)}" if tied
                else "; no other method within 2 standard errors")
-        ari_best, _ = leaders({m: _as(c, "ari") for m, c in row.items()}, "classification")
-        ari = f" Best ARI: {ari_best} ({_pm(row[ari_best], 'ari', spec='.2f')})." if ari_best else ""
+        if s in one_concept:
+            whole = sorted(m for m, c in row.items() if c.ok and c.values.get("k") and set(c.values["k"]) == {1.0})
+            ari = (" One concept, so no ARI: " + (f"{len(whole)} of {sum(1 for c in row.values() if c.ok)} methods "
+                                                   f"keep one cluster on every seed" if whole
+                                                   else "every method ends with more than one cluster") + ".")
+        else:
+            ari_best, _ = leaders({m: _as(c, "ari") for m, c in row.items()}, "classification")
+            ari = f" Best ARI: {ari_best} ({_pm(row[ari_best], 'ari', spec='.2f')})." if ari_best else ""
         value = _pm(row[best], key, spec=".3g" if key == "mse" else ".1f")
         lines.append(f"- **{s}**: best {what}: **{best}** ({value}){tie}.{ari}")
     return lines
@@ -134,9 +143,13 @@ def scenario_table(scenario: Scenario, row: dict[str, Cell], methods: dict[str, 
                                        else "")
         first = ([_pm(cell, "mse", spec=".3g"), _pm(cell, "est_error", spec=".3g")] if reg else
                  [_pm(cell, "global"), _pm(cell, "local")])
-        lines.append("| " + " | ".join([m, given, *first, _pm(cell, "ari", spec=".2f"), _pm(cell, "k"),
-                                        _reach(cell), _pm(cell, "seconds", spec=".1f"),
+        ari, reach = ("–", "–") if scenario.one_concept else (_pm(cell, "ari", spec=".2f"), _reach(cell))
+        lines.append("| " + " | ".join([m, given, *first, ari, _pm(cell, "k"),
+                                        reach, _pm(cell, "seconds", spec=".1f"),
                                         _pm(cell, "bytes", 1e-3, ".1f"), _status(cell)]) + " |")
+    if scenario.one_concept:
+        lines += ["", "One concept: the right clustering keeps every client together, ARI is not defined (–), and "
+                      "a final K above 1 is a split the data do not call for."]
     if na:
         lines += ["", "n/a (the method refuses this scenario): " + "; ".join(na)]
     failed = [f"{m} ({row[m].reason})" for m in order if row[m].reason and (row[m].status.get("failed")
@@ -175,7 +188,7 @@ def page(exp: Benchmark, scenarios: Sequence[Scenario], methods: Sequence[BenchM
             f"{total} runs with numbers of {expected}, {cpu / 3600:.2f} CPU hours of training as stored. "
             f"Command: `{command}`.", "", "### Which method for which shift", "",
             "Generated from the tables below (mean ± standard error over seeds; tied: within 2 standard errors).",
-            "", *summary_lines(table, tasks, shifts)]
+            "", *summary_lines(table, tasks, shifts, frozenset(s.name for s in scenarios if s.one_concept))]
     best = [m for m in order if not math.isnan(mr[m])][:3]
     if best:
         out += ["", f"Lowest mean rank over the scenarios: {', '.join(f'{m} ({mr[m]:.1f})' for m in best)}."]

@@ -55,6 +55,7 @@ class Scenario:
     dataset: str
     params: tuple[str, ...] = ()  # scenario.<key>=value (and any other run-config override of this scenario)
     task: str = "classification"
+    one_concept: bool = False  # every client shares one concept: ARI is not defined, and one cluster is right
 
     def overrides(self, budget: BenchBudget) -> list[str]:
         """The run-config overrides of this scenario at ``budget`` (data, scenario, model, size)."""
@@ -81,10 +82,10 @@ class Scenario:
 TAXONOMY: tuple[Scenario, ...] = (
     Scenario("label-skew", "label-distribution skew: each client's classes drawn from Dirichlet(α = 0.1); one "
              "concept, so the right clustering keeps every client together", "label-skew", "digits",
-             ("scenario.alpha=0.1",)),
+             ("scenario.alpha=0.1",), one_concept=True),
     Scenario("feature-shift", "feature shift: every client's images carry one of the MNIST-C corruptions (style "
              "and severity drawn per client) under one concept", "hcfl-shift", "fashion-mnist",
-             ("scenario.family=mnist-c", "scenario.concepts=1")),
+             ("scenario.family=mnist-c", "scenario.concepts=1"), one_concept=True),
     Scenario("concept-shift", "concept shift: three groups of clients label the same images by three label maps "
              "(y, C−1−y, y+1 mod C), over a Dirichlet(α = 1) label skew", "concept-swap", "digits",
              ("scenario.concepts=3", "scenario.maps=fedrc")),
@@ -96,7 +97,7 @@ TAXONOMY: tuple[Scenario, ...] = (
              "fashion-mnist", ("scenario.family=mnist-c",)),
     Scenario("label-noise", "label noise: 20% of every client's training labels flipped uniformly at random, over a "
              "Dirichlet(α = 1) label skew; one concept", "label-noise", "digits",
-             ("scenario.noise=symmetric", "scenario.noise_rate=0.2")),
+             ("scenario.noise=symmetric", "scenario.noise_rate=0.2"), one_concept=True),
     Scenario("mixed-regression", "mixed linear regression (the FedMD paper's generator): three true parameter "
              "vectors θ*, each client's responses from one of them", "mixed-regression", "mixed-regression",
              task="regression"),
