@@ -169,3 +169,14 @@ def test_a_one_concept_scenario_reads_the_final_k_not_the_ari() -> None:
     table = scenario_table(one, row, methods, choose_k=False)
     assert all(line.split(" | ")[4] == "–" for line in table[2:4]) and "ARI is not defined" in "\n".join(table)
     assert scenario_table(many, row, methods, choose_k=False)[2].split(" | ")[4] == "0.00 ± 0.00"
+
+
+def test_the_oracle_is_a_reference_shown_but_never_ranked(tmp_path: Path) -> None:
+    command = ["benchmark", "--budget", "tiny", "--methods", "oracle,fedavg", "--scenarios", "concept-shift",
+               "--seeds", "1", "--out", str(tmp_path / "bench"), "--store", str(tmp_path / "store")]
+    assert main(command) == 0
+    text = (tmp_path / "bench" / "benchmark.md").read_text()
+    summary = text.split("### Which method for which shift", 1)[1].split("### concept-shift", 1)[0]
+    assert "best global accuracy: **fedavg**" in summary
+    assert "Lowest mean rank over the scenarios (of the methods that run every one): fedavg" in summary
+    assert "leave out oracle" in summary and "| oracle (reference) |" in text

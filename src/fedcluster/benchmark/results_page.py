@@ -56,6 +56,9 @@ def cells(exp: Benchmark, records: Records, seeds: int) -> dict[str, dict[str, C
     return out
 
 
+REFERENCES = frozenset({"oracle"})  # methods given the ground truth: shown in the tables, never ranked
+
+
 def heatmap(table: dict[str, dict[str, Cell]], tasks: dict[str, str], order: Sequence[str], path: Path) -> None:
     """Methods (rows, best mean rank first) × scenarios (columns), coloured by rank; blank where n/a."""
     import matplotlib
@@ -144,7 +147,8 @@ def scenario_table(scenario: Scenario, row: dict[str, Cell], methods: dict[str, 
         first = ([_pm(cell, "mse", spec=".3g"), _pm(cell, "est_error", spec=".3g")] if reg else
                  [_pm(cell, "global"), _pm(cell, "local")])
         ari, reach = ("–", "–") if scenario.one_concept else (_pm(cell, "ari", spec=".2f"), _reach(cell))
-        lines.append("| " + " | ".join([m, given, *first, ari, _pm(cell, "k"),
+        name = f"{m} (reference)" if m in REFERENCES else m
+        lines.append("| " + " | ".join([name, given, *first, ari, _pm(cell, "k"),
                                         reach, _pm(cell, "seconds", spec=".1f"),
                                         _pm(cell, "bytes", 1e-3, ".1f"), _status(cell)]) + " |")
     if scenario.one_concept:
@@ -164,12 +168,14 @@ def page(exp: Benchmark, scenarios: Sequence[Scenario], methods: Sequence[BenchM
          folder: Path | None) -> str:
     """The whole page (Markdown); the heatmap is drawn into ``folder`` / HEATMAP when there are results."""
     table = cells(exp, records, seeds)
+    contest = {s: {m: c for m, c in row.items() if m not in REFERENCES} for s, row in table.items()}
     tasks = {s.name: s.task for s in scenarios}
     shifts = {s.name: s.shift for s in scenarios}
     by_name = {m.name: m for m in methods}
-    per = {s: ranks(row, tasks[s]) for s, row in table.items()}
-    mr = mean_ranks(per, [m.name for m in methods])
-    order = sorted(by_name, key=lambda m: (math.isnan(mr[m]), mr[m] if not math.isnan(mr[m]) else 0.0, m))
+    per = {s: ranks(row, tasks[s]) for s, row in contest.items()}
+    mr = mean_ranks(per, [m.name for m in methods if m.name not in REFERENCES])
+    missing = {m: sum(m not in r for r in per.values()) for m in mr}  # scenarios it refuses: ranked after
+    order = sorted(mr, key=lambda m: (math.isnan(mr[m]), missing[m], mr[m] if not math.isnan(mr[m]) else 0.0, m))
     total = sum(1 for row in table.values() for c in row.values() for _ in range(c.ok))
     cpu = math.fsum(v for row in table.values() for c in row.values() for v in c.values.get("seconds", []))
     out = [*INTRO, "", "## The taxonomy", "",
@@ -188,12 +194,18 @@ def page(exp: Benchmark, scenarios: Sequence[Scenario], methods: Sequence[BenchM
             f"{total} runs with numbers of {expected}, {cpu / 3600:.2f} CPU hours of training as stored. "
             f"Command: `{command}`.", "", "### Which method for which shift", "",
             "Generated from the tables below (mean ± standard error over seeds; tied: within 2 standard errors).",
-            "", *summary_lines(table, tasks, shifts, frozenset(s.name for s in scenarios if s.one_concept))]
-    best = [m for m in order if not math.isnan(mr[m])][:3]
+            "", *summary_lines(contest, tasks, shifts, frozenset(s.name for s in scenarios if s.one_concept))]
+    present = sorted(m for m in REFERENCES if m in by_name)
+    if present:
+        out += ["", f"Ranks, leaders and the heatmap leave out {', '.join(present)}, a reference that is given each "
+                "client's true cluster; its row stays in every table."]
+    best = [m for m in order if not math.isnan(mr[m]) and not missing[m]][:3]
     if best:
-        out += ["", f"Lowest mean rank over the scenarios: {', '.join(f'{m} ({mr[m]:.1f})' for m in best)}."]
+        out += ["", f"Lowest mean rank over the scenarios (of the methods that run every one): "
+                    f"{', '.join(f'{m} ({mr[m]:.1f})' for m in best)}; the heatmap lists the methods that refuse "
+                    "some scenarios after the others."]
     if folder is not None and figure is not None:
-        heatmap(table, tasks, order, folder / HEATMAP)
+        heatmap(contest, tasks, order, folder / HEATMAP)
         out += ["", f"![rank of every method in every scenario]({figure})"]
     for s in scenarios:
         out += ["", f"### {s.name}", "", s.shift + ".", "", *scenario_table(s, table[s.name], by_name, exp.choose_k)]
