@@ -65,7 +65,7 @@ class FedDriftParams(RangeChecked):
     detect: bool = True  # local drift detection (false: clients only pick their best model, as IFCA does)
 
 
-@ALGORITHMS.register("feddrift", "FedDrift: local drift detection (loss up by δ) opens an isolated cluster, "
+@ALGORITHMS.register("feddrift", "FedDrift: local drift detection (error, or loss, up by δ) opens an isolated cluster, "
                      "hierarchical merging of clusters within δ'", FedDriftParams, paper=PAPER)
 class FedDrift(HardClusters):
     """Algorithm 1 of the FedDrift paper over the hard cluster state (module docstring)."""

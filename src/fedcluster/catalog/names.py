@@ -16,7 +16,7 @@ ALGORITHMS: dict[str, tuple[str, str]] = {
     'ditto': ('fedcluster.algorithms.ditto', "Ditto: FedAvg's global model w and a personal model per client trained on F_k(v) + (λ/2)‖v − w‖²"),
     'fedavg': ('fedcluster.algorithms.fedavg', 'FedAvg: one global model, N_i-weighted model averaging'),
     'fedccfa': ('fedcluster.algorithms.fedccfa', 'FedCCFA: shared extractor (FedAvg), class-level DBSCAN clustering of balanced classifiers, per-cluster classifier rows and feature anchors with adaptive alignment'),
-    'feddrift': ('fedcluster.algorithms.feddrift', "FedDrift: local drift detection (loss up by δ) opens an isolated cluster, hierarchical merging of clusters within δ'"),
+    'feddrift': ('fedcluster.algorithms.feddrift', "FedDrift: local drift detection (error, or loss, up by δ) opens an isolated cluster, hierarchical merging of clusters within δ'"),
     'fedem': ('fedcluster.algorithms.fedem', 'FedEM: soft EM over K models, client-wise mixture weights, ensemble prediction'),
     'fedgmm': ('fedcluster.algorithms.fedgmm', 'FedGMM: joint mixture of shared Gaussian input components and predictors, client weights π_i(m1, m2) by federated EM; label-free weights for unseen clients'),
     'fedgroup': ('fedcluster.algorithms.fedgroup', 'FedGroup: K groups by K-means on decomposed update directions (EDC), newcomer cold start, FedAvg per group (inter_lr: inter-group aggregation)'),
