@@ -162,3 +162,17 @@ def test_scenario_picture_and_summary(tmp_path: Path, capsys: pytest.CaptureFixt
     text = capsys.readouterr().out
     assert "round 3: clients" in text and "switch from concept 0 to 1" in text and "from concept 1 to 0" in text
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_the_true_k_of_a_drifting_federation_counts_the_concepts_of_every_round() -> None:
+    """A fixed-K method in the benchmark (or a suite entry) given TRUE_K on drift-sudden gets the two concepts of
+    its schedule, not the one of round 1."""
+    from fedcluster.reproduce.run_suite import method_overrides
+    from fedcluster.reproduce.spec import Method, Setting
+
+    fed = build("drift-sudden", "dataset=digits", "scenario.at=3")
+    assert len(set(fed.true_cluster.tolist())) == 1
+    over = method_overrides(Setting(""), Method("ifca", ("algorithm=ifca", "num_clusters=TRUE_K")), [], fed)
+    assert "num_clusters=2" in over
+    static = build("concept-swap", "dataset=digits", "scenario.concepts=3")
+    assert "num_clusters=3" in method_overrides(Setting(""), Method("ifca", ("num_clusters=TRUE_K",)), [], static)

@@ -153,6 +153,7 @@ def run_command(args: argparse.Namespace) -> int:
     records = Records.load(folder / "records.json")
     if not args.report_only:
         stopped = run_missing(exp, budget.name, args.seeds, args.workers, args.time_limit, records, store_path)
+        records = Records.load(folder / "records.json")  # the page from the kept records only, as a rebuild reads
         if stopped:
             write_page(exp, scenarios, methods, records, args, page_path, folder, figure)
             return 0

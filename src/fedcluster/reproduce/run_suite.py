@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from fedcluster.data.drift import Drift
 from fedcluster.data.federation import Federation
 from fedcluster.errors import DivergedError
 from fedcluster.reproduce.federations import merge, shrink
@@ -152,12 +153,13 @@ def base_overrides(exp: Experiment, budget: Budget, setting: Setting, seed: int,
 
 def method_overrides(setting: Setting, method: Method, base: Sequence[str], fed: Federation) -> list[str]:
     """``base`` with ``method``'s overrides (FULL: the largest client's samples; TRUE_K: the federation's number of
-    concepts; a sweep over K: the setting's K)."""
+    concepts, over every round of a drifting federation; a sweep over K: the setting's K)."""
     full = int(fed.train.sizes.max())
     k = setting.params.get("num_clusters")  # a sweep over K: the methods' K = 3 becomes the setting's
     over = [*base, *(o.replace("=FULL", f"={full}") for o in method.overrides)]
     if any(o.endswith("=TRUE_K") for o in over):
-        true_k = len(set(fed.true_cluster.tolist()))
+        drift = Drift.of(fed)
+        true_k = len(set((fed.true_cluster if drift is None else drift.train).ravel().tolist()))
         over = [o.removesuffix("=TRUE_K") + f"={true_k}" if o.endswith("=TRUE_K") else o for o in over]
     return [o.replace("num_clusters=3", f"num_clusters={int(k)}") for o in over] if k else over
 
