@@ -39,7 +39,7 @@ class Labels(RoundCallback):
 
     def on_round(self, end: RoundEnd) -> None:
         assert self.run is not None
-        self.seen.append(self.run.fed.train.y.clone())
+        self.seen.append(self.run.fed.train.y.cpu().clone())  # on the host, wherever the run trains
 
 
 def run_with_labels(tmp_path: Path, fed: Federation, scenario: str, **overrides: object
@@ -116,6 +116,7 @@ def test_recurring_concept_returns(tmp_path: Path) -> None:
     assert not torch.equal(seen[1], y0) and torch.equal(seen[3], y0)  # A → B → A
 
 
+@pytest.mark.host_only(reason="engine=pool runs on the CPU only")
 def test_pool_workers_train_on_the_new_labels(tmp_path: Path) -> None:
     """engine=pool's workers hold the labels they started with; after a drift they are restarted, so the pool
     trains exactly as the in-process sequential kernel does."""
