@@ -180,3 +180,16 @@ def test_the_oracle_is_a_reference_shown_but_never_ranked(tmp_path: Path) -> Non
     assert "best global accuracy: **fedavg**" in summary
     assert "Lowest mean rank over the scenarios (of the methods that run every one): fedavg" in summary
     assert "leave out oracle" in summary and "| oracle (reference) |" in text
+
+
+def test_publishing_never_replaces_a_page_that_holds_more(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
+    page = tmp_path / "docs" / "benchmark.md"
+    page.write_text("# x\n\nBudget `default`, 3 seed(s), 35 methods × 8 scenarios: 785 runs with numbers of 840.\n")
+    assert main(["benchmark", "--publish", "--seeds", "1", "--methods", "fedavg", "--scenarios", "rotation"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds the default budget with 3 seed(s), 35 methods and 8 scenarios" in err[0]
+    assert "Budget `default`, 3 seed(s)" in page.read_text()

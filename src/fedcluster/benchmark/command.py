@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
@@ -115,6 +116,23 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+BUDGET_ORDER = ("tiny", "default", "large")
+HELD = re.compile(r"^Budget `(\w+)`, (\d+) seed\(s\), (\d+) methods × (\d+) scenarios", re.MULTILINE)
+
+
+def guard_published(page: Path, budget: str, seeds: int, methods: int, scenarios: int) -> None:
+    """Refuse to replace a published page that holds a larger budget, more seeds, methods or scenarios."""
+    found = HELD.search(page.read_text(encoding="utf-8")) if page.is_file() else None
+    if found is None or found[1] not in BUDGET_ORDER:
+        return
+    held = (BUDGET_ORDER.index(found[1]), int(found[2]), int(found[3]), int(found[4]))
+    asked = (BUDGET_ORDER.index(budget), seeds, methods, scenarios)
+    if any(a < h for a, h in zip(asked, held, strict=True)):
+        raise UserError(f"{page} holds the {found[1]} budget with {found[2]} seed(s), {found[3]} methods and "
+                        f"{found[4]} scenarios; this call has {budget}, {seeds}, {methods} and {scenarios}: drop "
+                        "--publish (the page goes to --out), or publish at least as much")
+
+
 def folders(args: argparse.Namespace) -> tuple[Path, Path, Path, str]:
     """The page's path, the folder of its records and figures, the run store and the figure's link from the page."""
     if args.publish:
@@ -146,6 +164,8 @@ def run_command(args: argparse.Namespace) -> int:
         extra.append("threads=1")
     exp = make(scenarios, methods, budget, args.plugin, args.choose_k, extra)
     page_path, folder, store_path, figure = folders(args)
+    if args.publish and not args.estimate:
+        guard_published(page_path, budget.name, args.seeds, len(exp.methods), len(exp.settings))
     if args.estimate:
         from fedcluster.benchmark.estimate import estimate_command
 
