@@ -114,3 +114,25 @@ def test_an_entry_under_way_costs_what_is_left_of_it(checkout: Path) -> None:
             for e in queue.unsettled("protocol", 3, checkout, (checkout / "in-progress", checkout))}
     assert left[DEAR] == pytest.approx(whole[DEAR] / runs)
     assert left[CHEAP] == whole[CHEAP]
+
+
+def test_an_entry_whose_page_holds_more_seeds_is_kept_unpublished_and_the_queue_goes_on(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A protocol run over 3 seeds does not replace a small-budget page over 10 (the publishing guard): its records
+    stay in in-progress, said in one line, and the next entry still runs and is published."""
+    from fedcluster.reproduce import running
+
+    def finished(exp, args, out, path, store):  # type: ignore[no-untyped-def]
+        done = Stored(exp.name, args.budget, args.seeds, "cpu", [], finished=True)
+        done.save(path)
+        return done
+
+    monkeypatch.setattr(running, "run_experiment", finished)
+    Stored(CHEAP, "small", 10, "cpu", [], finished=True).save(checkout / f"{CHEAP}.json")
+    assert main(["reproduce", "--all", "--budget", "protocol", "--seeds", "3", "--publish"]) == 0
+    held = Stored.load(checkout / f"{CHEAP}.json")
+    assert held is not None and (held.budget, held.seeds) == ("small", 10)  # the page with more seeds stays
+    assert (checkout / "in-progress" / f"{CHEAP}.json").is_file()  # the new records wait there
+    published = Stored.load(checkout / f"{DEAR}.json")
+    assert published is not None and published.budget == "protocol"  # and the queue went on
+    assert f"{CHEAP}: finished, kept in" in capsys.readouterr().err

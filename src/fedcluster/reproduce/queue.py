@@ -125,7 +125,11 @@ def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunS
         if finished is None:  # the time limit
             break
         if work != out:
-            guard_published(out / f"{exp.name}.json", args.budget, seeds, "publishing")
+            try:
+                guard_published(out / f"{exp.name}.json", args.budget, seeds, "publishing")
+            except UserError as e:  # the published page holds more seeds: these records wait, the queue goes on
+                print(f"{exp.name}: finished, kept in {work} and not published: {e}", file=sys.stderr, flush=True)
+                continue
             publish(exp, finished, work, out)
         page = write_experiment(exp, finished, out)
         write_summary(out)
