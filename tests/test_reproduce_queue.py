@@ -116,22 +116,49 @@ def test_an_entry_under_way_costs_what_is_left_of_it(checkout: Path) -> None:
     assert left[CHEAP] == whole[CHEAP]
 
 
-def test_an_entry_whose_page_holds_more_seeds_is_kept_unpublished_and_the_queue_goes_on(
-        checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """A protocol run over 3 seeds does not replace a small-budget page over 10 (the publishing guard): its records
-    stay in in-progress, said in one line, and the next entry still runs and is published."""
+def _finish_at_once(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every experiment "runs" at once to a finished record; returns the (name, seeds) it was run with."""
     from fedcluster.reproduce import running
 
+    ran: list[tuple[str, int]] = []
+
     def finished(exp, args, out, path, store):  # type: ignore[no-untyped-def]
+        ran.append((exp.name, args.seeds))
         done = Stored(exp.name, args.budget, args.seeds, "cpu", [], finished=True)
         done.save(path)
         return done
 
     monkeypatch.setattr(running, "run_experiment", finished)
+    return ran
+
+
+def test_an_entry_whose_page_holds_more_seeds_runs_that_many_and_is_published(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A protocol run over 3 seeds could not replace a small-budget page over 10 (the publishing guard), so the
+    queue runs that entry over 10 seeds, costs it so, and publishes it."""
+    ran = _finish_at_once(monkeypatch)
+    three = {e.exp.name: e.hours for e in queue.unsettled("protocol", 3, checkout, (checkout,))}
     Stored(CHEAP, "small", 10, "cpu", [], finished=True).save(checkout / f"{CHEAP}.json")
+    entries = {e.exp.name: e for e in queue.unsettled("protocol", 3, checkout, (checkout,))}
+    assert (entries[CHEAP].seeds, entries[DEAR].seeds) == (10, 3)
+    assert entries[CHEAP].hours == pytest.approx(three[CHEAP] * 10 / 3)
     assert main(["reproduce", "--all", "--budget", "protocol", "--seeds", "3", "--publish"]) == 0
+    assert sorted(ran) == sorted([(CHEAP, 10), (DEAR, 3)])
+    for name, seeds in ((CHEAP, 10), (DEAR, 3)):
+        held = Stored.load(checkout / f"{name}.json")
+        assert held is not None and (held.budget, held.seeds) == ("protocol", seeds)
+    assert "10 seeds as its page holds" in capsys.readouterr().err
+
+
+def test_an_entry_whose_page_holds_a_larger_budget_is_kept_unpublished_and_the_queue_goes_on(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Protocol runs over 10 seeds do not replace a paper-budget page over 3 (the publishing guard): their records
+    stay in in-progress, said in one line, and the next entry still runs and is published."""
+    _finish_at_once(monkeypatch)
+    Stored(CHEAP, "paper", 3, "cpu", [], finished=True).save(checkout / f"{CHEAP}.json")
+    assert main(["reproduce", "--all", "--budget", "protocol", "--seeds", "10", "--publish"]) == 0
     held = Stored.load(checkout / f"{CHEAP}.json")
-    assert held is not None and (held.budget, held.seeds) == ("small", 10)  # the page with more seeds stays
+    assert held is not None and (held.budget, held.seeds) == ("paper", 3)  # the page with the larger budget stays
     assert (checkout / "in-progress" / f"{CHEAP}.json").is_file()  # the new records wait there
     published = Stored.load(checkout / f"{DEAR}.json")
     assert published is not None and published.budget == "protocol"  # and the queue went on
