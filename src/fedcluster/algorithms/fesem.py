@@ -22,7 +22,6 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Positions
 from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jiang. Multi-center Federated Learning: "
@@ -32,7 +31,6 @@ PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jian
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
                      ClusteredParams, paper=PAPER)
 class FeSEM(ClusteredAlgorithm):
-    saved = {"assigned": Positions(unassigned=True)}
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

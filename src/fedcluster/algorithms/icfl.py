@@ -44,6 +44,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.tiers.distance import cosine_similarity
 from fedcluster.tiers.regrouping import ICFLSplits
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import StableId
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
@@ -65,11 +66,11 @@ class ICFLParams(RangeChecked):
                      ICFLParams, paper=PAPER)
 class ICFL(HardClusters):
     adaptation: ICFLSplits
-    saved = {"pool": StableId()}
+    pool = Saved[int | None](StableId())  # stable id of the pool cluster, None once removed
 
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=ICFLSplits(params.alpha0, params.eps1))
-        self.pool: int | None = 0  # stable id of the pool cluster, None once removed
+        self.pool = 0
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]

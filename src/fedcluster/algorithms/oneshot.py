@@ -27,7 +27,6 @@ from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import flatten
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Positions
 from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous "
@@ -52,7 +51,6 @@ def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:
 @ALGORITHMS.register("oneshot", "one-shot clustering: local models, k-means once, then FedAvg per cluster",
                      OneShotParams, paper=PAPER)
 class OneShot(ClusteredAlgorithm):
-    saved = {"assigned": Positions(unassigned=True)}
 
     def __init__(self, ctx: Context, params: OneShotParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())

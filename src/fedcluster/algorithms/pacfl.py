@@ -49,6 +49,7 @@ from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.distance import data_signature, subspace_angles
 from fedcluster.tiers.regrouping import ThresholdGroups
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
@@ -69,7 +70,7 @@ class PACFLParams(RangeChecked):
                      "then FedAvg per cluster", PACFLParams, paper=PAPER)
 class PACFL(HardClusters):
     adaptation: ThresholdGroups
-    saved = {"clustered": Flags()}
+    clustered = Saved[bool](Flags())
 
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=ThresholdGroups(params.nu, params.linkage))
