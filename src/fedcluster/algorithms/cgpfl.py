@@ -80,6 +80,7 @@ class CGPFL(ClusteredAlgorithm):
 
     personal = Saved[Params](Weights())  # each client's personalised model
     has_personal = Saved[np.ndarray](Flags())
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: CGPFLParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

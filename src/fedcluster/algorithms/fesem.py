@@ -31,6 +31,7 @@ PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jian
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
                      ClusteredParams, paper=PAPER)
 class FeSEM(ClusteredAlgorithm):
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

@@ -75,6 +75,7 @@ class ICFL(HardClusters):
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
         local, delta = self.train(round_, clients, pos)
+        assert self.book is not None  # K changes: the state keeps a book
         pool = self.book.position(self.pool) if self.pool is not None else -1
         alone = self.num_clusters == 1
         assign = pos.copy()
@@ -101,7 +102,7 @@ class ICFL(HardClusters):
         self.cluster[clients] = assign
         self.fedavg(clients, local, assign)
         if self.pool is not None and self.num_clusters > 1:
-            pool = self.book.position(self.pool)
+            pool = self.book.position(self.pool)  # the book asserted above
             if not (self.cluster == pool).any():
                 self.remove_clusters([pool])
                 self.pool = None

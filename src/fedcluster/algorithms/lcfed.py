@@ -99,6 +99,7 @@ class LCFed(ClusteredAlgorithm):
 
     centre = Saved[np.ndarray](Reals())  # c [P] of the PCA (none before the first round)
     directions = Saved[np.ndarray](Reals())  # V [P, r]
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: LCFedParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

@@ -88,11 +88,11 @@ class PACFL(HardClusters):
         def flat_signatures(part: Split) -> np.ndarray:  # each client's U_i from its own data, flattened
             out = np.zeros((part.num_clients, d * max(widths, default=0)))
             for i in np.flatnonzero(part.sizes):
-                u = data_signature(destandardize(part.client(i)[0], stats), part.client(i)[1], n_basis)
+                u = data_signature(destandardize(part.client(int(i))[0], stats), part.client(int(i))[1], n_basis)
                 out[i, :u.size] = u.ravel()
             return out
 
-        flat = self.ctx.trainer.per_client(tr, flat_signatures)
+        flat = np.asarray(self.ctx.trainer.per_client(tr, flat_signatures))
         return [flat[i, :d * w].reshape(d, w) for i, w in enumerate(widths)]
 
     def proximity(self, signatures: list[np.ndarray] | None = None) -> np.ndarray:

@@ -100,6 +100,8 @@ class WeCFL(ClusteredAlgorithm):
     """Tier 1: ``conditional`` (a new client's first cluster, test clients); tier 2: the cluster by a weighted
     k-means of the trained models (:func:`weighted_kmeans_positions`); a fixed K."""
 
+    weighting: HardDistance  # tier 2
+
     def __init__(self, ctx: Context, params: WeCFLParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())
         self.models = repeat({n: v[0] for n, v in self.models.items()}, self.num_clusters)  # step 0: one θ^0
