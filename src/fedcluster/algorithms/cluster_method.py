@@ -85,7 +85,7 @@ class ClusterMethod(Algorithm):
         return self.state.record(self._groups, self._owner)
 
     @property
-    def body_shared(self) -> bool:  # type: ignore[override]
+    def body_shared(self) -> bool:
         """Whether the K models share φ (``split``): the body then runs once per row."""
         return self.split
 

@@ -141,7 +141,10 @@ class Algorithm(ABC):
                                                self.body_shared)
         return predicting.test_prediction(self._forward, self.models, split, self.test_weights, self.body_shared)
 
-    body_shared = False  # True: the K models share one feature extractor (``body.*`` stored once)
+    @property
+    def body_shared(self) -> bool:
+        """True: the K models share one feature extractor (``body.*`` stored once)."""
+        return False
 
     def outputs(self, x: torch.Tensor, models: Params | None = None) -> torch.Tensor:
         """[K, N, out] outputs of the K models (inference-optimised)."""
