@@ -30,6 +30,7 @@ from fedcluster.algorithms.personal import PersonalAlgorithm, chunks, mean_of
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Reals
 
 PAPER = ("Yuyang Deng, Mohammad Mahdi Kamani, Mehrdad Mahdavi. Adaptive Personalized Federated Learning. "
@@ -47,7 +48,7 @@ class APFLParams(RangeChecked):
 @ALGORITHMS.register("apfl", "APFL: personalised mixture α_i v_i + (1 − α_i) w of a local and the global model, "
                      "α_i learned", APFLParams, paper=PAPER)
 class APFL(PersonalAlgorithm):
-    saved = {"alpha": Reals(low=0.0, high=1.0)}
+    alpha = Saved[np.ndarray](Reals(low=0.0, high=1.0))  # α_i, the local model's share
 
     def __init__(self, ctx: Context, params: APFLParams) -> None:
         super().__init__(ctx, params)

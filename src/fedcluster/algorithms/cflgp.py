@@ -42,6 +42,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import flatten, num_bytes, select
 from fedcluster.metrics.clustering import clustering_ari
 from fedcluster.metrics.regression import regression_extras
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Counts, Flags, Positions, Reals
 
 
@@ -67,11 +68,15 @@ class CFLGPParams(RangeChecked):
 class CFLGP(Algorithm):
     fixed_clusters = True
 
-    saved = {"cluster": Positions(), "profiles": Reals(cluster_axis=1),
-             "block_count": Counts(at_most_rounds=True, cluster_axis=0),
-             "profile_count": Counts(at_most_rounds=True, cluster_axis=1), "pointer": Positions(),
-             "stable_rounds": Counts(at_most_rounds=True), "stopped": Flags(), "transmissions": Counts(),
-             "first_ari1": Reals(low=-1.0, high=1.0, nan_ok=True)}
+    cluster = Saved[np.ndarray](Positions())  # S_k: each client's cluster
+    profiles = Saved[np.ndarray](Reals(cluster_axis=1))  # g_c, K blocks of d̂
+    block_count = Saved[np.ndarray](Counts(at_most_rounds=True, cluster_axis=0))  # updates of block k so far
+    profile_count = Saved[np.ndarray](Counts(at_most_rounds=True, cluster_axis=1))  # n_{c,k}
+    pointer = Saved[int](Positions())  # k̄: the model broadcast last
+    stable_rounds = Saved[int](Counts(at_most_rounds=True))
+    stopped = Saved[bool](Flags())
+    transmissions = Saved[int](Counts())
+    first_ari1 = Saved[float](Reals(low=-1.0, high=1.0, nan_ok=True))
 
     def __init__(self, ctx: Context, params: CFLGPParams) -> None:
         super().__init__(ctx, params)

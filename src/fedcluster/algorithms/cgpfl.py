@@ -60,7 +60,8 @@ from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Flags, Positions, Weights, num_models
+from fedcluster.tiers.saved_fields import Saved
+from fedcluster.tiers.saved_kinds import Flags, Weights, num_models
 from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Xueyang Tang, Song Guo, Jingcai Guo. Personalized Federated Learning with Contextualized Generalization. "
@@ -79,7 +80,9 @@ class CGPFL(ClusteredAlgorithm):
     the personalised models, trained with a proximal term toward their context's generalised model; a fixed K.
     Each client keeps its personalised model."""
 
-    saved = {"assigned": Positions(unassigned=True), "personal": Weights(), "has_personal": Flags()}
+    personal = Saved[Params](Weights())  # each client's personalised model
+    has_personal = Saved[np.ndarray](Flags())
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: CGPFLParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

@@ -74,6 +74,7 @@ from fedcluster.tiers.grouping import (
     silhouette_kmeans,
     ward_silhouette_k,
 )
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Counts, Flags, Positions
 from fedcluster.tiers.weighting import HardLoss, best_cluster
 
@@ -96,7 +97,9 @@ class CLoVEParams(ClusteredParams):
 @ALGORITHMS.register("clove", "CLoVE: per-client loss vectors over the models clustered (K known, or K^t by Ward "
                      "+ silhouette with a 10 % margin), min-cost cluster-model matching", CLoVEParams, paper=PAPER)
 class CLoVE(ClusteredAlgorithm):
-    saved = {"model_of": Positions(unassigned=True), "unchanged": Counts(at_most_rounds=True), "converged": Flags()}
+    model_of = Saved[np.ndarray](Positions(unassigned=True))  # each client's current model (-1: never sampled)
+    unchanged = Saved[np.ndarray](Counts(at_most_rounds=True))  # consecutive rounds with the same model
+    converged = Saved[bool](Flags())
 
     def __init__(self, ctx: Context, params: CLoVEParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())

@@ -12,8 +12,9 @@ such method writes and saves the same way.
   splits: :meth:`ClusterState.split`), which keeps models, weights, the clients' positions and the
   :class:`~fedcluster.tiers.cluster_book.ClusterBook` (stable ids, the log of every change) consistent. A method
   whose K can change (``fixed_clusters = False``) starts with a book.
-* Saved state: the fields the classes along the method's bases declare in ``saved`` (the rounds done here, the book
-  when K can change); :meth:`~ClusterMethod.state_problem` checks them on resume.
+* Saved state: the fields the classes along the method's bases declare (:mod:`fedcluster.tiers.saved_fields`; the
+  rounds done here, each client's position when the state keeps one and the book when K can change);
+  :meth:`~ClusterMethod.state_problem` checks them on resume.
 * Bytes on the wire (:meth:`~ClusterMethod.nbytes`): a shared feature extractor (``split``) counts once.
 
 The two families are thin subclasses: :class:`~fedcluster.algorithms.clustered.ClusteredAlgorithm` (the soft/EM
@@ -32,8 +33,8 @@ from fedcluster.algorithms.parts import required
 from fedcluster.engine.params import Params, num_bytes, subset
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.cluster_book import ClusterBook
-from fedcluster.tiers.cluster_state import StateField
-from fedcluster.tiers.saved_kinds import Book, Counts
+from fedcluster.tiers.saved_fields import StateField
+from fedcluster.tiers.saved_kinds import Book, Counts, Positions
 from fedcluster.tracking.clusters import sample_groups
 
 
@@ -42,11 +43,10 @@ class ClusterMethod(Algorithm):
     ``Fixed()`` for a fixed K, :class:`~fedcluster.tiers.adaptation.InRound` for a rule the round applies itself);
     ``split``: the models share one feature extractor (``body.*``). Subclasses implement :meth:`step`."""
 
-    book: ClusterBook | None = StateField()  # type: ignore[assignment]  # methods whose K changes
-    assigned: np.ndarray = StateField()  # type: ignore[assignment]  # each client's hard position (−1: none yet)
-    rounds_done: int = StateField()  # type: ignore[assignment]
-    saved = {"rounds_done": Counts(at_most_rounds=True)}
-    saved_when_kept = {"book": Book()}  # when K can change
+    rounds_done = StateField[int](Counts(at_most_rounds=True))  # completed rounds
+    # each client's hard position (−1: none yet), when the state keeps one (K can change, or the method sets it)
+    assigned = StateField[np.ndarray](Positions(unassigned=True), kept=lambda alg: alg.state.assigned is not None)
+    book = StateField[ClusterBook | None](Book(), kept=lambda alg: alg.book is not None)  # when K can change
 
     def __init__(self, ctx: Context, params: Any, *, models: Params, adaptation: Adaptation,
                  split: bool = False) -> None:
@@ -87,7 +87,7 @@ class ClusterMethod(Algorithm):
         return self.state.record(self._groups, self._owner)
 
     @property
-    def body_shared(self) -> bool:  # type: ignore[override]
+    def body_shared(self) -> bool:
         """Whether the K models share φ (``split``): the body then runs once per row."""
         return self.split
 
@@ -129,8 +129,3 @@ class ClusterMethod(Algorithm):
     def model_bytes(self) -> int:
         """Bytes of one cluster model."""
         return self.nbytes(1)
-
-    # -- checkpoints ---------------------------------------------------------------------------
-    def saved_fields(self) -> tuple[str, ...]:
-        """The saved attributes, with the cluster book when K can change."""
-        return super().saved_fields() + (("book",) if self.book is not None else ())

@@ -51,9 +51,9 @@ from fedcluster.engine.transfer import to_device
 from fedcluster.errors import UserError
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import ClusterSums, cluster_update
-from fedcluster.tiers.cluster_state import StateField
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
+from fedcluster.tiers.saved_fields import StateField
 from fedcluster.tiers.saved_kinds import Flags, InputStatistics, Rows, non_negative
 from fedcluster.tiers.weighting import HardWeighting, SoftWeighting, Weighting, one_hot
 
@@ -62,6 +62,11 @@ from fedcluster.tiers.weighting import HardWeighting, SoftWeighting, Weighting, 
 class ClusteredParams(RangeChecked):
     num_clusters: int = ranged(3, ">= 1")  # K, the number of cluster models
     split: bool = False  # shared feature extractor + per-cluster heads (HCFL+, FedRC Table 11)
+
+
+def keeps_statistics(alg: Any) -> bool:
+    """Whether the method keeps the tier-1 server statistics (and so saves them)."""
+    return alg.state.stats is not None
 
 
 class ClusteredAlgorithm(ClusterMethod):
@@ -76,19 +81,16 @@ class ClusteredAlgorithm(ClusterMethod):
 
     fixed_clusters = True
 
-    gamma: np.ndarray = StateField()  # type: ignore[assignment]
-    sample_prior: np.ndarray | None = StateField()  # type: ignore[assignment]
-    counts: np.ndarray = StateField("stats.counts")  # type: ignore[assignment]
-    marginal: np.ndarray = StateField("stats.marginal")  # type: ignore[assignment]
-    client_stats: dict = StateField("stats.client_stats")  # type: ignore[assignment]
-    density: Any = StateField("stats.density")
-    estimated: np.ndarray = StateField()  # type: ignore[assignment]
-    saved = {"gamma": Rows(cluster_axis=1), "estimated": Flags()}
-    saved_defaults = {"estimated": lambda alg: np.ones(len(alg.omega), dtype=bool)}  # older checkpoints
-    saved_when_kept = {  # the tier-1 statistics (and the sample-wise prior) of the EM family, when kept
-        "sample_prior": Rows(cluster_axis=1), "counts": non_negative(cluster_axis=1),
-        "marginal": Rows(cluster_axis=0), "client_stats": InputStatistics(per_client=True),
-        "density": InputStatistics()}
+    gamma = StateField[np.ndarray](Rows(cluster_axis=1))  # [N, K] the latest per-sample responsibilities
+    # [M] Ω row set by a round (or known: oracle); a checkpoint from before it was saved: every row
+    estimated = StateField[np.ndarray](Flags(), default=lambda alg: np.ones(len(alg.omega), dtype=bool))
+    # the tier-1 statistics and HCFL+'s sample-wise prior ω_{i,j;k}, saved when kept (keep_statistics)
+    sample_prior = StateField[np.ndarray | None](Rows(cluster_axis=1), kept=keeps_statistics)
+    counts = StateField[np.ndarray](non_negative(cluster_axis=1), path="stats.counts", kept=keeps_statistics)
+    marginal = StateField[np.ndarray](Rows(cluster_axis=0), path="stats.marginal", kept=keeps_statistics)
+    client_stats = StateField[dict](InputStatistics(per_client=True), path="stats.client_stats",
+                                    kept=keeps_statistics)
+    density = StateField[Any](InputStatistics(), path="stats.density", kept=keeps_statistics)
 
     def __init__(self, ctx: Context, params: ClusteredParams, *, formulation: FormulationPart, weighting: Weighting,
                  adaptation: Adaptation, sample_scope: bool = False) -> None:
@@ -377,10 +379,6 @@ class ClusteredAlgorithm(ClusterMethod):
         rows, owner = self.rows(clients)
         self.omega[clients] = one_hot(assign, self.num_clusters)
         self.gamma[rows] = self.omega[clients][owner]
-
-    def saved_fields(self) -> tuple[str, ...]:
-        """The saved attributes, with the tier-1 statistics (and the sample-wise prior) of the EM family."""
-        return super().saved_fields() + (tuple(self.saved_when_kept) if self.state.stats is not None else ())
 
     def after_load(self) -> None:
         self._scoring = None

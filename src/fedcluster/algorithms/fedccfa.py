@@ -76,6 +76,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params, num_bytes
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.errors import ConfigError
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Reals
 
 PAPER = ("Junbao Chen, Jingfeng Xue, Yong Wang, Zhenyan Liu, Lu Huang. Classifier Clustering and Feature Alignment "
@@ -146,7 +147,7 @@ class FedCCFA(PersonalAlgorithm):
     """FedCCFA paper Algorithm 1 (module docstring). ``personal`` holds the clients' classifiers (``head.*``);
     ``models`` the shared extractor with the mean classifier (what a test client predicts with)."""
 
-    saved = {"anchors": Reals(nan_ok=True)}
+    anchors = Saved[torch.Tensor](Reals(nan_ok=True))  # [M, C, D] the clients' feature anchors (NaN: none)
 
     def __init__(self, ctx: Context, params: FedCCFAParams) -> None:
         super().__init__(ctx, params)

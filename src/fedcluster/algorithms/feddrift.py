@@ -49,6 +49,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptation import InRound
 from fedcluster.tiers.cohort import segment_mean
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Counts, Reals
 
 PAPER = ("Ellango Jothimurugesan, Kevin Hsieh, Jianyu Wang, Gauri Joshi, Phillip B. Gibbons. Federated Learning "
@@ -70,7 +71,8 @@ class FedDriftParams(RangeChecked):
 class FedDrift(HardClusters):
     """Algorithm 1 of the FedDrift paper over the hard cluster state (module docstring)."""
 
-    saved = {"reference": Reals(nan_ok=True), "isolated_until": Counts()}
+    reference = Saved[np.ndarray](Reals(nan_ok=True))  # L_i^{prev} (NaN: not scored yet)
+    isolated_until = Saved[np.ndarray](Counts())  # the client is isolated in rounds < this
 
     def __init__(self, ctx: Context, params: FedDriftParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=InRound("FedDrift Algorithm 1: drift → new cluster, "

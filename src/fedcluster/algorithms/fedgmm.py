@@ -49,6 +49,7 @@ from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Reals, non_negative
 from fedcluster.tiers.weighting import SoftEM
 
@@ -88,8 +89,13 @@ def joint_posterior(log_pi: np.ndarray, log_px: np.ndarray, losses: np.ndarray |
                      "client weights π_i(m1, m2) by federated EM; label-free weights for unseen clients",
                      FedGMMParams, paper=PAPER)
 class FedGMM(ClusteredAlgorithm):
-    saved = {"pi": Reals(low=0.0, high=1.0), "gmm_s0": non_negative(), "gmm_s1": Reals(), "gmm_s2": non_negative(),
-             "init_mu": Reals(), "init_var": non_negative(), "started": Flags()}
+    pi = Saved[np.ndarray](Reals(low=0.0, high=1.0))  # [M, m1, m2] π_i
+    gmm_s0 = Saved[np.ndarray](non_negative())  # each client's last uploaded Σ r, Σ r x, Σ r x² per component
+    gmm_s1 = Saved[np.ndarray](Reals())
+    gmm_s2 = Saved[np.ndarray](non_negative())
+    init_mu = Saved[np.ndarray](Reals())
+    init_var = Saved[np.ndarray](non_negative())
+    started = Saved[bool](Flags())
 
     def __init__(self, ctx: Context, params: FedGMMParams) -> None:
         if ctx.fed.task != "classification":

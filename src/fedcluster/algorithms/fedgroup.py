@@ -51,6 +51,7 @@ from fedcluster.engine.solver import Solver
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.grouping import inter_group_update
 from fedcluster.tiers.regrouping import DirectionGroups
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Reals, Weights, num_models
 
 PAPER = ("Moming Duan, Duo Liu, Xinyuan Ji, Renping Liu, Liang Liang, Xianzhang Chen, Yujuan Tan. FedGroup: Efficient"
@@ -81,7 +82,9 @@ class FedGrouProxParams(FedGroupParams):
                      "cold start, FedAvg per group (inter_lr: inter-group aggregation)", FedGroupParams, paper=PAPER)
 class FedGroup(HardClusters):
     adaptation: DirectionGroups
-    saved = {"initial": Weights(), "grouped": Flags(), "directions": Reals()}
+    initial = Saved[Params](Weights())  # θ^0, where every cold start begins
+    grouped = Saved[np.ndarray](Flags())
+    directions = Saved[np.ndarray](Reals())  # [K, P] each group's cold-start direction
 
     def __init__(self, ctx: Context, params: FedGroupParams) -> None:
         if params.num_groups > ctx.fed.num_clients:

@@ -80,6 +80,7 @@ from fedcluster.tiers.gaussian_weighting import (
     wasserstein_adjusted_score,
 )
 from fedcluster.tiers.regrouping import SpectralSplits
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Counts, Flags, non_negative, num_models
 
 PAPER = ("Alessandro Licciardi, Davide Leo, Eros Fanì, Barbara Caputo, Marco Ciccone. Interaction-Aware Gaussian "
@@ -112,8 +113,10 @@ class FedGWCParams(RangeChecked):
                      "splits; Wasserstein Adjusted Score in rounds.csv", FedGWCParams, paper=PAPER)
 class FedGWC(HardClusters):
     adaptation: SpectralSplits
-    saved = {"interaction": non_negative(cluster_axis=0), "mse": non_negative(cluster_axis=0),
-             "waited": Counts(at_most_rounds=True, cluster_axis=0), "open": Flags(cluster_axis=0)}
+    interaction = Saved[list[np.ndarray]](non_negative(cluster_axis=0))  # per position, over its members
+    mse = Saved[list[float]](non_negative(cluster_axis=0))
+    waited = Saved[list[int]](Counts(at_most_rounds=True, cluster_axis=0))
+    open = Saved[list[bool]](Flags(cluster_axis=0))
 
     def __init__(self, ctx: Context, params: FedGWCParams) -> None:
         split = SpectralSplits(params.beta, params.perception, params.max_clusters)

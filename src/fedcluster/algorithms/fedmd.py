@@ -62,6 +62,7 @@ from fedcluster.engine.training.kernels import per_sample_loss
 from fedcluster.errors import ConfigError
 from fedcluster.metrics.regression import regression_extras
 from fedcluster.tiers.aggregation import weighted_mean
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Positions, RandomState, Reals
 
 
@@ -169,8 +170,12 @@ class FedMD(Algorithm):
 
     # the one-shot labels and the position of ``rng``, which later rounds still draw from (Algorithm 3's Q_0,
     # random models filling in for missing anchor groups): a resumed run continues the straight run's random stream
-    saved = {"fixed": Positions(), "rng": RandomState()}
-    saved_when_kept = {"anchor_theta": Reals(), "frozen": Flags(), "anchors": Positions(of="clients")}  # init=fedmd
+    fixed = Saved[np.ndarray | None](Positions())
+    rng = Saved[np.random.Generator](RandomState())
+    # the anchor clients' estimates (init=fedmd)
+    anchor_theta = Saved[np.ndarray](Reals(), kept=lambda alg: alg.params.init == "fedmd")
+    frozen = Saved[np.ndarray](Flags(), kept=lambda alg: alg.params.init == "fedmd")
+    anchors = Saved[np.ndarray](Positions(of="clients"), kept=lambda alg: alg.params.init == "fedmd")
 
     def __init__(self, ctx: Context, params: FedMDParams) -> None:
         super().__init__(ctx, params)
@@ -180,7 +185,7 @@ class FedMD(Algorithm):
         self.shapes = {n: v.shape[1:] for n, v in template.items()}
         self.dim = flatten(template).shape[1]
         self.theta_star = fed.extras.get("theta_star")
-        self.fixed: np.ndarray | None = None
+        self.fixed = None
         self._blas: ThreadpoolController | None = None
         self.anchors = np.array([], dtype=np.int64)
         self.phase1 = params.phase1_rounds if params.init == "fedmd" else 0
@@ -454,9 +459,6 @@ class FedMD(Algorithm):
         extra = {"phase": phase, **regression_extras(self.ctx.fed, self.models, self.assignment, self.predict,
                                                        self.ctx.trainer.per_client)}
         return RoundResult(bytes_up=int(up), bytes_down=int(down), extra=extra)
-
-    def saved_fields(self) -> tuple[str, ...]:
-        return super().saved_fields() + (tuple(self.saved_when_kept) if self.params.init == "fedmd" else ())
 
 
 ALGORITHMS.add("fedmd", FedMD, "FedMD + FedX+clustering: moment-descent init, then lowest-loss FedAvg (FedMD paper)",

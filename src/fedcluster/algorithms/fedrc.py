@@ -37,7 +37,7 @@ Variants (paper readings where the authors' code differs / E.4):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Self, overload
 
 import numpy as np
 import torch
@@ -53,7 +53,8 @@ from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.aggregation import weighted_mean
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
-from fedcluster.tiers.saved_kinds import Reals, non_negative
+from fedcluster.tiers.saved_fields import Saved
+from fedcluster.tiers.saved_kinds import Kind, Reals, non_negative
 from fedcluster.tiers.weighting import AdamEM, AdamMoments, SoftEM, one_hot
 
 
@@ -81,29 +82,41 @@ class FedRCParams(FedEMParams):
             raise ValueError("adam=true updates the client-wise EM; use weights_scope=client")
 
 
-class AdamMoment:
-    """A method attribute for FedRC-Adam's moment ``name`` (``m1``, ``m2``) that its weighting part holds; None
-    (and nothing to restore) without ``adam=true``."""
+class AdamMoment(Saved[np.ndarray | None]):
+    """A saved method attribute for FedRC-Adam's moment ``moment`` (``m1``, ``m2``) that its weighting part holds;
+    None (and nothing to restore) without ``adam=true``."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, moment: str, kind: Kind) -> None:
+        super().__init__(kind)
+        self.moment = moment
 
-    def __get__(self, alg: Any, owner: type | None = None) -> Any:
-        if alg is None:
+    @property
+    def place(self) -> str:
+        return f"weighting.moments.{self.moment}"
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> Self: ...
+
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> np.ndarray | None: ...
+
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Self | np.ndarray | None:
+        if obj is None:
             return self
-        return getattr(alg.weighting.moments, self.name) if isinstance(alg.weighting, AdamEM) else None
+        weighting = getattr(obj, "weighting")  # noqa: B009
+        return getattr(weighting.moments, self.moment) if isinstance(weighting, AdamEM) else None
 
-    def __set__(self, alg: Any, value: np.ndarray | None) -> None:
-        if isinstance(alg.weighting, AdamEM) and value is not None:
-            setattr(alg.weighting.moments, self.name, value)
+    def __set__(self, obj: object, value: np.ndarray | None) -> None:
+        weighting = getattr(obj, "weighting")  # noqa: B009
+        if isinstance(weighting, AdamEM) and value is not None:
+            setattr(weighting.moments, self.moment, value)
 
 
 @ALGORITHMS.register("fedrc", "FedRC: robust clustering, EM with exp(-loss)/C_{y,k} (variants: ft, hard, adam)",
                      FedRCParams, paper="FedRC paper")
 class FedRC(ClusteredAlgorithm):
-    saved = {"adam_m1": Reals(cluster_axis=1), "adam_m2": non_negative(cluster_axis=1)}
-    adam_m1 = AdamMoment("m1")
-    adam_m2 = AdamMoment("m2")
+    adam_m1 = AdamMoment("m1", Reals(cluster_axis=1))  # FedRC-Adam's moments (None without adam=true)
+    adam_m2 = AdamMoment("m2", non_negative(cluster_axis=1))
 
     def __init__(self, ctx: Context, params: FedRCParams) -> None:
         p = params

@@ -33,6 +33,7 @@ from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Weights
 from fedcluster.tiers.weighting import FedSoftShares, fedsoft
 
@@ -49,14 +50,15 @@ class FedSoftParams(ClusteredParams):
 @ALGORITHMS.register("fedsoft", "FedSoft: importance weights from per-cluster losses, proximal personal models",
                      FedSoftParams, paper=PAPER)
 class FedSoft(ClusteredAlgorithm):
-    saved = {"personal": Weights(), "has_personal": Flags()}
+    personal = Saved[Params](Weights())  # each client's personal model
+    has_personal = Saved[np.ndarray](Flags())
 
     def __init__(self, ctx: Context, params: FedSoftParams) -> None:
         # tier 2: FedSoft's shares (test clients: their own u on their labelled data)
         super().__init__(ctx, params, formulation=Conditional(), weighting=FedSoftShares(params.floor),
                          adaptation=Fixed())
         m = ctx.fed.num_clients
-        self.personal: Params = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
+        self.personal = {n: torch.zeros(m, *v.shape[1:], dtype=v.dtype, device=v.device)
                                  for n, v in self.models.items()}
         self.has_personal = np.zeros(m, dtype=bool)
 

@@ -26,7 +26,6 @@ from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Positions
 from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jiang. Multi-center Federated Learning: "
@@ -36,7 +35,7 @@ PAPER = ("Guodong Long, Ming Xie, Tao Shen, Tianyi Zhou, Xianzhi Wang, Jing Jian
 @ALGORITHMS.register("fesem", "FeSEM: hard assignment by parameter distance to the cluster models",
                      ClusteredParams, paper=PAPER)
 class FeSEM(ClusteredAlgorithm):
-    saved = {"assigned": Positions(unassigned=True)}
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: ClusteredParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

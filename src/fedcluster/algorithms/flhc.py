@@ -40,6 +40,7 @@ from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.grouping import Linkage, Metric
 from fedcluster.tiers.regrouping import TreeCut
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, num_models
 
 PAPER = ("Christopher Briggs, Zhong Fan, Peter Andras. Federated Learning with Hierarchical Clustering of Local "
@@ -68,7 +69,7 @@ class FLHCParams(RangeChecked):
                      "per cluster", FLHCParams, paper=PAPER)
 class FLHC(HardClusters):
     adaptation: TreeCut
-    saved = {"clustered": Flags()}
+    clustered = Saved[bool](Flags())
 
     def __init__(self, ctx: Context, params: FLHCParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=TreeCut(params.linkage, params.metric, params.distance_threshold,

@@ -69,6 +69,7 @@ from fedcluster.engine.evaluation.scores import per_sample_losses
 from fedcluster.engine.params import Params, repeat
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import InRound
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Reals, Weights, num_models
 
 PAPER = ("Dario Fenoglio, Mohan Li, Pietro Barbiero, Nicholas D. Lane, Marc Langheinrich, Martin Gjoreski. FLUX: "
@@ -125,9 +126,13 @@ def density_clusters(desc: np.ndarray, min_cluster_size: int, min_samples: int |
                      "(K unknown), FedAvg per cluster; unseen clients by their descriptor, without labels",
                      FLUXParams, paper=PAPER)
 class FLUX(HardClusters):
-    saved = {"clustered": Flags(), "ready": Flags(), "trend": Reals(low=0.0, high=1.0),
-             "descriptor_model": Weights(), "scale_lo": Reals(), "scale_hi": Reals(),
-             "centroids": Reals(cluster_axis=0)}
+    clustered = Saved[bool](Flags())
+    ready = Saved[bool](Flags())  # the accuracy rule has fired: cluster at the next round
+    trend = Saved[list[float]](Reals(low=0.0, high=1.0))  # the global model's validation accuracy per warm-up round
+    descriptor_model = Saved[Params | None](Weights())  # θ of the clustering round: every descriptor's model
+    scale_lo = Saved[np.ndarray | None](Reals())
+    scale_hi = Saved[np.ndarray | None](Reals())
+    centroids = Saved[np.ndarray | None](Reals(cluster_axis=0))  # [K, D] mean scaled descriptor of each cluster
 
     def __init__(self, ctx: Context, params: FLUXParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=InRound("FLUX's one density clustering of the descriptors"))
@@ -138,11 +143,11 @@ class FLUX(HardClusters):
             raise NotHeldError("FLUX's descriptors are the clients' input statistics, computed where the inputs are")
         self.clustered = False
         self.ready = False  # the accuracy rule has fired: cluster at the next round
-        self.trend: list[float] = []  # the global model's validation accuracy after each warm-up round
-        self.descriptor_model: Params | None = None  # θ of the clustering round: every descriptor's model
-        self.scale_lo: np.ndarray | None = None
-        self.scale_hi: np.ndarray | None = None
-        self.centroids: np.ndarray | None = None  # [K, D] mean scaled descriptor of each cluster
+        self.trend = []  # the global model's validation accuracy after each warm-up round
+        self.descriptor_model = None  # θ of the clustering round: every descriptor's model
+        self.scale_lo = None
+        self.scale_hi = None
+        self.centroids = None  # [K, D] mean scaled descriptor of each cluster
         self._features = BodyFeatures(ctx.module)
         self._projection: torch.Tensor | None = None
         self._width: int | None = None

@@ -34,7 +34,7 @@ from fedcluster.engine.params import Params, flatten, repeat, select
 from fedcluster.engine.solver import Solver
 from fedcluster.tiers.adaptation import Adaptation
 from fedcluster.tiers.aggregation import cluster_update
-from fedcluster.tiers.cluster_state import StateField
+from fedcluster.tiers.saved_fields import StateField
 from fedcluster.tiers.saved_kinds import Positions
 
 
@@ -48,8 +48,8 @@ class HardClusters(ClusterMethod):
     part ``adaptation``, both required (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies
     itself)."""
 
-    cluster: np.ndarray = StateField("assigned")  # type: ignore[assignment]
-    saved = {"cluster": Positions()}
+    # the state's ``assigned`` under the name ``cluster`` (saved so; every client is in one: never −1)
+    cluster = StateField[np.ndarray](Positions(), path="assigned")
 
     def __init__(self, ctx: Context, params: Any, *, k0: int, adaptation: Adaptation) -> None:
         super().__init__(ctx, params, models=repeat({n: v[0] for n, v in ctx.fresh_models(1).items()}, k0),

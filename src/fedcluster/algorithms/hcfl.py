@@ -58,7 +58,6 @@ from fedcluster.tiers.adaptation import ADAPTATIONS, GapSplits
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.distance import DISTANCE_PARTS, Reduce, client_prototypes
 from fedcluster.tiers.formulation import FORMULATION_PARTS
-from fedcluster.tiers.saved_kinds import Positions
 from fedcluster.tiers.weighting import WEIGHTINGS
 
 WeightingName = Literal["soft-em", "hard-loss", "hard-distance", "fedsoft"]
@@ -100,7 +99,6 @@ class HCFLParams(FedEMParams):
                      HCFLParams, paper="HCFL paper")
 class HCFL(ClusteredAlgorithm):
     fixed_clusters = False  # splits and removals change K
-    saved = {"assigned": Positions(unassigned=True)}
 
     def __init__(self, ctx: Context, params: HCFLParams) -> None:
         p = params

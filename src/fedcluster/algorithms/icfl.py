@@ -44,6 +44,7 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.tiers.distance import cosine_similarity
 from fedcluster.tiers.regrouping import ICFLSplits
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import StableId
 
 PAPER = ("Yihan Yan, Xiaojun Tong, Shen Wang. Clustered Federated Learning in Heterogeneous Environment. IEEE "
@@ -65,15 +66,16 @@ class ICFLParams(RangeChecked):
                      ICFLParams, paper=PAPER)
 class ICFL(HardClusters):
     adaptation: ICFLSplits
-    saved = {"pool": StableId()}
+    pool = Saved[int | None](StableId())  # stable id of the pool cluster, None once removed
 
     def __init__(self, ctx: Context, params: ICFLParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=ICFLSplits(params.alpha0, params.eps1))
-        self.pool: int | None = 0  # stable id of the pool cluster, None once removed
+        self.pool = 0
 
     def step(self, round_: int, clients: np.ndarray) -> RoundResult:
         pos = self.cluster[clients]
         local, delta = self.train(round_, clients, pos)
+        assert self.book is not None  # K changes: the state keeps a book
         pool = self.book.position(self.pool) if self.pool is not None else -1
         alone = self.num_clusters == 1
         assign = pos.copy()
@@ -100,7 +102,7 @@ class ICFL(HardClusters):
         self.cluster[clients] = assign
         self.fedavg(clients, local, assign)
         if self.pool is not None and self.num_clusters > 1:
-            pool = self.book.position(self.pool)
+            pool = self.book.position(self.pool)  # the book asserted above
             if not (self.cluster == pool).any():
                 self.remove_clusters([pool])
                 self.pool = None

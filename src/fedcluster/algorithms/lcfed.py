@@ -59,7 +59,8 @@ from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Positions, Reals
+from fedcluster.tiers.saved_fields import Saved
+from fedcluster.tiers.saved_kinds import Reals
 from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Yuxin Zhang, Haoyu Chen, Zheng Lin, Zhe Chen, Jin Zhao. LCFed: An Efficient Clustered Federated Learning "
@@ -98,7 +99,9 @@ class LCFed(ClusteredAlgorithm):
     """Tier 1: ``conditional`` (a new client's first cluster, test clients); tier 2: the cluster whose low-rank
     model is most similar (:func:`cosine_positions`); a fixed K."""
 
-    saved = {"assigned": Positions(unassigned=True), "centre": Reals(), "directions": Reals()}
+    centre = Saved[np.ndarray](Reals())  # c [P] of the PCA (none before the first round)
+    directions = Saved[np.ndarray](Reals())  # V [P, r]
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: LCFedParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

@@ -29,7 +29,6 @@ from fedcluster.engine.params import Params, flatten
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Positions
 from fedcluster.tiers.weighting import HardLoss, best_cluster
 
 PAPER = ("Avishek Ghosh, Justin Hong, Dong Yin, Kannan Ramchandran. Robust Federated Learning in a Heterogeneous "
@@ -54,7 +53,6 @@ def kmeans_models(local: torch.Tensor, k: int, seed: int) -> np.ndarray:
 @ALGORITHMS.register("oneshot", "one-shot clustering: local models, k-means once, then FedAvg per cluster",
                      OneShotParams, paper=PAPER)
 class OneShot(ClusteredAlgorithm):
-    saved = {"assigned": Positions(unassigned=True)}
 
     def __init__(self, ctx: Context, params: OneShotParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())

@@ -49,6 +49,7 @@ from fedcluster.data.normalize import destandardize
 from fedcluster.engine.params import repeat
 from fedcluster.tiers.distance import data_signature, subspace_angles
 from fedcluster.tiers.regrouping import ThresholdGroups
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags
 
 PAPER = ("Saeed Vahidian, Mahdi Morafah, Weijia Wang, Vyacheslav Kungurtsev, Chen Chen, Mubarak Shah, Bill Lin. "
@@ -69,7 +70,7 @@ class PACFLParams(RangeChecked):
                      "then FedAvg per cluster", PACFLParams, paper=PAPER)
 class PACFL(HardClusters):
     adaptation: ThresholdGroups
-    saved = {"clustered": Flags()}
+    clustered = Saved[bool](Flags())
 
     def __init__(self, ctx: Context, params: PACFLParams) -> None:
         super().__init__(ctx, params, k0=1, adaptation=ThresholdGroups(params.nu, params.linkage))
@@ -87,11 +88,11 @@ class PACFL(HardClusters):
         def flat_signatures(part: Split) -> np.ndarray:  # each client's U_i from its own data, flattened
             out = np.zeros((part.num_clients, d * max(widths, default=0)))
             for i in np.flatnonzero(part.sizes):
-                u = data_signature(destandardize(part.client(i)[0], stats), part.client(i)[1], n_basis)
+                u = data_signature(destandardize(part.client(int(i))[0], stats), part.client(int(i))[1], n_basis)
                 out[i, :u.size] = u.ravel()
             return out
 
-        flat = self.ctx.trainer.per_client(tr, flat_signatures)
+        flat = np.asarray(self.ctx.trainer.per_client(tr, flat_signatures))
         return [flat[i, :d * w].reshape(d, w) for i, w in enumerate(widths)]
 
     def proximity(self, signatures: list[np.ndarray] | None = None) -> np.ndarray:

@@ -28,6 +28,7 @@ from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, num_bytes
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.kernels import per_sample_loss
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Weights
 
 CHUNK = 64  # clients whose local steps run at once
@@ -56,14 +57,15 @@ class PersonalAlgorithm(Algorithm):
     """One global model (``models``, K = 1) and a personal model per client (``personal`` [M, ...])."""
 
     fixed_clusters = True
-    saved = {"personal": Weights(), "has_personal": Flags()}
+    personal = Saved[Params](Weights())  # [M, ...] each client's personal model
+    has_personal = Saved[np.ndarray](Flags())
 
     def __init__(self, ctx: Context, params: Any) -> None:
         super().__init__(ctx, params)
         self.models = ctx.fresh_models(1)
         m = ctx.fed.num_clients
         self.omega = np.ones((m, 1))
-        self.personal: Params = {n: v.expand(m, *v.shape[1:]).clone() for n, v in self.models.items()}
+        self.personal = {n: v.expand(m, *v.shape[1:]).clone() for n, v in self.models.items()}
         self.has_personal = np.zeros(m, dtype=bool)
         self._loss = per_sample_loss(ctx.fed.task)
         self._grad_fn = vmap(grad(self._unit_loss))

@@ -44,6 +44,7 @@ from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.aggregation import merged_update, server_update
 from fedcluster.tiers.distance import cosine_similarity
 from fedcluster.tiers.regrouping import StoCFLMerges
+from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Counts, Flags, Reals, Weights
 
 PAPER = ("Dun Zeng, Xiangjing Hu, Shiyu Liu, Yue Yu, Qifan Wang, Zenglin Xu. Stochastic Clustered Federated Learning."
@@ -60,15 +61,17 @@ class StoCFLParams(RangeChecked):
                      "prox λ toward a global model", StoCFLParams, paper=PAPER)
 class StoCFL(HardClusters):
     adaptation: StoCFLMerges
-    saved = {"global_model": Weights(), "rep_sum": Reals(cluster_axis=0), "rep_count": Counts(cluster_axis=0),
-             "seen": Flags()}
+    global_model = Saved[Params](Weights())
+    rep_sum = Saved[torch.Tensor](Reals(cluster_axis=0))  # per cluster position: Σ of members' first updates
+    rep_count = Saved[np.ndarray](Counts(cluster_axis=0))
+    seen = Saved[np.ndarray](Flags())
 
     def __init__(self, ctx: Context, params: StoCFLParams) -> None:
         m = ctx.fed.num_clients
         super().__init__(ctx, params, k0=m, adaptation=StoCFLMerges(params.tau))
         self.cluster = np.arange(m, dtype=np.int64)
         self.sync()
-        self.global_model: Params = {n: v[0].clone() for n, v in self.models.items()}
+        self.global_model = {n: v[0].clone() for n, v in self.models.items()}
         dim = sum(v[0].numel() for v in self.models.values())
         self.rep_sum = torch.zeros(m, dim, device=ctx.device)  # per cluster position: Σ of members' first updates
         self.rep_count = np.zeros(m, dtype=np.int64)

@@ -55,7 +55,6 @@ from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.formulation import Conditional
-from fedcluster.tiers.saved_kinds import Positions
 from fedcluster.tiers.weighting import HardDistance
 
 PAPER = ("Jie Ma, Guodong Long, Tianyi Zhou, Jing Jiang, Chengqi Zhang. On the Convergence of Clustered Federated "
@@ -102,7 +101,7 @@ class WeCFL(ClusteredAlgorithm):
     """Tier 1: ``conditional`` (a new client's first cluster, test clients); tier 2: the cluster by a weighted
     k-means of the trained models (:func:`weighted_kmeans_positions`); a fixed K."""
 
-    saved = {"assigned": Positions(unassigned=True)}
+    weighting: HardDistance  # tier 2
 
     def __init__(self, ctx: Context, params: WeCFLParams) -> None:
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())

@@ -9,9 +9,8 @@ weight matrix Ω (one-hot for hard methods, a simplex row for soft ones). What i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,7 +24,8 @@ from fedcluster.engine.protocol import Backend, RoundResult
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
-from fedcluster.tiers.cluster_state import ClusterState, StateField, restored, saved
+from fedcluster.tiers.cluster_state import ClusterState
+from fedcluster.tiers.saved_fields import StateField, declared
 from fedcluster.tiers.saved_kinds import Kind, Limits, Rows, Weights, kinds_problem
 
 
@@ -62,30 +62,25 @@ class Algorithm(ABC):
     """One clustered-FL method: K models, client weights Ω and a round procedure. The server state is one
     :class:`~fedcluster.tiers.cluster_state.ClusterState` (``self.state``); ``models`` and ``omega`` are its fields.
 
-    A checkpoint holds the attributes every class along the method's bases names in ``saved`` (base first), each
-    under its name: :class:`~fedcluster.tiers.cluster_state.StateField` attributes through the state's own
-    save/load, the others as they are (a cluster book or random generator as plain data). ``saved`` maps each
-    attribute to its :class:`~fedcluster.tiers.saved_kinds.Kind` (what its values may be: cluster positions,
-    simplex rows, counts, ...), which a resume checks before loading; ``saved_when_kept`` declares, the same
-    way, the attributes a class saves only when the run keeps them (its :meth:`saved_fields` adds them). An
-    attribute an older checkpoint lacks keeps its fresh value, or takes the one ``saved_defaults`` makes;
+    A checkpoint holds the attributes the classes along the method's bases declare as saved fields
+    (:mod:`fedcluster.tiers.saved_fields`), each once with its type and kind (what its values may be: cluster
+    positions, simplex rows, counts, ...), under its name: ``Saved`` attributes of the method itself,
+    ``StateField`` attributes of its cluster state (a cluster book or random generator as plain data). A resume
+    checks every value against its kind before loading; a field declared ``kept=`` is saved only when the run keeps
+    it, and one an older checkpoint lacks keeps its fresh value, or takes the one its ``default=`` makes;
     :meth:`after_load` derives what follows from the loaded ones."""
 
     fixed_clusters = False  # True: K never changes in a run (a checkpoint must hold the configured K models)
-    saved: ClassVar[Mapping[str, Kind]] = {"models": Weights(), "omega": Rows(cluster_axis=1)}  # checkpoint fields
-    saved_when_kept: ClassVar[Mapping[str, Kind]] = {}  # attributes saved only when the run keeps them
-    saved_defaults: ClassVar[dict[str, Callable[[Any], Any]]] = {}  # name -> its value when a checkpoint lacks it
-    models: Params = StateField()  # type: ignore[assignment]
-    omega: np.ndarray = StateField()  # type: ignore[assignment]
+    models = StateField[Params](Weights())  # the K stacked models
+    omega = StateField[np.ndarray](Rows(cluster_axis=1))  # [M, K] client weights Ω
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for declared in ("saved", "saved_when_kept"):
-            fields = vars(cls).get(declared, {})
-            if not isinstance(fields, Mapping) or not all(isinstance(k, Kind) for k in fields.values()):
-                raise TypeError(f"{cls.__name__}.{declared} must map each saved attribute to its kind, e.g. "
-                                "{'alpha': Reals(low=0, high=1)} (fedcluster.tiers.saved_kinds), so that a resume "
-                                "can check the saved values")
+        for old in ("saved", "saved_when_kept", "saved_defaults"):
+            if old in vars(cls):
+                raise TypeError(f"{cls.__name__}.{old}: declare each saved attribute once, with its kind, e.g. "
+                                "alpha = Saved[np.ndarray](Reals(low=0, high=1)) (fedcluster.tiers.saved_fields, "
+                                "kinds in fedcluster.tiers.saved_kinds), so that a resume can check the saved values")
 
     def __init__(self, ctx: Context, params: Any) -> None:
         self.ctx = ctx
@@ -146,7 +141,10 @@ class Algorithm(ABC):
                                                self.body_shared)
         return predicting.test_prediction(self._forward, self.models, split, self.test_weights, self.body_shared)
 
-    body_shared = False  # True: the K models share one feature extractor (``body.*`` stored once)
+    @property
+    def body_shared(self) -> bool:
+        """True: the K models share one feature extractor (``body.*`` stored once)."""
+        return False
 
     def outputs(self, x: torch.Tensor, models: Params | None = None) -> torch.Tensor:
         """[K, N, out] outputs of the K models (inference-optimised)."""
@@ -161,47 +159,32 @@ class Algorithm(ABC):
         return predicting.mixed(self.prediction(split, participating), split, self.ctx.fed.task)
 
     def saved_fields(self) -> tuple[str, ...]:
-        """The attributes a checkpoint holds: ``saved`` of every class along the bases, base first."""
-        names: list[str] = []
-        for cls in reversed(type(self).__mro__):
-            names += [n for n in vars(cls).get("saved", ()) if n not in names]
-        return tuple(names)
+        """The attributes a checkpoint of this run holds, in its order: the declared fields along the bases, base
+        first, those always saved, then those kept now (``kept=``); the cluster state's fields before the method's
+        own."""
+        fields = declared(type(self))
+        names = [*(n for n, f in fields.items() if f.kept is None),
+                 *(n for n, f in fields.items() if f.kept is not None and f.kept(self))]
+        return tuple(sorted(names, key=lambda n: not isinstance(fields[n], StateField)))
 
     @classmethod
     def saved_kinds(cls) -> dict[str, Kind]:
-        """Every attribute a checkpoint of this method can hold, with its kind (``saved`` and ``saved_when_kept``
-        of every class along the bases)."""
-        kinds: dict[str, Kind] = {}
-        for klass in reversed(cls.__mro__):
-            kinds.update(vars(klass).get("saved", {}))
-            kinds.update(vars(klass).get("saved_when_kept", {}))
-        return kinds
-
-    def _saved_split(self) -> tuple[dict[str, str], list[str]]:
-        """The saved attributes as (entry -> path in the cluster state, the method's own attributes)."""
-        state_keys: dict[str, str] = {}
-        own: list[str] = []
-        for name in self.saved_fields():
-            attr = getattr(type(self), name, None)
-            if isinstance(attr, StateField) and attr.path is not None:
-                state_keys[name] = attr.path
-            else:
-                own.append(name)
-        return state_keys, own
+        """Every attribute a checkpoint of this method can hold, with its kind (the declared fields along the
+        bases, those kept only in some runs included)."""
+        return {name: f.kind for name, f in declared(cls).items()}
 
     def state_dict(self) -> dict[str, Any]:
-        state_keys, own = self._saved_split()
-        return {**self.state.save(state_keys), **{name: saved(getattr(self, name)) for name in own}}
+        fields = declared(type(self))
+        return {name: fields[name].save(self) for name in self.saved_fields()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        state_keys, own = self._saved_split()
-        self.state.load(state, state_keys)
-        for name in own:
+        fields = declared(type(self))
+        for name in self.saved_fields():
+            field = fields[name]
             if name in state:
-                setattr(self, name, restored(getattr(self, name), state[name]))
-        for name, default in self.saved_defaults.items():
-            if name not in state:
-                setattr(self, name, default(self))
+                field.load(self, state[name])
+            elif field.default is not None:  # a checkpoint written before the field was saved
+                field.__set__(self, field.default(self))
         self.after_load()
 
     def after_load(self) -> None:

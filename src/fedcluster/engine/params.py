@@ -22,7 +22,7 @@ def unstack(stacked: Params) -> list[Params]:
     return [{k: v[i] for k, v in stacked.items()} for i in range(n)]
 
 
-def select(stacked: Params, index: torch.Tensor | list[int]) -> Params:
+def select(stacked: Params, index: torch.Tensor | np.ndarray | list[int]) -> Params:
     idx = torch.as_tensor(index, dtype=torch.long, device=next(iter(stacked.values())).device)
     return {k: v.index_select(0, idx) for k, v in stacked.items()}
 
@@ -55,10 +55,12 @@ def distances(local: Params, centres: Params, chunk: int = 8) -> torch.Tensor:
     names = list(centres)
     out = torch.zeros(num_units(local), num_units(centres), dtype=torch.float64, device=centres[names[0]].device)
     for i in range(0, num_units(local), chunk):
-        sq = 0
+        sq: torch.Tensor | None = None
         for n in names:
             a = local[n][i:i + chunk].reshape(-1, 1, centres[n][0].numel()).double()
-            sq = sq + (a - centres[n].reshape(1, len(centres[n]), -1).double()).square().sum(-1)
+            part = (a - centres[n].reshape(1, len(centres[n]), -1).double()).square().sum(-1)
+            sq = part if sq is None else sq + part
+        assert sq is not None
         out[i:i + chunk] = sq.sqrt()
     return out
 

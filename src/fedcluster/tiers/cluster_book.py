@@ -74,7 +74,7 @@ class ClusterBook:
     def position(self, cluster_id: int) -> int:
         return self.ids.index(cluster_id)
 
-    def split(self, round_: int, position: int, clients: Sequence[int] = ()) -> int:
+    def split(self, round_: int, position: int, clients: Sequence[int] | np.ndarray = ()) -> int:
         """Add a cluster split off position ``position``; it takes position K^t (returned)."""
         new = self.next_id
         self.next_id += 1
@@ -211,7 +211,7 @@ def hard_split_weights(weights: np.ndarray, position: int, second: np.ndarray, f
     return out
 
 
-def remove_weights(weights: np.ndarray, positions: Sequence[int] | int) -> np.ndarray:
+def remove_weights(weights: np.ndarray, positions: Sequence[int] | np.ndarray | int) -> np.ndarray:
     """HCFL paper Alg. 5 lines 5–7 (and FedRC paper Alg. 3 step 2): drop the columns ``positions`` and renormalise
     each row,
     ω_{·;k} ← ω_{·;k} / Σ_{n∉R} ω_{·;n}. Removing several at once equals removing them one after the other
@@ -244,7 +244,7 @@ def split_statistics(table: np.ndarray, position: int, axis: int = 0) -> np.ndar
     return np.concatenate([t, np.take(t, [position], axis=axis)], axis=axis)
 
 
-def remove_statistics(table: np.ndarray, positions: Sequence[int] | int, axis: int = 0) -> np.ndarray:
+def remove_statistics(table: np.ndarray, positions: Sequence[int] | np.ndarray | int, axis: int = 0) -> np.ndarray:
     """HCFL paper Alg. 5 lines 2–3 (server side): drop the removed clusters' statistics (F_{g,k_r},
     F^{latest}_{i,k_r})."""
     return np.delete(np.asarray(table), np.atleast_1d(np.asarray(positions, dtype=np.int64)), axis=axis)

@@ -2,8 +2,9 @@
 per-sample responsibilities γ and sample-wise prior (soft methods), the tier-1 statistics, stable cluster ids,
 each client's hard position, which clients a round has estimated and the rounds done.
 
-A method keeps one :class:`ClusterState` (``alg.state``) and reads its fields through :class:`StateField`
-attributes (``alg.models``, ``alg.omega``, ``alg.gamma`` …). Every change of K goes through the state, which keeps
+A method keeps one :class:`ClusterState` (``alg.state``) and reads its fields through
+:class:`~fedcluster.tiers.saved_fields.StateField` attributes (``alg.models``, ``alg.omega``, ``alg.gamma`` …), which
+also declare how each is saved. Every change of K goes through the state, which keeps
 models, weights, statistics, the clients' positions and stable ids consistent:
 
 * :meth:`ClusterState.split` — a soft or hard split from the cohort's local models (HCFL paper Alg. 2 line 23,
@@ -16,13 +17,11 @@ models, weights, statistics, the clients' positions and stable ids consistent:
 
 The server holds every client's weights, so the client sides of Alg. 4/5 are applied to all clients at once.
 :meth:`ClusterState.record` is the round's ``clusters.jsonl`` line and :meth:`ClusterState.changes` its
-``splits``/``merges``/``removals`` columns; :meth:`ClusterState.save` / :meth:`ClusterState.load` its checkpoint
-entries.
+``splits``/``merges``/``removals`` columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,18 +199,7 @@ class ClusterState:
         return {"splits": float(self.book.count(round_, "split")), "merges": float(self.book.count(round_, "merge")),
                 "removals": float(self.book.count(round_, "remove"))}
 
-    # -- checkpoints ------------------------------------------------------------------------------------
-    def save(self, keys: Mapping[str, str]) -> dict[str, Any]:
-        """The checkpoint entries ``keys`` (entry -> field path, ``stats.counts`` reaching into a part); the
-        cluster book as plain data."""
-        return {key: saved(self.get(path)) for key, path in keys.items()}
-
-    def load(self, state: Mapping[str, Any], keys: Mapping[str, str]) -> None:
-        """The fields of :meth:`save`'s entries back from ``state`` (entries it lacks are left as they are)."""
-        for key, path in keys.items():
-            if key in state:
-                self.put(path, restored(self.get(path), state[key]))
-
+    # -- the fields a method reads and writes (fedcluster.tiers.saved_fields.StateField) -------------------
     def get(self, path: str) -> Any:
         holder, last = self._holder(path)
         return getattr(holder, last)
@@ -233,26 +221,6 @@ def cluster_mass(gamma: np.ndarray, groups: np.ndarray, num_groups: int) -> np.n
     return np.stack([np.bincount(groups, weights=gamma[:, k], minlength=num_groups) for k in range(gamma.shape[1])])
 
 
-def saved(value: Any) -> Any:
-    """A value as a checkpoint holds it: plain data for a cluster book and a random generator's position, the
-    value itself otherwise (tensors, arrays, numbers, text, lists and mappings of them)."""
-    if isinstance(value, ClusterBook):
-        return value.state_dict()
-    if isinstance(value, np.random.Generator):
-        return value.bit_generator.state
-    return value
-
-
-def restored(current: Any, value: Any) -> Any:
-    """The inverse of :func:`saved`, given the field's ``current`` value (its type)."""
-    if isinstance(current, ClusterBook):
-        return ClusterBook.from_state(value)
-    if isinstance(current, np.random.Generator):
-        current.bit_generator.state = value
-        return current
-    return value
-
-
 def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, global_lr: float) -> torch.Tensor:
     """θ ← θ + η_g (Σ_i w_i θ_i / Σ_i w_i − θ) over the rows of ``local`` [m, ...] (HCFL paper Alg. 2 line 23 / Alg. 4
     line 2: the N_i-weighted mean of one part's local models); unchanged when the part has no weight."""
@@ -261,23 +229,3 @@ def part_average(old: torch.Tensor, local: torch.Tensor, weights: np.ndarray, gl
     return server_step(old, weighted_mean(local, torch.as_tensor(weights, dtype=torch.float64, device=local.device)),
                        global_lr)
 
-
-class StateField:
-    """A method attribute that reads and writes a field of its ``state`` (``alg.omega`` is ``alg.state.omega``);
-    a dotted path reaches into a part of the state (``stats.counts``)."""
-
-    def __init__(self, path: str | None = None) -> None:
-        self.path = path
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.path = self.path or name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        if obj is None:
-            return self
-        assert self.path is not None
-        return obj.state.get(self.path)
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        assert self.path is not None
-        obj.state.put(self.path, value)

@@ -113,9 +113,9 @@ def prototype_distance(prototypes: torch.Tensor, counts: torch.Tensor, principle
         out = dist.sum(-1) / valid.sum(-1).clamp_min(1)
     else:
         raise ValueError(f"unknown reduce {reduce!r}; choose max or mean")
-    out = out.cpu().numpy()
-    np.fill_diagonal(out, 0.0)
-    return out
+    matrix = out.cpu().numpy()
+    np.fill_diagonal(matrix, 0.0)
+    return matrix
 
 
 def confidence_weighted(distance: np.ndarray, weight: np.ndarray) -> np.ndarray:

@@ -58,7 +58,7 @@ def numbers(value: Any) -> np.ndarray | None:
         parts = [numbers(v) for v in value]
         if any(p is None for p in parts):
             return None
-        return np.concatenate([np.ravel(p) for p in parts])  # type: ignore[arg-type]
+        return np.concatenate([np.ravel(p) for p in parts if p is not None])
     array = np.asarray(value)
     if array.dtype.kind not in "iuf":
         return None
@@ -77,8 +77,12 @@ class Kind:
     """What one saved field may hold. ``cluster_axis``: the axis with one entry per cluster model (None: none)."""
 
     cluster_axis: int | None = None
-    what = "a value"
     checked_first = False  # other fields' checks read this one (the cluster book's ids)
+
+    @property
+    def what(self) -> str:
+        """What the field holds, in words."""
+        return "a value"
 
     def problem(self, value: Any, name: str, limits: Limits) -> str | None:
         """One phrase naming what is wrong with ``value`` (the field ``name``), None when nothing is; None is a
@@ -119,7 +123,7 @@ class Reals(Kind):
     cluster_axis: int | None = None
 
     @property
-    def what(self) -> str:  # type: ignore[override]
+    def what(self) -> str:
         return "finite numbers" + (f" in [{self.low:g}, {self.high:g}]" if math.isfinite(self.low) or
                                    math.isfinite(self.high) else "")
 
@@ -184,7 +188,7 @@ class Positions(Kind):
     cluster_axis: int | None = None
 
     @property
-    def what(self) -> str:  # type: ignore[override]
+    def what(self) -> str:
         return f"{'cluster positions' if self.of == 'clusters' else 'client indices'}" + \
             (" or −1" if self.unassigned else "")
 
@@ -208,7 +212,7 @@ class Counts(Kind):
     cluster_axis: int | None = None
 
     @property
-    def what(self) -> str:  # type: ignore[override]
+    def what(self) -> str:
         return "non-negative integers" + (" up to the rounds run" if self.at_most_rounds else "")
 
     def value_problem(self, value: Any, name: str, limits: Limits) -> str | None:
