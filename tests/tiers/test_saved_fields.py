@@ -22,7 +22,7 @@ from fedcluster.tiers.cluster_state import ClusterState
 from fedcluster.tiers.saved_fields import Saved, StateField
 from fedcluster.tiers.saved_kinds import Book, Counts, Flags, Positions, Reals
 
-GUIDE = Path(__file__).parent.parent / "docs" / "extending.md"
+GUIDE = Path(__file__).parents[2] / "docs" / "extending.md"
 
 
 class Declared(Algorithm):
