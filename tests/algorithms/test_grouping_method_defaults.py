@@ -103,17 +103,6 @@ def test_clove_on_the_demo_keeps_each_concept_on_one_model(tmp_path: Path, seed:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_clove_at_its_defaults_recovers_the_demo_once_its_clustering_settles(tmp_path: Path, seed: int) -> None:
-    """CLoVE Sec. 3–4 at the authors' code's defaults (K = 3 known, k-means of the loss vectors, three stable
-    rounds): the concepts recovered on the demo's seeds 1–2; on seed 0 the assignment is stable after three rounds
-    before the loss vectors have separated (ARI 0.41, measured); when stability needs 20 rounds, clustering goes
-    on and recovers them at round 18."""
-    settle = ["algorithm.stable_rounds=20"] if seed == 0 else []
-    run = _run(tmp_path, ["algorithm=clove", *settle, f"seed={seed}"], rounds=25)
-    assert _ari(run) == 1.0 and _concepts_kept_whole(run)
-
-
-@pytest.mark.parametrize("seed", SEEDS)
 def test_clove_can_answer_one_cluster(tmp_path: Path, seed: int) -> None:
     """With the gap-statistic test, the first round's near-identical loss vectors (K̂ random models) are one
     cluster: K^t = 1 is a possible answer."""

@@ -103,11 +103,11 @@ def edc_distance(embedding: np.ndarray) -> np.ndarray:
     return np.linalg.norm(m[:, None, :] - m[None, :, :], axis=-1)
 
 
-def kmeans_groups(embedding: np.ndarray, k: int, seed: int) -> np.ndarray:
+def kmeans_groups(embedding: np.ndarray, k: int, seed: int, n_init: int = 10) -> np.ndarray:
     """K-means of the rows of ``embedding`` into min(k, n) groups (FedGroup Alg. 1: K-means with EDC, i.e.
-    Euclidean k-means on M) → labels [n], 0..K−1 in order of first appearance."""
+    Euclidean k-means on M) → labels [n], 0..K−1 in order of first appearance; ``n_init`` k-means++ starts."""
     x = np.asarray(embedding, dtype=np.float64)
-    return first_seen_order(KMeans(n_clusters=min(k, len(x)), n_init=10, random_state=seed).fit_predict(x))
+    return first_seen_order(KMeans(n_clusters=min(k, len(x)), n_init=n_init, random_state=seed).fit_predict(x))
 
 
 def inter_group_update(models: np.ndarray, eta: float) -> np.ndarray:
