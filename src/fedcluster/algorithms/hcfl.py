@@ -29,6 +29,11 @@ One round t (HCFL paper Alg. 2 / Alg. 3; Alg. 1 steps 1–7):
 5. split: θ_{k*}, θ_{K^t+1} from the two parts (line 23, Alg. 4), weights by SCWU (``scwu``) or hard
    re-assignment; removal of R^t (lines 29–31, Alg. 5); for ``low-mass`` FedRC paper Alg. 3.
 
+The round is the template of :meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.step`: steps 1–2 are
+:meth:`HCFL.plan` and its training, step 4 the template's aggregation and label counts, steps 3 and 5
+:meth:`HCFL.adapt`, which decides from θ^t as the round received it (kept by the template), so that deciding after the
+aggregation (as Alg. 2 numbers its lines) reads the same models as deciding before it.
+
 Hard weights (``hard-loss``, ``hard-distance``) keep Ω one-hot: their splits move C_{k*,2} to the new cluster as
 CFL does. Every change is logged in the :class:`~fedcluster.tiers.cluster_book.ClusterBook` (stable ids, the round,
 the clients that moved) and written to ``clusters.jsonl`` (``ids``, ``events``); ``rounds.csv`` gets
