@@ -24,7 +24,6 @@ import fedcluster  # noqa: E402
 from fedcluster.config.run_config import parse_value  # noqa: E402  (the CLI's value parser: --set reads as on the command line)
 from fedcluster.data.federation import Federation  # noqa: E402
 from fedcluster.reproduce.federations import shrink  # noqa: E402,F401  (no public API subsamples a federation)
-from fedcluster.reproduce.run_common import at_round, first_round  # noqa: E402,F401  (rounds.csv readers)
 from fedcluster.tracking.compare import Group, group_runs, load_run  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -41,6 +40,17 @@ def overrides(items: Iterable[str]) -> dict[str, Any]:
             raise SystemExit(f"{item!r} is not of the form KEY=VALUE (e.g. model.fc=128)")
         out[key.strip()] = parse_value(text)
     return out
+
+
+def at_round(rows: Sequence[Mapping[str, float]], key: str, round_: int) -> float:
+    """``key`` in rounds.csv's row of round ``round_`` (NaN if the run has no such row or column)."""
+    return next((r.get(key, math.nan) for r in rows if int(r["round"]) == round_), math.nan)
+
+
+def first_round(rows: Sequence[Mapping[str, float]], key: str, value: float, tol: float = 1e-9) -> float:
+    """The first round whose ``key`` is ≥ ``value`` − tol (NaN if never), e.g. the round ARI reaches 1."""
+    return next((r["round"] for r in rows if not math.isnan(v := r.get(key, math.nan)) and v >= value - tol),
+                math.nan)
 
 
 def shipped(name: str, *, drop: Sequence[str] = ()) -> dict[str, Any]:

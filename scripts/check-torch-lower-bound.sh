@@ -50,6 +50,6 @@ echo "check-torch-lower-bound.sh: installing fedcluster[$EXTRAS] with torch held
 ignore=()
 case ",$EXTRAS," in
   *,flower,*|*,all,*) ;;
-  *) ignore=(--ignore=tests/test_flower_deploy.py --ignore=tests/test_flower_cli.py --ignore=tests/test_flower_faults.py) ;;
+  *) ignore=(--ignore=tests/flower/test_flower_deploy.py --ignore=tests/flower/test_flower_cli.py --ignore=tests/flower/test_flower_faults.py) ;;
 esac
 exec "$PY" -m pytest -p no:cacheprovider -rs "${ignore[@]}" "$@"

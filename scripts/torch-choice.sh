@@ -1,4 +1,4 @@
-# Which PyTorch build scripts/install.sh installs; sourced by it (and by tests/test_install_script.py).
+# Which PyTorch build scripts/install.sh installs; sourced by it (and by tests/project/test_install_script.py).
 #
 #   FEDCLUSTER_TORCH_BUILD=auto (default) | cpu | cuda
 #       auto: the CUDA build when the machine has an NVIDIA GPU (nvidia-smi lists one, the driver's

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import torch
-from fake_device import FakeDevice
 from safetensors import safe_open
 
 from fedcluster.catalog.registry import load_builtins
@@ -22,6 +21,7 @@ from fedcluster.engine.device import check_engine
 from fedcluster.engine.training.kernels import auto_path
 from fedcluster.reproduce import run_common
 from fedcluster.storage import state_file
+from tests.support.fake_device import FakeDevice
 
 load_builtins()  # every built-in method, data set, scenario and model registered
 # read once, before a test hides the GPU from the processes it starts: CUDA fixes this process's devices here
@@ -37,8 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--strict-device", action="store_true",
-                     help="run every test on a simulated accelerator (tests/fake_device.py, strict): a test whose "
-                          "code mixes host and device tensors, or relies on a global default device, fails")
+                     help="run every test on a simulated accelerator (tests/support/fake_device.py, strict): a test "
+                          "whose code mixes host and device tensors, or relies on a global default device, fails")
 
 
 def _moved(fed: Federation, device: torch.device | str) -> Federation:

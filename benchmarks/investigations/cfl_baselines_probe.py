@@ -1,5 +1,5 @@
 """What ICFL, StoCFL and PACFL see on small federations: the statistics behind
-``tests/test_cfl_baselines_behaviour.py`` and the PACFL rotated-digits investigation of docs/fidelity.md.
+``tests/algorithms/test_cfl_baselines_behaviour.py`` and the PACFL rotated-digits investigation of docs/fidelity.md.
 
 - PACFL: the proximity matrix (degrees) within and across the true groups, and the ν window that gives ARI 1
   (the reference hierarchical clustering, average linkage), for rotations 0/180 and 0/90/180/270, iid, two

@@ -15,11 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared _common, _synthetic
 
-import _common  # noqa: F401  (first: pins BLAS threads before numpy/torch load)
+import _common as common  # first: pins BLAS threads before numpy/torch load
 
-from fedcluster.reproduce import run_fedmd_rotation as rotation
-from fedcluster.reproduce.federations import s2_rotation
-from fedcluster.reproduce.run_common import make_run
+from fedcluster.reproduce import run_fedmd_rotation as rotation  # the two-phase method as the entries run it
+from fedcluster.reproduce.federations import s2_rotation  # the entries' federation (no public API builds it)
 
 
 def main() -> None:
@@ -40,9 +39,8 @@ def main() -> None:
                     "progress=false", f"rounds={args.rounds + phase1}",
                     *rotation.method_overrides("two-phase", phase1, k=k), f"algorithm.phase1_clients={n}"]
             with tempfile.TemporaryDirectory() as tmp:
-                run = make_run(over, Path(tmp) / "run", fed)
-                run.execute()
-                last = run.dir.read_rounds()[-1]
+                res, _ = common.run(common.overrides(over), Path(tmp) / "run", fed)
+                last = res.rows[-1]
             print(f"{k} {seed} {n} {last['ari']:.3f} {100 * (1 - last['test_acc']):.2f}", flush=True)
 
 

@@ -218,12 +218,13 @@ if wanted tests; then
   fi
   "${PYCMD[@]}" -c 'import pytest_timeout' 2> /dev/null && PYTEST+=(--timeout 40)
   # the files whose tests use the GPU (marked `device`) or check device handling, and those that failed on a GPU
-  DEVICE_TESTS=(tests/test_device.py tests/test_device_modes.py tests/test_device_memory.py tests/test_device_pin.py
-                tests/test_padding.py tests/test_looped.py tests/test_big_models.py tests/test_inference_launches.py)
-  FAILED_BEFORE=(tests/test_client_momentum.py tests/test_discoverability.py tests/test_hard_prediction.py)
+  DEVICE_TESTS=(tests/engine/test_device.py tests/engine/test_device_modes.py tests/engine/test_device_memory.py
+                tests/engine/test_device_pin.py tests/engine/test_padding.py tests/engine/test_looped.py
+                tests/models/test_big_models.py tests/engine/test_inference_launches.py)
+  FAILED_BEFORE=(tests/engine/test_client_momentum.py tests/app/test_discoverability.py tests/engine/test_hard_prediction.py)
   if [ "$QUICK" -eq 1 ]; then
-    DEVICE_TESTS=(tests/test_padding.py::test_step_groups_cover_every_unit_once_within_the_tolerance)
-    FAILED_BEFORE=(tests/test_client_momentum.py::test_kept_momentum_is_refused_where_it_cannot_be_kept)
+    DEVICE_TESTS=(tests/engine/test_padding.py::test_step_groups_cover_every_unit_once_within_the_tolerance)
+    FAILED_BEFORE=(tests/engine/test_client_momentum.py::test_kept_momentum_is_refused_where_it_cannot_be_kept)
   fi
   : > "$TESTLOG"
   test_step tests-device 60 "device test files" "${DEVICE_TESTS[@]}"
@@ -231,11 +232,12 @@ if wanted tests; then
   # the rest, sharded by file: every N-th of the sorted files from the I-th on (--shard I/N)
   REST=()
   if [ "$QUICK" -eq 1 ]; then
-    REST=(tests/test_device_pin.py)
+    REST=(tests/engine/test_device_pin.py)
   else
     i=0
-    for f in tests/test_*.py; do
-      case " ${DEVICE_TESTS[*]} ${FAILED_BEFORE[*]} tests/test_gpu_window.py " in *" $f "*) continue ;; esac
+    for f in tests/*/test_*.py; do
+      case "$f" in tests/conformance/*) continue ;; esac  # the test files of the package's folders, as before
+      case " ${DEVICE_TESTS[*]} ${FAILED_BEFORE[*]} tests/project/test_gpu_window.py " in *" $f "*) continue ;; esac
       [ $(( i % ${SHARD#*/} + 1 )) -eq "${SHARD%/*}" ] && REST+=("$f")
       i=$(( i + 1 ))
     done

@@ -20,14 +20,13 @@ import _common as common  # noqa: F401  (first: pins BLAS threads before numpy/t
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the operator counter is a test tool
-from operator_count import OperatorCount
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: the operator counter is a test tool
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.kernels import build_batch, per_sample_loss, train_vectorized
 from fedcluster.models import build_model
+from tests.support.operator_count import OperatorCount
 
 MODELS = {"mlp 784-200-10": ("mlp", None), "light CNN 8/16, FC 64": ("light-cnn", {"channels": [8, 16], "fc": 64}),
           "paper CNN 32/64, FC 2048": ("cnn", {"channels": [32, 64], "fc": 2048, "padding": "valid"})}

@@ -4,8 +4,10 @@ Tier 1 (cluster formulation) is a *tempered* likelihood, L_k(x, y) = P(y | x; θ
 log L_k = −ℓ_k / τ, as in deterministic-annealing EM (Ueda & Nakano 1998, eq. 9: the E-step posterior
 raised to 1/τ). τ > 1 flattens the responsibilities so that early, poorly trained models do not lock clients
 into a cluster; τ = 1 is FedEM. The method is FedEM's parts with the tier-1 part wrapped: tier 2 is the
-soft EM step ω_{i;k} = mean_j γ_{i,j;k} (``SoftEM``), K is fixed (tier 3) and the round is the shared EM round
-(``em_round``: E-step, γ-weighted local training, the server averages each model over the clients weighted by N_i).
+soft EM step ω_{i;k} = mean_j γ_{i,j;k} (``SoftEM``), K is fixed (tier 3) and the round is the template every
+cluster method shares (``ClusteredAlgorithm.step``) with the plan its soft tier-2 part gives (``soft_plan``: E-step,
+γ-weighted local training of every (client, k) pair, the server averages each model over the clients weighted by
+N_i), so the method is its parts and writes no round of its own.
 
 Registering it makes ``algorithm=tempered-em algorithm.temperature=2`` valid everywhere: the CLI after
 importing this file, ``fedcluster.run``, ``fedcluster list tempered-em`` (its parameters come from the
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
 from fedcluster.catalog.registry import ALGORITHMS
@@ -68,6 +70,3 @@ class TemperedEM(ClusteredAlgorithm):
                          weighting=SoftEM(params.mu_tilde, params.test_em_iters),  # tier 2
                          adaptation=Fixed(),  # tiers 3–4: a fixed K
                          sample_scope=params.weights_scope == "sample")
-
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        return self.em_round(round_, clients)

@@ -1,6 +1,6 @@
 """Bad values for every saved field of a method, made from the field's declared kind
 (:mod:`fedcluster.tiers.saved_kinds`) and its value in a real checkpoint: what a hand-edited checkpoint with a
-valid checksum could hold. Used by tests/test_saved_kinds.py and the bad-input net."""
+valid checksum could hold. Used by tests/tiers/test_saved_kinds.py and the bad-input net."""
 
 from __future__ import annotations
 

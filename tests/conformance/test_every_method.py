@@ -1,8 +1,8 @@
 """The checks every registered method passes, each method found from the registry (tests/conformance/methods.py):
 it runs on a tiny federation and writes its run files, keeping its tensors on the run's device (a simulated
-accelerator, tests/fake_device.py); the bytes in rounds.csv are what the round reported and within what its cohort
-can have exchanged; its server state is the one cluster state; a run resumed from its checkpoint of round 1 is the
-straight run bit for bit; and every value a crafted checkpoint could hold against a field's declared kind is
+accelerator, tests/support/fake_device.py); the bytes in rounds.csv are what the round reported and within what its
+cohort can have exchanged; its server state is the one cluster state; a run resumed from its checkpoint of round 1 is
+the straight run bit for bit; and every value a crafted checkpoint could hold against a field's declared kind is
 refused in one line naming the field."""
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from fake_device import FakeDevice
 
-from conformance.methods import (
+from fedcluster.app.cli import main
+from fedcluster.engine.params import num_bytes
+from fedcluster.tiers.cluster_state import ClusterState
+from fedcluster.tracking.run_files import ROUND_COLUMNS
+from tests.conformance.methods import (
     ROUNDS,
     SETTINGS,
     Played,
@@ -25,10 +28,7 @@ from conformance.methods import (
     rows,
     run_files,
 )
-from fedcluster.app.cli import main
-from fedcluster.engine.params import num_bytes
-from fedcluster.tiers.cluster_state import ClusterState
-from fedcluster.tracking.run_files import ROUND_COLUMNS
+from tests.support.fake_device import FakeDevice
 
 METHODS = names()
 _PLAYED: dict[str, Played] = {}  # one conformance run per method and session, shared by the checks

@@ -1,5 +1,5 @@
 """Every registered method that can run on several processes gives the single-process rounds.csv on two gloo
-ranks (slow: two interpreters run every method in one process group; the harness is tests/test_distributed.py's).
+ranks (slow: two interpreters run every method in one process group; the harness is tests/engine/test_distributed.py's).
 A method whose server reads clients' inputs row by row (``Algorithm.reads_every_input``) is refused on ranks by
 design and left out."""
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_distributed import TINY, _check
 
-from conformance.methods import names, own_keys
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine.runner import Run
+from tests.conformance.methods import names, own_keys
+from tests.engine.test_distributed import TINY, _check
 
 
 def _spec(name: str) -> list[str]:

@@ -42,14 +42,15 @@ MNIST λ = 15 needs lr·λ < 2 to stay stable); λ = 0 trains as WeCFL. Communic
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.algorithms.wecfl import WeCFLParams, weighted_kmeans_step
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
@@ -57,6 +58,7 @@ from fedcluster.data.federation import Split
 from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, repeat
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Weights, num_models
@@ -90,21 +92,20 @@ class CGPFL(ClusteredAlgorithm):
         self.personal = {n: v[0].expand(m, *v.shape[1:]).clone() for n, v in self.models.items()}
         self.has_personal = np.zeros(m, dtype=bool)
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        new = int((self.assigned[clients] < 0).sum())
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Steps 1–2: the hard plan (each client from its context; a new one from its lowest-loss context) with the
+        proximal weight λ (none before a context is formed)."""
         lam = self.params.lam if (self.assigned >= 0).any() else 0.0  # no context formed yet: no proximal term
-        start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        solver = dataclasses.replace(self.ctx.solver, prox_mu=lam)
-        local = self.train_single(clients, start, round_, solver)  # step 2
+        return replace(self.hard_plan(cohort), solver=dataclasses.replace(self.ctx.solver, prox_mu=lam))
+
+    def after_training(self, round_: int, plan: RoundPlan, local: Params) -> None:
+        """The personalised models kept, then step 3 (step 4: the round template's aggregation)."""
+        clients = plan.cohort.clients
         idx = torch.as_tensor(clients, device=self.ctx.device)
         for n, v in local.items():
             self.personal[n][idx] = v.to(self.personal[n].dtype)
         self.has_personal[clients] = True
-        assign = self.match_contexts(local, clients)  # step 3
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
-        self.set_hard(clients, assign)
-        down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
-        return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
+        plan.join(self.match_contexts(local, clients))
 
     def match_contexts(self, local: Params, clients: np.ndarray) -> np.ndarray:
         """Step 3 on the cohort's personalised models (WeCFL's weighted k-means); kept in ``assigned``."""

@@ -2,9 +2,11 @@
 :class:`~fedcluster.tiers.cluster_state.ClusterState`, the tier-3 part that decides how K changes, and what every
 such method writes and saves the same way.
 
-* The round: :meth:`ClusterMethod.run_round` runs the method's :meth:`~ClusterMethod.step`, lets the family bring
-  its weights up to date (:meth:`~ClusterMethod.after_step`), then writes the ``splits``/``merges``/``removals``
-  columns (when K can change) and the ``clusters.jsonl`` line, both from the cluster state.
+* The round: :meth:`ClusterMethod.run_round` runs the family's :meth:`~ClusterMethod.step` (the soft/EM family's is
+  one template over a :class:`~fedcluster.algorithms.round_plan.RoundPlan`; the hard family's methods write theirs),
+  lets the family bring its weights up to date (:meth:`~ClusterMethod.after_step`), then writes the
+  ``splits``/``merges``/``removals`` columns (when K can change) and the ``clusters.jsonl`` line, both from the
+  cluster state.
 * K changes: :meth:`~ClusterMethod.split_cluster`, :meth:`~ClusterMethod.merge_clusters`,
   :meth:`~ClusterMethod.remove_clusters` and a one-shot :meth:`~ClusterMethod.regroup` go through the state (soft
   splits: :meth:`ClusterState.split`), which keeps models, weights, the clients' positions and the

@@ -3,6 +3,14 @@
 cluster makeup and the saved state): batched E-step forward passes, the K model–client pairs trained as units of one
 trainer call and (split-aware) aggregation.
 
+The round is written once, :meth:`ClusteredAlgorithm.step`, in HCFL paper Alg. 1's order: the cohort; tiers 1–2 decide
+a :class:`~fedcluster.algorithms.round_plan.RoundPlan` (:meth:`~ClusteredAlgorithm.plan`: soft γ and A, or each
+client's hard position); local training, folded into the one aggregation when A is known before training; the
+cohort's Ω, γ and tier-1 statistics; tiers 3–4 (:meth:`~ClusteredAlgorithm.adapt`); the bytes from the plan. A method
+decides its plan (by default its tier-2 part does: :meth:`~ClusteredAlgorithm.soft_plan`,
+:meth:`~ClusteredAlgorithm.hard_plan`) and overrides only the phases it changes (:meth:`~ClusteredAlgorithm.
+after_training`, :meth:`~ClusteredAlgorithm.adapt`).
+
 Two model layouts (``algorithm.split``):
 
 * full models — K independent models; a soft method trains every (client, k) pair as one unit, a hard one trains one
@@ -29,6 +37,7 @@ import torch
 from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.cluster_method import ClusterMethod
 from fedcluster.algorithms.parts import required
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.backends.fold import train_into
@@ -46,7 +55,7 @@ from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FormulationPart, ServerStatistics
 from fedcluster.tiers.saved_fields import StateField
 from fedcluster.tiers.saved_kinds import Flags, InputStatistics, Rows, non_negative
-from fedcluster.tiers.weighting import EStep, SoftWeighting, Weighting, one_hot
+from fedcluster.tiers.weighting import HardWeighting, SoftWeighting, Weighting, one_hot
 
 
 @dataclass
@@ -67,7 +76,8 @@ class ClusteredAlgorithm(ClusterMethod):
     (tier 1), ``weighting`` (tier 2; with the formulation it also decides how a client that never trained weights
     the clusters, :meth:`test_weights`) and ``adaptation`` (tiers 3–4; ``Fixed()`` for a fixed K).
     ``sample_scope``: HCFL+'s sample-wise prior ω_{i,j;k} is kept; the tier-1 server statistics are kept when the
-    formulation uses them or the scope is the sample's."""
+    formulation uses them or the scope is the sample's. The round is :meth:`step` with the method's :meth:`plan`
+    (CLoVE, whose round clusters embeddings with FINCH, keeps a ``step`` of its own)."""
 
     fixed_clusters = True
 
@@ -222,39 +232,101 @@ class ClusteredAlgorithm(ClusterMethod):
                    init_index=np.tile(np.arange(k), m))
         self.models = sums.update(self.models, self.ctx.cfg.global_lr)
 
-    # -- the soft EM round (FedEM, FedRC) ------------------------------------------------------
-    def em_round(self, round_: int, clients: np.ndarray) -> RoundResult:
-        """One round of FedRC paper Alg. 1 with the method's parts: tier 1 log-likelihoods with the received models
-        (step 3), the tier-2 E-step (eq. 3; HCFL paper eq. 4–5 with the sample scope), local training of every
-        (client, k) pair with weights γ (eq. 5), the server update (step 4) and the tier-1 statistics the clients
-        upload (C_{y,k}, ν_k)."""
-        cohort, ll, est = self.e_step(clients)
-        self.train_aggregate_pairs(clients, est.gamma, self.weighting.aggregation(est, cohort.sizes), round_)
-        return self.em_result(cohort, ll, est, uploaded=self.num_clusters)
+    # -- the round: one template, a plan per method -------------------------------------------------
+    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
+        """One round of HCFL paper Alg. 1 (FedRC paper Alg. 1 for the soft EM methods), in its order. The method
+        decides the plan (tiers 1–2, :meth:`plan`) and may add to the phases after training (:meth:`after_training`)
+        and after the aggregation (:meth:`adapt`); the bytes follow from the plan (:meth:`RoundPlan.bytes`)."""
+        cohort = self.cohort(clients)  # the sampled clients, their rows and sizes
+        received = self.models  # θ^t, the models the cohort receives
+        plan = self.plan(round_, cohort)  # tiers 1–2: γ and A (soft) or each client's position (hard)
+        if plan.folds:  # A known before training: each trained chunk folded into the K sums (one aggregation)
+            self.train_aggregate(round_, plan)
+            local = None
+        else:
+            local = self.train(round_, plan)  # local training, the cohort's trained models kept
+            self.after_training(round_, plan, local)  # a hard rule joins its cluster (FeSEM), personal models
+            self.aggregate(local, plan.weights)  # the one aggregation (FedRC paper Alg. 1 step 4)
+        self.record(plan)  # Ω, γ and the tier-1 statistics the clients upload (C_{y,k}, ν_k)
+        self.adapt(round_, plan, local, received)  # tiers 3–4: K changes from θ^t (HCFL), IFCA's zero_fill
+        return RoundResult(*plan.bytes(self.nbytes), extra=plan.extra)
 
-    def e_step(self, clients: np.ndarray) -> tuple[Cohort, np.ndarray, EStep]:
-        """The cohort, its tier-1 log-likelihoods [n, K] and the tier-2 E-step, recorded in γ and Ω."""
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Tiers 1–2 before training, by the weighting part: a soft part's E-step (:meth:`soft_plan`) or a hard
+        part's start positions (:meth:`hard_plan`)."""
+        if isinstance(self.weighting, SoftWeighting):
+            return self.soft_plan(cohort)
+        return self.hard_plan(cohort)
+
+    def soft_plan(self, cohort: Cohort, objective: bool = True) -> RoundPlan:
+        """FedRC paper Alg. 1 step 3: tier-1 log-likelihoods with the received models and the tier-2 E-step (eq. 3;
+        HCFL paper eq. 4–5 with the sample scope); every pair trains with γ and is averaged with the part's A
+        (step 4). K models each way and the label table (fedrc-ratio); ``objective``: the cohort's objective
+        (FedRC paper eq. 1 / HCFL paper eq. 1) at the E-step, mean_j log Σ_k ω_{i;k} L_k(x_j, y_j)."""
         assert isinstance(self.weighting, SoftWeighting)
-        cohort = self.cohort(clients)
         ll = self.cohort_loglik(cohort)
         est = self.weighting.estimate(ll, cohort, self.state)
-        self.gamma[cohort.rows] = est.gamma
-        self.omega[clients] = est.omega
-        return cohort, ll, est
+        k = self.num_clusters
+        extra = {"objective": float(np.mean(_logsumexp(np.log(np.maximum(est.omega[cohort.owner], 1e-30)) + ll)))
+                 if len(ll) else 0.0} if objective else {}
+        return RoundPlan.soft(cohort, est.gamma, est.omega, self.weighting.aggregation(est, cohort.sizes),
+                              sent=k, uploaded=k, table=self.table_bytes(), extra=extra)
 
-    def em_result(self, cohort: Cohort, ll: np.ndarray, est: EStep, uploaded: int) -> RoundResult:
-        """After the training: the tier-1 statistics the clients upload (when the method keeps them) and the round's
-        bytes (``uploaded`` models up per client) and objective."""
-        k, m = self.num_clusters, cohort.m
+    def hard_plan(self, cohort: Cohort) -> RoundPlan:
+        """A hard part's start positions (IFCA: the lowest loss; FeSEM: a new client's lowest loss, the others'
+        current cluster); K models to the clients the part says (:meth:`HardWeighting.receivers`), one to the
+        others, one up. The clients join after training (:meth:`after_training`)."""
+        assert isinstance(self.weighting, HardWeighting)
+        clients = cohort.clients
+        new = self.assigned[clients] < 0 if self.assigned is not None else np.ones(cohort.m, dtype=bool)
+        start = self.weighting.start(self.loglik_of, clients, self.state)
+        return RoundPlan.hard(cohort, start, self.num_clusters,
+                              sent=np.where(self.weighting.receivers(new), self.num_clusters, 1))
+
+    def table_bytes(self) -> int:
+        """Bytes of the K × C label table each client receives (C_{y,k}) and uploads (F_i) (fedrc-ratio)."""
+        return 4 * self.num_clusters * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0
+
+    def train(self, round_: int, plan: RoundPlan) -> Params:
+        """Local training of the plan: every (client, k) pair with γ (soft) → [m, K, ...], or one unit per client
+        from its position (hard) → [m, ...]."""
+        c = plan.cohort
+        if plan.positions is None:
+            assert plan.gamma is not None
+            return self.train_pairs(c.clients, plan.gamma, round_, plan.solver)
+        return self.train_single(c.clients, plan.positions, round_, plan.solver, init=plan.init, anchor=plan.anchor)
+
+    def train_aggregate(self, round_: int, plan: RoundPlan) -> None:
+        """:meth:`train` folded into the aggregation with the plan's A (:meth:`train_aggregate_pairs` /
+        :meth:`train_aggregate_single`)."""
+        c = plan.cohort
+        assert plan.weights is not None
+        if plan.positions is None:
+            assert plan.gamma is not None
+            self.train_aggregate_pairs(c.clients, plan.gamma, plan.weights, round_, plan.solver)
+        else:
+            self.train_aggregate_single(c.clients, plan.positions, plan.weights, round_, plan.solver)
+
+    def after_training(self, round_: int, plan: RoundPlan, local: Params) -> None:
+        """Hook after training, before the aggregation: a hard part that has not joined yet joins by the trained
+        models (FeSEM: argmin_k ‖θ_k − θ_i‖, HCFL paper footnote 6)."""
+        if plan.weights is None:
+            assert isinstance(self.weighting, HardWeighting) and plan.positions is not None
+            plan.join(self.weighting.assign(plan.positions, lambda: self.model_distances(local), plan.cohort.clients,
+                                            self.state))
+
+    def record(self, plan: RoundPlan) -> None:
+        """The cohort's γ and Ω from the plan, and the tier-1 statistics its clients upload (when kept)."""
+        c = plan.cohort
+        assert plan.gamma is not None and plan.omega is not None
+        self.gamma[c.rows] = plan.gamma
+        self.omega[c.clients] = plan.omega
         if self.state.stats is not None:
-            self.formulation.update(self.state.stats, cohort, est.gamma, self.rounds_done)
-        table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0  # C / F_i
-        # The cohort's objective (FedRC paper eq. 1 / HCFL paper eq. 1) at the E-step: mean_j log Σ_k ω_{i;k}
-        # L_k(x_j, y_j).
-        objective = float(np.mean(_logsumexp(np.log(np.maximum(est.omega[cohort.owner], 1e-30)) + ll))) \
-            if len(ll) else 0.0
-        return RoundResult(bytes_up=m * (self.nbytes(uploaded) + table), bytes_down=m * (self.nbytes(k) + table),
-                           extra={"objective": objective})
+            self.formulation.update(self.state.stats, c, plan.gamma, self.rounds_done)
+
+    def adapt(self, round_: int, plan: RoundPlan, local: Params | None, received: Params) -> None:
+        """Hook after the aggregation: tiers 3–4 (K changes decided from θ^t = ``received`` and the cohort's
+        ``local`` models, HCFL paper Alg. 2 lines 11–31); nothing for a fixed K."""
 
     # -- aggregation -------------------------------------------------------------------------
     def aggregate(self, local: Params, weights: np.ndarray) -> None:

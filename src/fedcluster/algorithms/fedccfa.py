@@ -48,10 +48,10 @@ optimisers), its extractor steps at rep_lr 0.01 for rep_epochs 5 (here the run's
 20, τ = 0.1, alignment from round 21, uniform weights and 5 samples per class are theirs and the defaults here.
 Departures: fedcluster runs default to momentum 0, and without momentum a step at η moves about as far as one at η/10
 with momentum 0.9, so the defaults here are ``balanced_epochs=20 balanced_lr=1 clf_epochs=2 clf_lr=0.5 eps=0.3``: on a
-digits federation of three label-swap concepts (12 clients, MLP; tests/test_fedccfa.py) they recover every class's
-groups on seeds 0-2 after 10 and after 15 rounds, where after 15 rounds the authors' epochs with the learning rates
-scaled for momentum 0 (5 × 1.0 and 1 × 1.0, eps 0.1) leave some swapped classes at ARI 0.7-0.9 and split one or two
-unchanged ones, and the authors' values as they are (momentum 0) pool every class. The balanced sample is drawn with
+digits federation of three label-swap concepts (12 clients, MLP; tests/algorithms/test_fedccfa.py) they recover every
+class's groups on seeds 0-2 after 10 and after 15 rounds, where after 15 rounds the authors' epochs with the learning
+rates scaled for momentum 0 (5 × 1.0 and 1 × 1.0, eps 0.1) leave some swapped classes at ARI 0.7-0.9 and split one or
+two unchanged ones, and the authors' values as they are (momentum 0) pool every class. The balanced sample is drawn with
 the run's seed (per round and client); two clients take the distance above (the code divides by zero there); only the
 contrastive alignment is offered (the code's ``penalize=CL``, not its L2 variant).
 """

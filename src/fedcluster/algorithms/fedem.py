@@ -14,9 +14,10 @@ tier 2 ``soft-em`` (client scope, or HCFL+'s sample scope with μ̃), fixed K. O
 Prediction: Σ_k ω_{i;k} softmax(m_k(x)) (FedRC paper App. H.2). Test clients that never train run the E-step on
 their labelled data with the models fixed (``test_em_iters`` iterations from ω = 1/K), as FedRC paper does.
 The method is its parts: the formulation named by ``formulation`` (:data:`~fedcluster.tiers.formulation.
-FORMULATION_PARTS`, with the server statistics it keeps), the :class:`~fedcluster.tiers.weighting.SoftEM`
-E-step, and the shared EM round of :meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`; any
-formulation composes with either scope.
+FORMULATION_PARTS`, with the server statistics it keeps) and the :class:`~fedcluster.tiers.weighting.SoftEM`
+E-step; the round is the template of :meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.step` with the soft
+plan its E-step gives (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.soft_plan`: steps 1–2, K models each
+way), so the method is its parts alone. Any formulation composes with either scope.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
@@ -60,6 +59,3 @@ class FedEM(ClusteredAlgorithm):
     @classmethod
     def streams_aggregation(cls, params: FedEMParams) -> bool:
         return not params.split  # the E-step weights are known before training
-
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        return self.em_round(round_, clients)

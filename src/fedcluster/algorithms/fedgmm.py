@@ -39,13 +39,15 @@ import numpy as np
 import torch
 from sklearn.cluster import kmeans_plusplus
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Reals, non_negative
@@ -140,8 +142,11 @@ class FedGMM(ClusteredAlgorithm):
         self.started = True
 
     # -- the round -------------------------------------------------------------------------------------------------
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        rows, owner = self.rows(clients)
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """The E-step and the clients' closed-form M-step (π_i, the Gaussian statistics); the predictors' M-step is
+        a soft plan: every (client, m2) pair trains with Σ_{m1} q and is averaged with N_i. The M2 models each way,
+        the Gaussian statistics (float32) both ways."""
+        clients, rows, owner = cohort.clients, cohort.rows, cohort.owner
         x = self.ctx.fed.train.take(rows)
         if not self.started:
             self.seed_components(x)
@@ -163,13 +168,9 @@ class FedGMM(ClusteredAlgorithm):
             self.gmm_s0[c] = r.sum(0).cpu().numpy()
             self.gmm_s1[c] = (r.T @ z).cpu().numpy()
             self.gmm_s2[c] = (r.T @ z.square()).cpu().numpy()
-        self.gamma[rows] = gamma
-        self.omega[clients] = self.pi[clients].sum(1)
-        sizes = self.sizes(clients)
-        self.train_aggregate_pairs(clients, gamma, np.repeat(sizes[:, None], self.num_clusters, 1), round_)
-        stats = 4 * self.components * (1 + 2 * flat.shape[1])
         k = self.num_clusters
-        return RoundResult(bytes_up=m * (self.nbytes(k) + stats), bytes_down=m * (self.nbytes(k) + stats))
+        return RoundPlan.soft(cohort, gamma, self.pi[clients].sum(1), np.repeat(cohort.sizes[:, None], k, 1), sent=k,
+                              uploaded=k, table=4 * self.components * (1 + 2 * flat.shape[1]))
 
     # -- prediction without labels ------------------------------------------------------------------------------------
     def unseen_pi(self, split: Split) -> np.ndarray:

@@ -52,8 +52,8 @@ Adapted to fedcluster's one cohort per round (the code samples m clients inside 
 * a part stays open to splitting when it has ≥ ``min_cluster_size`` members (the code: more than m);
 * the perception vector u_i is client i's row of P (its own rewards next to each peer, eq. 5's index order); the
   authors' code compares columns (``perception=column``: the peers' rewards next to i). On the test federations
-  of ``tests/test_new_methods.py`` (40 clients, a 3:1 majority/minority concept split, round 80) spectral
-  clustering of the rows recovers the two concepts (ARI 1.0 for β ∈ [1, 10]) and of the columns does not
+  of ``tests/algorithms/test_grouping_methods.py`` (40 clients, a 3:1 majority/minority concept split, round 80)
+  spectral clustering of the rows recovers the two concepts (ARI 1.0 for β ∈ [1, 10]) and of the columns does not
   (ARI ≈ 0): the rows carry each client's reward level, the columns only the small effect of i on its peers.
 Defaults otherwise follow the authors' code: β = 4 (``ServerFedGWC``'s gamma; its command line passes 0.1),
 ε = 1e-5, loss_sampling_size = 10.

@@ -7,7 +7,8 @@ and its soft label counts Σ_j 1{y_ij = y} γ_{i,j;k}; the server averages the m
 C_{y,k} = F_g[k, y] / Σ_y' F_g[k, y'] from every client's latest counts.
 FedRC is FedEM's shape with other parts: the :class:`~fedcluster.tiers.formulation.LabelRatio` formulation (with its
 label counts and the ``count_noise`` option), the soft EM E-step (or :class:`~fedcluster.tiers.weighting.AdamEM`),
-and the shared EM round (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.em_round`).
+and the round template (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.step`) with the soft plan of that
+E-step (:meth:`FedRC.plan`; the label table counted on the wire both ways); FedRC-FT adds its evaluation only.
 
 Variants (paper readings where the authors' code differs / E.4):
 
@@ -35,20 +36,22 @@ Variants (paper readings where the authors' code differs / E.4):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Self, overload
 
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm
 from fedcluster.algorithms.fedem import FedEMParams
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.tiers.adaptation import Fixed
 from fedcluster.tiers.aggregation import weighted_mean
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import FORMULATION_PARTS, Formulation, LabelRatio
 from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Kind, Reals, non_negative
@@ -131,15 +134,16 @@ class FedRC(ClusteredAlgorithm):
     def streams_aggregation(cls, params: FedRCParams) -> bool:
         return not (params.split or params.ft)  # FedRC-FT keeps every client's fine-tuned models for evaluation
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        return self.best_model_round(round_, clients) if self.params.hard == "train" else self.em_round(round_, clients)
-
-    def best_model_round(self, round_: int, clients: np.ndarray) -> RoundResult:
-        """FedRC-TrHC: the soft E-step, then each client trains (and uploads) its highest-weight model only."""
-        cohort, ll, est = self.e_step(clients)
-        best = est.omega.argmax(1)
-        self.train_aggregate_single(clients, best, self.cluster_sizes_weights(clients, best), round_)
-        return self.em_result(cohort, ll, est, uploaded=1)
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """FedRC paper Alg. 1 step 3: the E-step with C_{y,k} (eq. 2–3), a soft plan (every pair trains with γ,
+        eq. 5). FedRC-TrHC: the same soft E-step, γ, Ω and label counts, but a hard plan in which each client trains
+        (and uploads) its highest-weight model only."""
+        plan = self.soft_plan(cohort)
+        if self.params.hard != "train":
+            return plan
+        assert plan.omega is not None
+        best = plan.omega.argmax(1)
+        return replace(plan, positions=best, weights=self.cluster_sizes_weights(cohort.clients, best), uploaded=1)
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray]:
         """FedRC-FT predicts with fine-tuned models (participating clients: each its own fine-tuned K models;

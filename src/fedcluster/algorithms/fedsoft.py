@@ -23,13 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
 from fedcluster.engine.params import Params
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Flags, Weights
@@ -65,24 +67,27 @@ class FedSoft(ClusteredAlgorithm):
         w = torch.as_tensor(u, dtype=torch.float32, device=self.ctx.device)
         return {n: torch.einsum("mk,k...->m...", w.to(v.dtype), v) for n, v in self.models.items()}
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        rows, owner = self.rows(clients)
-        u = fedsoft(-self.losses(rows), owner, len(clients), self.params.floor)
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Step 1: u from the K centres' losses; step 2's start (w_i, or c̄_i for a client without one) and proximal
+        centre c̄_i: one unit per client (a hard plan with the soft Ω = u and A = u N_i of step 3). K centres down;
+        w_i and the K weights (float32) up. The trained w_i are kept (``fold=False``)."""
+        u = fedsoft(-self.losses(cohort.rows), cohort.owner, cohort.m, self.params.floor)
         anchor = self.centre_mix(u)
-        idx = torch.as_tensor(clients)
-        fresh = torch.as_tensor(~self.has_personal[clients], device=self.ctx.device)
+        idx = torch.as_tensor(cohort.clients)
+        fresh = torch.as_tensor(~self.has_personal[cohort.clients], device=self.ctx.device)
         init = {n: torch.where(fresh.view(-1, *[1] * (v.dim() - 1)), v, self.personal[n][idx])
                 for n, v in anchor.items()}
-        solver = replace_solver(self.ctx.solver, prox_mu=self.params.prox)
-        local = self.train_single(clients, np.zeros(len(clients), np.int64), round_, solver, init=init, anchor=anchor)
-        self.aggregate(local, u * self.sizes(clients)[:, None])
+        k = self.num_clusters
+        return RoundPlan.hard(cohort, np.zeros(cohort.m, np.int64), k, gamma=u[cohort.owner], omega=u,
+                              weights=u * cohort.sizes[:, None], sent=k, extra_up=4 * k, init=init, anchor=anchor,
+                              solver=replace_solver(self.ctx.solver, prox_mu=self.params.prox), fold=False)
+
+    def after_training(self, round_: int, plan: RoundPlan, local: Params) -> None:
+        """The personal models w_i kept for the next round and for prediction."""
+        idx = torch.as_tensor(plan.cohort.clients)
         for n, v in local.items():
             self.personal[n][idx] = v
-        self.has_personal[clients] = True
-        self.omega[clients] = u
-        self.gamma[rows] = u[owner]
-        m, k = len(clients), self.num_clusters
-        return RoundResult(bytes_up=m * (self.nbytes(1) + 4 * k), bytes_down=m * self.nbytes(k))
+        self.has_personal[plan.cohort.clients] = True
 
     def prediction(self, split: Split, participating: bool) -> tuple[torch.Tensor, np.ndarray | torch.Tensor]:
         """Participating clients: their personal models (c̄_i for a client that has none yet); test clients: the

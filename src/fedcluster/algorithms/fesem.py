@@ -11,13 +11,17 @@ Composition: tier 1 ``conditional`` (first assignment only), tier 2 ``hard-dista
 
 The original's distance regulariser pulling local models to their centre is not in the seeds and is
 left out. Test clients take the cluster with the lowest loss (FedRC paper H.8).
+
+The method is its parts: the round template's hard plan (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.
+hard_plan`, steps 1–2: K models down to a new client, one to the others, one up) and the part's join after training
+(:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.after_training`, step 3).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.tiers.adaptation import Fixed
@@ -37,12 +41,3 @@ class FeSEM(ClusteredAlgorithm):
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardDistance(), adaptation=Fixed())
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        new = int((self.assigned[clients] < 0).sum())
-        start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        local = self.train_single(clients, start, round_)  # step 2
-        assign = self.weighting.assign(start, lambda: self.model_distances(local), clients, self.state)  # step 3
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
-        self.set_hard(clients, assign)
-        down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
-        return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)

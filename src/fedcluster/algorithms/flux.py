@@ -31,8 +31,8 @@ authors' code (dariofenoglio98/FLUX, ``flux/server.py``, ``flux/client.py``, ``p
    with the cluster whose centroid's marginal part is nearest (Euclidean), as the code's inference does.
 
 Where fedcluster's defaults differ from the code's, and why (measured on digits, the logistic model, 12 clients, four
-rotations 0/90/180/270°, the federation ``tests/test_flux.py`` runs, seeds 0-4): the marginal descriptor alone
-(``px``) and the features unprojected give ARI 1 and every unseen client its rotation's cluster on all five seeds
+rotations 0/90/180/270°, the federation ``tests/algorithms/test_flux.py`` runs, seeds 0-4): the marginal descriptor
+alone (``px``) and the features unprojected give ARI 1 and every unseen client its rotation's cluster on all five seeds
 (also with 8 clients, and with two or three rotations); the code's ``pxy`` gives 0.42-0.65 there (about 10 samples
 per class and client make the per-class loss statistics noise), and the projection to 10 dimensions 0.42-1.
 HDBSCAN on a dozen or two clients is fragile: with 16-20 clients (about 60 samples each) or a label skew inside

@@ -40,9 +40,13 @@ from fedcluster.tiers.saved_kinds import Positions
 
 class HardClusters(ClusterMethod):
     """K^t hard clusters with stable ids (:class:`~fedcluster.algorithms.cluster_method.ClusterMethod`); subclasses
-    implement :meth:`step`. ``cluster`` is the state's hard position of every client. The constructor takes the
-    clusters at the start ``k0`` and the tier-3 part ``adaptation``, both required
-    (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies itself)."""
+    implement :meth:`step` and keep it: this family is not on the soft/EM family's round template
+    (:meth:`~fedcluster.algorithms.clustered.ClusteredAlgorithm.step` over a round plan). Its rounds read the cohort's
+    updates Δθ_i (:meth:`train`) and change K inside the round (CFL's and ICFL's splits, StoCFL's merges toward a
+    global model, FedGWC's loss trajectories) or regroup every client once (PACFL, FL+HC, FedGroup). ``cluster`` is
+    the state's hard position of every client. The constructor takes the clusters at the start ``k0`` and the tier-3
+    part ``adaptation``, both required (:class:`~fedcluster.tiers.adaptation.InRound` names a rule the round applies
+    itself)."""
 
     # the state's ``assigned`` under the name ``cluster`` (saved so; every client is in one: never −1)
     cluster = StateField[np.ndarray](Positions(), path="assigned")

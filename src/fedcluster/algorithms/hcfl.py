@@ -38,15 +38,16 @@ NaN when not tested) — plus ``mean_update_norm`` / ``max_update_norm`` for ``a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, replace_solver
 from fedcluster.algorithms.fedem import FedEMParams
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.data.federation import Split
@@ -57,7 +58,7 @@ from fedcluster.tiers.adaptation import ADAPTATIONS, GapSplits
 from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.distance import DISTANCE_PARTS, Reduce, client_prototypes
 from fedcluster.tiers.formulation import FORMULATION_PARTS
-from fedcluster.tiers.weighting import WEIGHTINGS, HardWeighting, SoftWeighting, one_hot
+from fedcluster.tiers.weighting import WEIGHTINGS
 
 WeightingName = Literal["soft-em", "hard-loss", "hard-distance", "fedsoft"]
 Adaptive = Literal["fixed", "cfl", "split", "split-remove", "low-mass"]
@@ -109,66 +110,43 @@ class HCFL(ClusteredAlgorithm):
                 and ctx.fed.task != "classification":
             raise ConfigError("prototype distances need class labels; use algorithm.distance=update-cosine")
         self._features = BodyFeatures(ctx.module)
-        self._proto_bytes = 0
 
-    # -- one round -------------------------------------------------------------------------------
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
+    # -- one round: the template's phases -------------------------------------------------------
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Step 1 (tier 2, Alg. 3 line 1): a soft rule's E-step with the received θ^t (FedRC eq. 3 / HCFL eq. 4–5;
+        every pair trains, Alg. 3 lines 2–4) or a hard rule's start positions (one unit per client, joined after
+        training). The trained models are kept for tiers 3–4 (``fold=False``); FedSoft's proximal term (``prox``).
+        Bytes (HCFL paper A.2 "communicated"): the models, the C_{y,k} table (fedrc-ratio, soft rules) and ω̃ (K
+        numbers up, when tier 3 uses it); the prototypes P_i are added once tier 4 has computed them (:meth:`adapt`)."""
         p = self.params
-        self._proto_bytes = 0
-        k0, m = self.num_clusters, len(clients)
-        new_clients = int((self.assigned[clients] < 0).sum())
-        cohort = self.cohort(clients)
-        local, a, gamma, omega, start = self.weights_and_training(round_, cohort)  # tier 2, Alg. 3
-        self.gamma[cohort.rows] = gamma
-        self.omega[clients] = omega
+        solver = replace_solver(self.ctx.solver, prox_mu=p.prox) if p.prox > 0 else None
+        plan = self.soft_plan(cohort, objective=False) if self.weighting.soft else self.hard_plan(cohort)
+        extra_up = 4 * self.num_clusters if self.adaptation.sends_weights else 0
+        return replace(plan, solver=solver, fold=False, extra_up=extra_up)
+
+    def adapt(self, round_: int, plan: RoundPlan, local: Params | None, received: Params) -> None:
+        """Steps 3 and 5 after the aggregation (step 4) and the label counts F_i^{latest} (Alg. 2 lines 7–10): the
+        tier-3/4 decisions from θ^t = ``received``, the local models and the new ω̃ (Alg. 2 lines 11–22), then the
+        split of k* (line 23, Alg. 4) and the removals (lines 29–31, Alg. 5; FedRC paper Alg. 3 for ``low-mass``)."""
+        assert local is not None and plan.omega is not None and plan.weights is not None
+        p, cohort, k0 = self.params, plan.cohort, plan.k
+        start = plan.positions if plan.positions is not None else np.full(cohort.m, -1)
         extra = self.adaptation.columns()
         removal = self.adaptation.removals(self.omega, round_)  # Alg. 2 lines 13–19 (split-remove)
-        view = RoundView(self, cohort, local, omega.argmax(1), start)
-        splits = self.adaptation.splits(round_, omega, view, extra)  # tiers 3–4 (lines 20–22)
-        old = self.models
-        self.aggregate(local, a)  # Alg. 2 lines 8–9
-        if self.state.stats is not None:  # F_i^{latest}, C_{y,k} (lines 7, 10)
-            self.formulation.update(self.state.stats, cohort, gamma, self.rounds_done)
+        view = RoundView(self, cohort, local, plan.omega.argmax(1), start, received)
+        splits = self.adaptation.splits(round_, plan.omega, view, extra)  # tiers 3–4 (lines 20–22)
+        plan.extra.update(extra)
+        plan.extra_up += view.proto_bytes
         for j, first, second in splits:
             if p.max_clusters is None or self.num_clusters < p.max_clusters:
-                self.state.split(j, first, second, local, a, clients, old, soft_update=p.scwu and self.weighting.soft,
-                                 global_lr=self.ctx.cfg.global_lr, shared_body=self.split, owner=self._owner,
-                                 round_=self._round)
+                self.state.split(j, first, second, local, plan.weights, cohort.clients, received,
+                                 soft_update=p.scwu and self.weighting.soft, global_lr=self.ctx.cfg.global_lr,
+                                 shared_body=self.split, owner=self._owner, round_=self._round)
         self.remove_clusters(removal)  # positions < K^t: unaffected by new ones
         self.remove_clusters(self.adaptation.low_mass(self.gamma, round_), rule="s4")
         if self.num_clusters != k0 and self._multi is not None:  # the K-head trainer is rebuilt for K^{t+1}
             self._multi.close()
             self._multi = None
-        return RoundResult(*self.payload(m, k0, new_clients), extra=extra)
-
-    def weights_and_training(self, round_: int, cohort: Cohort
-                             ) -> tuple[Params, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Tier 2 and Alg. 3 → (local models [m, K, ...] or [m, ...], aggregation weights A [m, K],
-        γ [n, K], the cohort's ω̃ [m, K], the position each client's single model started from (hard)).
-        A soft rule trains every (client, k) pair with its γ; a hard one each client from one position."""
-        p, clients, rule = self.params, cohort.clients, self.weighting
-        solver = replace_solver(self.ctx.solver, prox_mu=p.prox) if p.prox > 0 else self.ctx.solver
-        if isinstance(rule, SoftWeighting):
-            est = rule.estimate(self.cohort_loglik(cohort), cohort, self.state)  # FedRC eq. 3 / HCFL eq. 4–5
-            local = self.train_pairs(clients, est.gamma, round_, solver)
-            return local, rule.aggregation(est, cohort.sizes), est.gamma, est.omega, np.full(cohort.m, -1)
-        assert isinstance(rule, HardWeighting)
-        start = rule.start(self.loglik_of, clients, self.state)
-        local = self.train_single(clients, start, round_, solver)
-        assign = rule.assign(start, lambda: self.model_distances(local), clients, self.state)
-        omega = one_hot(assign, self.num_clusters)
-        return local, omega * cohort.sizes[:, None], omega[cohort.owner], omega, start
-
-    def payload(self, m: int, k: int, new_clients: int) -> tuple[int, int]:
-        """(bytes up, bytes down) of the round with K^t = ``k``: models, the C_{y,k} table (fedrc-ratio), ω̃ (K
-        numbers, when tier 3 uses it) and the prototypes P_i ((C+1) × dim z) up (HCFL paper A.2 "communicated")."""
-        table = 4 * k * max(self.ctx.fed.num_classes, 1) if self.formulation.label_table else 0
-        extra_up = self._proto_bytes + (4 * k if self.adaptation.sends_weights else 0)
-        if isinstance(self.weighting, SoftWeighting):
-            return m * (self.nbytes(k) + table + extra_up), m * (self.nbytes(k) + table)
-        assert isinstance(self.weighting, HardWeighting)
-        everything = self.weighting.receivers(m, new_clients)  # clients that download all K models
-        return m * (self.nbytes(1) + extra_up), everything * self.nbytes(k) + (m - everything) * self.nbytes(1)
 
 
 @dataclass
@@ -181,19 +159,26 @@ class RoundView:
     local: Params  # [m, K, ...] (soft rules) or [m, ...] (hard rules)
     members: np.ndarray  # [m] each client's cluster, argmax ω̃
     start: np.ndarray  # [m] the position a hard rule trained from (−1: soft)
+    received: Params | None = None  # θ^t, the models the cohort trained from (None: the method's current models)
+    proto_bytes: int = field(default=0, init=False)  # bytes of one client's prototypes, once computed
+
+    @property
+    def models(self) -> Params:
+        """θ^t."""
+        return self.alg.models if self.received is None else self.received
 
     def own_models(self) -> tuple[Params, torch.Tensor]:
         """Each client's model of cluster members[i] (φ_i and head k, or the full model; a hard rule's single model),
         in the order of ``local``, and the position [m] each started from."""
         rows = torch.arange(len(self.members))
         own = torch.as_tensor(np.where(self.start >= 0, self.start, self.members), device=self.alg.ctx.device)
-        return {n: (v if v.dim() == self.alg.models[n].dim() else v[rows, torch.as_tensor(self.members)])
+        return {n: (v if v.dim() == self.models[n].dim() else v[rows, torch.as_tensor(self.members)])
                 for n, v in self.local.items()}, own
 
     def own_updates(self, names: Any = None) -> dict[str, torch.Tensor]:
         """{name: θ_{k,i} − θ_k^t} of each client's own model against the model it started from."""
         mine, own = self.own_models()
-        return {n: mine[n] - self.alg.models[n].index_select(0, own) for n in (list(mine) if names is None else names)}
+        return {n: mine[n] - self.models[n].index_select(0, own) for n in (list(mine) if names is None else names)}
 
     def updates(self) -> torch.Tensor:
         """[m, P] flattened θ_{k,i} − θ_k^t, paired by parameter name (the K-head trainer returns the heads in
@@ -218,7 +203,7 @@ class RoundView:
             lo, hi = part.ptr[cohort[at]], part.ptr[cohort[at] + 1]
             local = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
             pos = np.repeat(at, hi - lo)
-            z = alg._features.cohort(alg.models, part.x, local, members[pos], alg.split)
+            z = alg._features.cohort(self.models, part.x, local, members[pos], alg.split)
             protos, counts = client_prototypes(z, part.y[torch.as_tensor(local, device=part.y.device)], pos, m,
                                                classes)
             shape[:] = protos.shape
@@ -228,5 +213,5 @@ class RoundView:
         both = torch.zeros((m, table.shape[1]), dtype=torch.float64, device=alg.ctx.device)
         both[torch.as_tensor(np.flatnonzero(has), device=both.device)] = torch.as_tensor(table, device=both.device)
         protos, counts = both[:, :-rows_of].reshape(shape), both[:, -rows_of:]
-        alg._proto_bytes = 4 * protos.shape[1] * protos.shape[2]
+        self.proto_bytes = 4 * protos.shape[1] * protos.shape[2]
         return protos, counts

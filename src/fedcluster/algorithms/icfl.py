@@ -23,7 +23,7 @@ other clusters' models; here A uses the sampled members' updates of the round (i
 participation) and the pool is averaged like any cluster. Extras: ``icfl_threshold`` (α_t) and
 ``min_connectivity`` (smallest α_G tested this round).
 
-Behaviour (``tests/test_cfl_baselines_behaviour.py``): α_t rises from 0 to 1, so a cluster splits as soon as
+Behaviour (``tests/algorithms/test_cfl_baselines_behaviour.py``): α_t rises from 0 to 1, so a cluster splits as soon as
 α_t passes its connectivity — first the pool of a multi-concept federation along the concepts (8 digits
 clients, two label maps: α_G ≈ 0.33–0.40, split at t = 6 with α*(0) = 0.85), later every cluster whose
 clients' updates are not all parallel: one concept (α_G 0.60–0.87) ends with one client per cluster at

@@ -37,13 +37,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
+from fedcluster.engine.params import Params
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
-from fedcluster.tiers.cohort import segment_mean
+from fedcluster.tiers.cohort import Cohort, segment_mean
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weighting import HardLoss
 
@@ -74,20 +76,23 @@ class IFCA(ClusteredAlgorithm):
     def streams_aggregation(cls, params: IFCAParams) -> bool:
         return not params.split  # the assignment is made before training
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        assign = self.choose(round_, clients)  # step 1
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Step 1: every client picks k_i (:meth:`choose`) before training and joins it; K models down, one up;
+        the local solver of the variant (step 2)."""
+        assign = self.choose(round_, cohort.clients)
         solver = self.ctx.solver
         if self.params.variant == "gradient":
-            full = int(self.ctx.fed.train.sizes[clients].max(initial=1))
+            full = int(self.ctx.fed.train.sizes[cohort.clients].max(initial=1))
             solver = replace_solver(solver, epochs=1, batch_size=full, max_steps=1, momentum=0.0)
         if self.params.steps is not None:
             solver = replace_solver(solver, max_steps=self.params.steps)
-        self.train_aggregate_single(clients, assign, self.cluster_sizes_weights(clients, assign), round_, solver)
+        return RoundPlan.hard(cohort, assign, self.num_clusters, sent=self.num_clusters, solver=solver).join(assign)
+
+    def adapt(self, round_: int, plan: RoundPlan, local: Params | None, received: Params) -> None:
+        """``zero_fill``: after step 3, a model no client picked becomes all zeros (the FedRC paper's code)."""
         if self.params.zero_fill:
-            self.zero_unpicked(np.bincount(assign, minlength=self.num_clusters) > 0)
-        self.set_hard(clients, assign)
-        m = len(clients)
-        return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * self.nbytes(self.num_clusters))
+            assert plan.positions is not None
+            self.zero_unpicked(np.bincount(plan.positions, minlength=self.num_clusters) > 0)
 
     def choose(self, round_: int, clients: np.ndarray) -> np.ndarray:
         """k_i for every sampled client: the lowest mean loss on all its training data (the IFCA paper), or the

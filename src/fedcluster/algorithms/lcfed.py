@@ -44,18 +44,20 @@ down to a new client), and the r-dimensional z_i on top of the model up.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from sklearn.cluster import KMeans
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import Params, flatten, repeat
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.saved_fields import Saved
 from fedcluster.tiers.saved_kinds import Reals
@@ -108,19 +110,18 @@ class LCFed(ClusteredAlgorithm):
         self.centre = np.zeros(0, dtype=np.float64)  # c [P] of the PCA (none before the first round)
         self.directions = np.zeros((0, 0), dtype=np.float64)  # V [P, r]
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        new = int((self.assigned[clients] < 0).sum())
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Steps 1–2: the hard plan (each client from its cluster; a new one from its lowest-loss cluster) with the
+        proximal weight μ toward the start (none before a cluster is formed)."""
         mu = self.params.mu if (self.assigned >= 0).any() else 0.0  # no cluster formed yet: no proximal term
-        start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        solver = dataclasses.replace(self.ctx.solver, prox_mu=mu)
-        local = self.train_single(clients, start, round_, solver)  # step 2 (proximal centre: the start)
-        assign = self.cluster(local)  # step 3
-        self.assigned[clients] = assign
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
-        self.set_hard(clients, assign)
-        down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
-        low_rank = len(clients) * self.directions.shape[1] * 4
-        return RoundResult(bytes_up=len(clients) * self.nbytes(1) + low_rank, bytes_down=down)
+        return replace(self.hard_plan(cohort), solver=dataclasses.replace(self.ctx.solver, prox_mu=mu))
+
+    def after_training(self, round_: int, plan: RoundPlan, local: Params) -> None:
+        """Step 3; each client also uploads its r-dimensional low-rank model z_i (float32)."""
+        assign = self.cluster(local)
+        self.assigned[plan.cohort.clients] = assign
+        plan.join(assign)
+        plan.extra_up = self.directions.shape[1] * 4
 
     def cluster(self, local: Params) -> np.ndarray:
         """Step 3 on the cohort's trained models ``local`` [m, ...]."""

@@ -20,12 +20,14 @@ import numpy as np
 import torch
 from sklearn.cluster import KMeans
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams, replace_solver
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
-from fedcluster.engine.params import flatten
+from fedcluster.engine.params import Params, flatten
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weighting import HardLoss, best_cluster
 
@@ -56,24 +58,28 @@ class OneShot(ClusteredAlgorithm):
         super().__init__(ctx, params, formulation=Conditional(), weighting=HardLoss(), adaptation=Fixed())
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        m, k = len(clients), self.num_clusters
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Step 1 (the first round): every client fits θ^0 for ``local_epochs`` and joins after training (step 2).
+        Step 3: each client from its fixed cluster (a new one from its lowest-loss cluster, K models down to it). The
+        trained models are aggregated in one piece (``fold=False``), as this method always has."""
+        clients, k = cohort.clients, self.num_clusters
         if (self.assigned < 0).all():  # the one-shot phase
             solver = replace_solver(self.ctx.solver, epochs=self.params.local_epochs)
-            local = self.train_single(clients, np.zeros(m, np.int64), round_, solver)
-            assign = kmeans_models(flatten(local), k, self.ctx.cfg.seed)
-            self.models = {n: v[:1].expand_as(v).clone() for n, v in self.models.items()}  # θ_k = θ^0 until set
-            self.aggregate(local, self.cluster_sizes_weights(clients, assign))
-            self.assigned[clients] = assign
-            self.set_hard(clients, assign)
-            return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * self.nbytes(1))
-        new = clients[self.assigned[clients] < 0]
+            return RoundPlan.hard(cohort, np.zeros(cohort.m, np.int64), k, solver=solver)
+        fresh = self.assigned[clients] < 0
+        new = clients[fresh]
         if len(new):
             rows, owner = self.rows(new)
             self.assigned[new] = best_cluster(-self.losses(rows), owner, len(new))
         assign = self.assigned[clients]
-        local = self.train_single(clients, assign, round_)
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))
-        self.set_hard(clients, assign)
-        down = len(new) * self.nbytes(k) + (m - len(new)) * self.nbytes(1)
-        return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=down)
+        return RoundPlan.hard(cohort, assign, k, sent=np.where(fresh, k, 1), fold=False).join(assign)
+
+    def after_training(self, round_: int, plan: RoundPlan, local: Params) -> None:
+        """Step 2 (the one-shot phase): k-means of the local models; θ_k starts from θ^0 and is aggregated from its
+        members."""
+        if plan.weights is not None:
+            return
+        assign = kmeans_models(flatten(local), self.num_clusters, self.ctx.cfg.seed)
+        self.models = {n: v[:1].expand_as(v).clone() for n, v in self.models.items()}  # θ_k = θ^0 until set
+        self.assigned[plan.cohort.clients] = assign
+        plan.join(assign)

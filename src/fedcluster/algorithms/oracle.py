@@ -12,13 +12,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.data.drift import Drift
 from fedcluster.data.federation import Split
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.adaptation import Fixed
+from fedcluster.tiers.cohort import Cohort
 from fedcluster.tiers.formulation import Conditional
 from fedcluster.tiers.weighting import HardLoss, one_hot
 
@@ -40,12 +42,11 @@ class Oracle(ClusteredAlgorithm):
         super().data_changed(clients)
         self.set_hard(clients, self.ctx.fed.true_cluster[clients])
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        assign = self.ctx.fed.true_cluster[clients]
-        local = self.train_single(clients, assign, round_)
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))
-        m = len(clients)
-        return RoundResult(bytes_up=m * self.nbytes(1), bytes_down=m * self.nbytes(1))
+    def plan(self, round_: int, cohort: Cohort) -> RoundPlan:
+        """Each client trains its true cluster's model (one model each way). The trained models are aggregated
+        in one piece (``fold=False``), as this method always has, so that its sums are formed in the same order."""
+        assign = self.ctx.fed.true_cluster[cohort.clients]
+        return RoundPlan.hard(cohort, assign, self.num_clusters, fold=False).join(assign)
 
     def test_weights(self, outputs: torch.Tensor, split: Split) -> np.ndarray:
         return one_hot(self.ctx.fed.test_cluster, self.num_clusters)

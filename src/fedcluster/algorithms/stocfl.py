@@ -21,7 +21,7 @@ HCFL paper E.2: τ ∈ {0, 0.05, 0.1, 0.15}, λ = 0.5. The authors' own StoCFL c
 off clusters (intra re-clustering); HCFL paper follows the merge-only reference code, as here.
 Communication: down θ_k and θ_g, up θ_i. Extras: ``max_cosine`` (largest cos between cluster representations).
 
-Behaviour (``tests/test_cfl_baselines_behaviour.py``): representations are first updates, so the merges
+Behaviour (``tests/algorithms/test_cfl_baselines_behaviour.py``): representations are first updates, so the merges
 settle once every client has been sampled. On 8 digits clients with two label maps the first updates have
 cos 0.16–0.79 within a concept and −0.35–0.29 across (seeds 0–4): τ = 0.3 merges each concept into one
 cluster by round 2 and iid clients into one; the HCFL paper's τ = 0.1 merges across concepts on 3 of 5 seeds, τ = 0.5

@@ -47,8 +47,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 
-from fedcluster.algorithms.base import Context, RoundResult
+from fedcluster.algorithms.base import Context
 from fedcluster.algorithms.clustered import ClusteredAlgorithm, ClusteredParams
+from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import ranged
 from fedcluster.engine.params import Params, flatten, repeat
@@ -107,15 +108,9 @@ class WeCFL(ClusteredAlgorithm):
         self.models = repeat({n: v[0] for n, v in self.models.items()}, self.num_clusters)  # step 0: one θ^0
         self.assigned = np.full(ctx.fed.num_clients, -1, dtype=np.int64)
 
-    def step(self, round_: int, clients: np.ndarray) -> RoundResult:
-        new = int((self.assigned[clients] < 0).sum())
-        start = self.weighting.start(self.loglik_of, clients, self.state)  # step 1
-        local = self.train_single(clients, start, round_)  # step 2
-        assign = self.cluster(local, clients)  # step 3
-        self.aggregate(local, self.cluster_sizes_weights(clients, assign))  # step 4
-        self.set_hard(clients, assign)
-        down = new * self.nbytes(self.num_clusters) + (len(clients) - new) * self.nbytes(1)
-        return RoundResult(bytes_up=len(clients) * self.nbytes(1), bytes_down=down)
+    def after_training(self, round_: int, plan: RoundPlan, local: Params) -> None:
+        """Step 3 (steps 1–2: the round template's hard plan; step 4: its aggregation)."""
+        plan.join(self.cluster(local, plan.cohort.clients))
 
     def cluster(self, local: Params, clients: np.ndarray) -> np.ndarray:
         """Step 3 on the cohort's trained models (their heads when the body is shared); kept in ``assigned``."""

@@ -4,7 +4,7 @@ Run keys come from :class:`fedcluster.config.run_config.RunConfig` with the mean
 prints; the parameters of every built-in algorithm, scenario, model and data set from the registered dataclasses
 (by default as :mod:`fedcluster.catalog.param_tables` holds them); the keys a resume may change from
 :mod:`fedcluster.tracking.resume`. ``PYTHONPATH=src python -m fedcluster.app.regenerate`` rewrites the page with
-the other generated files; tests/test_docs.py fails until it is current.
+the other generated files; tests/project/test_docs.py fails until it is current.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 What is registered where, readable without importing any implementation (so `fedcluster list` starts
 at once): name -> (module that registers it, one-line description), and the paper each registration
 declares. Each registration is declared once, by the ``register``/``add`` call of its module;
-tests/test_discoverability.py fails until this file matches them."""
+tests/app/test_discoverability.py fails until this file matches them."""
 # ruff: noqa: E501
 
 from __future__ import annotations

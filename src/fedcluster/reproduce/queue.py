@@ -30,11 +30,13 @@ CLIENT_ROUND_SECONDS = 8e-3  # one client's round at the protocols with an MLP o
 
 @dataclass(frozen=True)
 class Entry:
-    """One unsettled experiment and what it is expected to cost (CPU hours: measured, or a size proxy)."""
+    """One unsettled experiment, the seeds it runs (those asked, or as many as its published page holds, so that
+    the page can be replaced) and what it is expected to cost (CPU hours: measured, or a size proxy)."""
 
     exp: Experiment
     hours: float
     measured: bool
+    seeds: int
 
 
 def settled(held: Stored | None, budget: str, seeds: int) -> bool:
@@ -66,7 +68,8 @@ def expected_hours(exp: Experiment, budget: str, seeds: int, folders: tuple[Path
 
 def unsettled(budget: str, seeds: int, published: Path, folders: tuple[Path, ...]) -> list[Entry]:
     """The experiments that have ``budget`` (every one for the test budget) and are not settled in ``published``,
-    cheapest first."""
+    cheapest first. An experiment whose published page holds more than ``seeds`` seeds runs that many: fewer
+    could not replace the page (the publishing guard)."""
     found = []
     for name, exp in EXPERIMENTS.items():
         if budget != "tiny" and budget not in exp.budgets:
@@ -75,8 +78,9 @@ def unsettled(budget: str, seeds: int, published: Path, folders: tuple[Path, ...
         stale = held is not None and held.stale(exp.trimmed(held.budget).protocol(held.budget))
         if settled(held, budget, seeds) and not stale:  # records of an earlier protocol settle nothing
             continue
-        hours, measured = expected_hours(exp.trimmed(budget), budget, seeds, folders, held)
-        found.append(Entry(exp, hours * (1 - done_share(exp, budget, seeds, folders)), measured))
+        need = max(seeds, held.seeds) if held is not None and held.finished else seeds
+        hours, measured = expected_hours(exp.trimmed(budget), budget, need, folders, held)
+        found.append(Entry(exp, hours * (1 - done_share(exp, budget, need, folders)), measured, need))
     return sorted(found, key=lambda e: (e.hours, e.exp.name))
 
 
@@ -102,7 +106,8 @@ def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunS
     if not queue:
         print(f"every experiment with a {args.budget} budget is settled in {out} ({seeds} seeds); nothing to run")
         return 0
-    listed = ", ".join(f"{e.exp.name} ({e.hours:.2g} h{'' if e.measured else ', rough'})" for e in queue)
+    listed = ", ".join(f"{e.exp.name} ({e.hours:.2g} h{'' if e.measured else ', rough'}"
+                       f"{'' if e.seeds == seeds else f', {e.seeds} seeds as its page holds'})" for e in queue)
     print(f"the queue at the {args.budget} budget, {seeds} seeds, cheapest first (CPU hours): {listed}",
           file=sys.stderr, flush=True)
     deadline = None if args.time_limit is None else time.monotonic() + 60 * args.time_limit
@@ -114,7 +119,7 @@ def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunS
         exp = get(entry.exp.name).trimmed(args.budget)
         if args.budget not in ("tiny", *exp.budgets):
             continue
-        one = argparse.Namespace(**{**vars(args), "name": exp.name, "seeds": seeds, "time_limit": left,
+        one = argparse.Namespace(**{**vars(args), "name": exp.name, "seeds": entry.seeds, "time_limit": left,
                                     "fresh": False})
         work.mkdir(parents=True, exist_ok=True)
         try:
@@ -126,8 +131,8 @@ def run_queue(args: argparse.Namespace, out: Path, publishing: bool, store: RunS
             break
         if work != out:
             try:
-                guard_published(out / f"{exp.name}.json", args.budget, seeds, "publishing")
-            except UserError as e:  # the published page holds more seeds: these records wait, the queue goes on
+                guard_published(out / f"{exp.name}.json", args.budget, entry.seeds, "publishing")
+            except UserError as e:  # the published page holds a larger budget: these records wait, the queue goes on
                 print(f"{exp.name}: finished, kept in {work} and not published: {e}", file=sys.stderr, flush=True)
                 continue
             publish(exp, finished, work, out)

@@ -235,9 +235,10 @@ class HardWeighting(Weighting):
                state: ClusterState) -> np.ndarray:
         """[m] the cluster each client joins after training (``distances``: [m, K] local-to-cluster ‖θ_i − θ_k‖)."""
 
-    def receivers(self, m: int, new_clients: int) -> int:
-        """Clients of the cohort that download all K models (the others download their own cluster's)."""
-        return m
+    def receivers(self, new: np.ndarray) -> np.ndarray:
+        """[m] whether each client of the cohort downloads all K models (the others download their own cluster's);
+        ``new``: [m] the clients without a cluster yet."""
+        return np.ones(len(new), dtype=bool)
 
 
 class HardLoss(HardWeighting):
@@ -271,8 +272,8 @@ class HardDistance(HardWeighting):
         state.assigned[clients] = assign
         return assign
 
-    def receivers(self, m: int, new_clients: int) -> int:
-        return new_clients
+    def receivers(self, new: np.ndarray) -> np.ndarray:
+        return np.asarray(new, dtype=bool)
 
 
 # the ``weights`` names of algorithm=hcfl → the part, from the method's parameters

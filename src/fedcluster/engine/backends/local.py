@@ -1,25 +1,25 @@
 """The in-process backend: one :class:`Trainer` call trains a whole cohort's units in this process.
 
 It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.protocol.Backend`:
-local training, the E-step's per-sample losses, per-client computations) with one of the training kernels
-(:mod:`fedcluster.engine.training.kernels`: ``sequential``, ``vectorized``, ``dense``, ``unit-loop``) or with
-the ``pool`` path, the sequential kernel split over worker processes with one thread each (the fast path for CNNs on
-the CPU, which are compute bound and scale better over processes than over intra-op threads).
+local training, the E-step's per-sample losses, per-client computations) with the engine path named by
+``engine=`` (:data:`PATHS`, one row each: what it runs and where it may run) — the training kernels of
+:mod:`fedcluster.engine.training.kernels` (``sequential``, ``vectorized``, ``dense``, ``unit-loop``) or the ``pool``
+paths, the sequential (or vectorised) kernel split over worker processes with one thread each
+(:class:`~fedcluster.engine.training.pool.TrainingPool`: the fast path for CNNs on the CPU, which are compute bound
+and scale better over processes than over intra-op threads).
 
 The trainer works on the device of the federation's tensors it is given (the run moves them once). On a GPU the
-vectorised path is the fast path; its units are trained in chunks sized by the memory plan of
-:mod:`fedcluster.engine.memory` (the state held for the call first, the chunk from what is left). For methods whose
-aggregation weights are known before training, :meth:`Trainer.train_folded` adds each chunk's trained models to the
-K weighted sums as the chunk finishes (engine.backends.fold).
+vectorised path is the fast path; its units are trained in chunks sized by the memory plan
+(:class:`~fedcluster.engine.backends.chunks.ChunkPlanner`). For methods whose aggregation weights are known before
+training, :meth:`Trainer.train_folded` adds each chunk's trained models to the K weighted sums as the chunk
+finishes (engine.backends.fold). Which units came back non-finite is kept by a
+:class:`~fedcluster.engine.backends.watch.NonFiniteWatch` for the runner's divergence check.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import signal
-import sys
 from collections.abc import Callable
-from types import TracebackType
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,20 +27,11 @@ import torch
 from torch import nn
 
 from fedcluster.data.federation import Split
-from fedcluster.engine import memory
+from fedcluster.engine.backends.chunks import ChunkPlanner
+from fedcluster.engine.backends.watch import NonFiniteWatch
 from fedcluster.engine.evaluation.inference import StackForward
 from fedcluster.engine.evaluation.scores import per_sample_losses
-from fedcluster.engine.memory import (
-    HELD_COPIES,
-    MAX_UNITS,
-    MemoryPlan,
-    UnitFootprint,
-    balanced_chunk,
-    budget_bytes,
-    chunk_units,
-    footprint,
-    unit_bytes,
-)
+from fedcluster.engine.memory import MAX_UNITS
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.training.batches import make_schedule
@@ -50,18 +41,78 @@ from fedcluster.engine.training.kernels import (
     LossFn,
     build_batch,
     per_sample_loss,
-    slice_batch,
     train_sequential,
     train_vectorized,
 )
 from fedcluster.engine.training.momentum import ClientMomentum, unit_keys
 from fedcluster.engine.training.multihead import MultiHeadLoss
-from fedcluster.engine.training.pool import start_pool, stop_pool
+from fedcluster.engine.training.pool import TrainingPool
 from fedcluster.engine.training.precision import autocast
 from fedcluster.engine.transfer import to_device
 
 LOSS_CHUNK = 4096  # training rows per forward pass of the E-step losses
 SCRATCH_BYTES = 2 << 30  # the largest result stack the sequential path keeps for reuse between calls
+
+
+@dataclass(frozen=True)
+class Call:
+    """One training call as a path sees it: its units, the units per vectorised call (None: the planner's), whether
+    per-step losses are recorded and whether the caller frees the result before the next call."""
+
+    units: int
+    chunk: int | None
+    recording: bool
+    reuse: bool
+
+
+def _sequential(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+    return train_sequential(t.module, t.x, t.y, batch, solver, t.loss, t.channels_last, t.precision,
+                            t._reused_out(batch) if call.reuse else None)
+
+
+def _vectorized(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+    return train_vectorized(t.module, t.x, t.y, batch, solver, t.loss,
+                            call.chunk or t.chunk_size(solver.batch_size, call.units), t.precision)
+
+
+def _pool(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+    if call.recording:  # per-step losses: the sequential kernel in this process
+        return _sequential(t, batch, solver, call) if t.path == "pool" else _vectorized(t, batch, solver, call)
+    return t.pool().train(batch, solver)
+
+
+def _dense(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+    if t.dense is None:  # a model or loss the hand-written path does not know: vectorised
+        return _vectorized(t, batch, solver, call)
+    return train_dense(t.dense, t.x, t.y, batch, solver, t.task)
+
+
+def _unit_loop(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+    if batch.weight.dim() != 3 or call.recording:  # one weight per sample only (per-head weights: vectorised)
+        return _vectorized(t, batch, solver, call)
+    from fedcluster.engine.training.looped import train_looped  # imports this module
+
+    return train_looped(t.module, t.x, t.y, batch, solver, t.loss, t.precision)
+
+
+@dataclass(frozen=True)
+class Path:
+    """One engine path: the function that trains a call's units, and where it may run."""
+
+    train: Callable[[Trainer, Batch, Solver, Call], Params]
+    cpu_only: bool = False
+    fp32_only: bool = False
+    keeps_momentum: bool = True  # client_momentum=keep offered
+
+
+PATHS: dict[str, Path] = {  # ``engine=``'s paths (``auto`` is resolved before a trainer is made)
+    "vectorized": Path(_vectorized),
+    "sequential": Path(_sequential),
+    "dense": Path(_dense, cpu_only=True, fp32_only=True),
+    "unit-loop": Path(_unit_loop),
+    "pool": Path(_pool, cpu_only=True, keeps_momentum=False),
+    "pool-vectorized": Path(_pool, cpu_only=True, keeps_momentum=False),
+}
 
 
 class Trainer:
@@ -74,14 +125,18 @@ class Trainer:
         if x.device != y.device:
             raise ValueError(f"inputs on {x.device} but targets on {y.device}: move the federation once, whole")
         self.device = x.device
-        if path in ("pool", "pool-vectorized", "dense") and self.device.type != "cpu":
+        if path not in PATHS:
+            raise ValueError(f"engine={path} is not an engine path; use one of {', '.join(PATHS)}")
+        kind = PATHS[path]
+        if kind.cpu_only and self.device.type != "cpu":
             raise ValueError(f"engine={path} runs on the CPU only; on {self.device} use engine=vectorized "
                              "(or engine=auto)")
-        if path == "dense" and precision != "fp32":
-            raise ValueError("engine=dense computes in fp32; use engine=vectorized with precision=bf16")
-        if client_momentum == "keep" and path in ("pool", "pool-vectorized"):
+        if kind.fp32_only and precision != "fp32":
+            raise ValueError(f"engine={path} computes in fp32; use engine=vectorized with precision=bf16")
+        if client_momentum == "keep" and not kind.keeps_momentum:
             raise ValueError(f"client_momentum=keep is not offered by engine={path}; use engine=dense, vectorized "
                              "or sequential")
+        self.kind = kind
         autocast(self.device, precision)  # validates ``precision``
         self.client_momentum = client_momentum
         # client_momentum=keep: each (client, cluster model)'s SGD buffer across rounds (engine.training.momentum)
@@ -94,12 +149,10 @@ class Trainer:
         self.loss = per_sample_loss(task)
         self.channels_last = channels_last
         self.max_units = max_units
-        self._chunk: dict[tuple[int, int | None, bool], int] = {}  # units per call, by (batch, units, streamed)
-        self._footprint: UnitFootprint | None = None  # the module's per-unit bytes (engine.memory)
-        self._pool: mp.pool.Pool | None = None
+        self.planner = ChunkPlanner(self.module, x, max_units, chunk_mb)
+        self._pool: TrainingPool | None = None
         self._siblings: list[Trainer] = []
-        # per-unit largest absolute entry of each training call, read by engine.divergence once per round
-        self.pending: list[tuple[np.ndarray, torch.Tensor]] = []
+        self.watch = NonFiniteWatch()  # read by engine.divergence once per round
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
         self._forward: StackForward | None = None  # inference forward of the E-step losses
@@ -113,47 +166,19 @@ class Trainer:
         t.loss = loss
         if t.momentum is not None and (saved := self._loaded_momentum.pop(str(len(self._siblings) + 1), None)):
             t.momentum.load_state_dict(saved)
-        t.pending = self.pending
+        t.watch = self.watch
         # the dense path knows the standard losses and engine.training.multihead's per-head loss
         t.dense = dense_layers(module) if self.path == "dense" and isinstance(loss, MultiHeadLoss) else None
         self._siblings.append(t)
         return t
 
     def chunk_size(self, batch_size: int, units: int | None = None, streamed: bool = False) -> int:
-        """Units per vectorised call: ``max_units`` on the CPU unless ``chunk_mb`` is set; with ``chunk_mb``, what fits
-        it; on an accelerator the memory plan (engine.memory.MemoryPlan): the results and starts a call of ``units``
-        units holds (none apart from the call's own when ``streamed``: folded into the aggregation call by call)
-        first, the chunk from the rest of the available memory. Balanced over the calls a round takes; measured
-        once per (batch size, units, streamed)."""
-        key = (batch_size, units, streamed)
-        if key not in self._chunk:
-            mem = memory.device_memory(self.device) if self.chunk_mb is None else None
-            if mem is None and self.chunk_mb is None:
-                return self.max_units
-            if self._footprint is None:
-                self._footprint = footprint(self.module, tuple(self.x.shape[1:]), self.x[:1])
-            fp = self._footprint
-            assert fp is not None  # never None with a real sample to fall back on
-            if mem is None:  # chunk_mb: the MiB one call may use
-                fit = chunk_units(budget_bytes(self.device, self.chunk_mb) or 1, fp.step_bytes(batch_size))
-                self._chunk[key] = fit if units is None else balanced_chunk(units, fit)
-            else:
-                count = max(units or 1, 1)
-                held = 0 if streamed or units is None else count * HELD_COPIES * fp.params
-                sample = self.x[:1].numel() * self.x.element_size()
-                plan = MemoryPlan(mem.available, held, unit_bytes(fp, batch_size, sample, streamed),
-                                  count if units is not None else MAX_UNITS)
-                self._chunk[key] = plan.chunk if units is not None else plan.fit
-        return self._chunk[key]
+        """Units per vectorised call (:meth:`ChunkPlanner.chunk_size`)."""
+        return self.planner.chunk_size(batch_size, units, streamed)
 
     def fold_size(self, batch_size: int, units: int, group: int) -> int:
-        """Units per call of :meth:`train_folded`, a multiple of ``group``: the vectorised paths' chunk (streamed);
-        the other paths (pool, dense, sequential: their own concurrency) take the whole cohort in one call."""
-        if self.path in ("pool", "pool-vectorized", "dense", "sequential") or units <= group:
-            return max(units, 1)
-        groups = units // group
-        fit = max(1, self.chunk_size(batch_size, units, streamed=True) // group)
-        return (fit if self.device.type == "cpu" and self.chunk_mb is None else balanced_chunk(groups, fit)) * group
+        """Units per call of :meth:`train_folded`, a multiple of ``group`` (:meth:`ChunkPlanner.fold_size`)."""
+        return self.planner.fold_size(self.path, batch_size, units, group)
 
     def train_folded(self, sums: Any, init: Params, clients: np.ndarray, solver: Solver, round_: int,
                      weights: list[np.ndarray] | None = None, stream: int = 0,
@@ -209,20 +234,8 @@ class Trainer:
         if self.momentum is not None and solver.momentum > 0 and stream == 0:  # the rounds' training only
             keys = unit_keys(clients, stream, init_index)
             batch.momentum = self.momentum.gather(keys, batch.init)
-        if self.path == "sequential" or (record is not None and self.path == "pool"):
-            out = train_sequential(self.module, self.x, self.y, batch, solver, self.loss, self.channels_last,
-                                   self.precision, self._reused_out(batch) if reuse else None)
-        elif self.path in ("pool", "pool-vectorized") and record is None:
-            out = self._train_pool(batch, solver)
-        elif self.dense is not None:
-            out = train_dense(self.dense, self.x, self.y, batch, solver, self.task)
-        elif self.path == "unit-loop" and batch.weight.dim() == 3 and record is None:  # per-head: vectorised below
-            from fedcluster.engine.training.looped import train_looped  # imports this module
-
-            out = train_looped(self.module, self.x, self.y, batch, solver, self.loss, self.precision)
-        else:
-            out = train_vectorized(self.module, self.x, self.y, batch, solver, self.loss,
-                                   chunk or self.chunk_size(solver.batch_size, len(clients)), self.precision)
+        call = Call(len(clients), chunk, record is not None, reuse)
+        out = self.kind.train(self, batch, solver, call)
         if keys is not None and batch.momentum is not None:
             self.momentum.put(keys, batch.momentum)
         self._watch(out, clients)
@@ -260,39 +273,16 @@ class Trainer:
                 t.momentum.load_state_dict(saved)
 
     def _watch(self, out: Params, clients: np.ndarray) -> None:
-        """Remember which units came back non-finite (the runner stops the run; methods never see this).
-
-        Nothing is read back here: each unit's largest absolute entry (NaN or inf exactly when one of its entries
-        is; min/max reductions allocate no stack-sized temporary and cannot overflow) is kept on the device
-        until :meth:`take_watch`, so training adds no host sync to a round."""
-        if len(clients) == 0 or next(iter(out.values())).device.type == "meta":  # meta: shapes only, no values
-            return
-        peaks = []
-        for v in out.values():
-            if not v[0].numel():
-                continue
-            if v.device.type == "cpu":  # whole-tensor reductions unit by unit: ~10x the CPU's per-row kernel
-                low, high = (torch.stack(t) for t in zip(*(torch.aminmax(unit) for unit in v), strict=True))
-            else:
-                low, high = torch.aminmax(v.reshape(len(clients), -1), dim=1)
-            peaks.append(torch.maximum(high, -low))
-        if peaks:
-            self.pending.append((np.asarray(clients), torch.stack(peaks).amax(0)))
+        """Remember which units came back non-finite (:meth:`NonFiniteWatch.record`; no host read)."""
+        self.watch.record(out, clients)
 
     def take_watch(self) -> list[tuple[np.ndarray, torch.Tensor]]:
-        """The (clients, per-unit largest absolute entry) pairs recorded by :meth:`_watch` since the last call."""
-        out = list(self.pending)
-        self.pending.clear()
-        return out
+        """The (clients, per-unit largest absolute entry) pairs of the training calls since the last call."""
+        return self.watch.take()
 
     def take_nonfinite(self) -> list[int]:
         """The clients whose units came back non-finite since the last call, sorted (one host read)."""
-        watched = self.take_watch()
-        if not watched:
-            return []
-        finite = torch.isfinite(torch.cat([s for _, s in watched])).cpu().numpy()
-        clients = np.concatenate([c for c, _ in watched])
-        return sorted({int(c) for c in clients[~finite]})
+        return self.watch.take_nonfinite()
 
     def per_client(self, split: Split, compute: Callable[[Split], np.ndarray | torch.Tensor],
                    clients: np.ndarray | None = None) -> np.ndarray | torch.Tensor:
@@ -320,27 +310,12 @@ class Trainer:
         return torch.cat(out).double().cpu().numpy() if out else np.zeros((0, len(next(iter(models.values())))))
 
     # -- process pool ------------------------------------------------------------------------
-    def _train_pool(self, batch: Batch, solver: Solver) -> Params:
-        if self._pool is None:  # started once, reused by every round until close()
-            _install_quiet_hook()  # before the workers start: forked workers inherit it too
-            self._pool = start_pool(self.workers, _init_worker, (
-                dict(module=self.module, x=self.x, y=self.y, loss=self.loss, cl=self.channels_last,
-                     vectorized=self.path == "pool-vectorized", max_units=self.max_units,
-                     precision=self.precision),))
-        U = len(batch.steps)
-        # Hand units out longest first, round-robin, so both workers get similar work.
-        order = np.argsort(-batch.steps, kind="stable")
-        parts = [order[i:: self.workers] for i in range(self.workers)]
-        parts = [p for p in parts if len(p)]
-        jobs = [self._pool.apply_async(_pool_job, (slice_batch(batch, p), solver)) for p in parts]
-        out = batch.empty_out()
-        for p, job in zip(parts, jobs, strict=True):
-            res = job.get()
-            idx = torch.as_tensor(p)
-            for k in out:
-                out[k][idx] = res[k]
-        assert sum(len(p) for p in parts) == U
-        return out
+    def pool(self) -> TrainingPool:
+        """The worker processes of the pool paths, made at the first call and kept until :meth:`close`."""
+        if self._pool is None:
+            self._pool = TrainingPool(self.workers, self.module, self.x, self.y, self.loss, self.channels_last,
+                                      self.path == "pool-vectorized", self.max_units, self.precision)
+        return self._pool
 
     def refresh(self) -> None:
         """The training labels changed in place (a drifting federation): the pool workers, which hold a copy of
@@ -352,41 +327,4 @@ class Trainer:
             t.close()
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            stop_pool(pool)
-
-
-_WORKER: dict = {}
-
-
-def _init_worker(state: dict) -> None:
-    """Runs once in each pool worker: one intra-op thread, the training data kept for every job; Ctrl-C is
-    the parent's to handle (workers would print a traceback each)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    _WORKER.update(state)
-
-
-_HOOK: list = []  # the excepthook that _quiet_lost_transfers replaced
-
-
-def _quiet_lost_transfers(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-    """multiprocessing's tensor-sharing thread (resource_sharer) reports a peer that went away mid-transfer
-    (Ctrl-C, pool.terminate) through sys.excepthook; that is not an error worth a traceback."""
-    if issubclass(kind, ConnectionError | EOFError) and tb is not None \
-            and tb.tb_frame.f_code.co_filename.endswith("resource_sharer.py"):
-        return
-    (_HOOK[0] if _HOOK else sys.__excepthook__)(kind, value, tb)
-
-
-def _install_quiet_hook() -> None:
-    if sys.excepthook is not _quiet_lost_transfers:
-        _HOOK[:] = [sys.excepthook]
-        sys.excepthook = _quiet_lost_transfers
-
-
-def _pool_job(batch: Batch, solver: Solver) -> Params:
-    w = _WORKER
-    if w["vectorized"]:
-        return train_vectorized(w["module"], w["x"], w["y"], batch, solver, w["loss"], w["max_units"],
-                                w["precision"])
-    return train_sequential(w["module"], w["x"], w["y"], batch, solver, w["loss"], w["cl"], w["precision"])
+            pool.close()

@@ -1,0 +1,1 @@
+"""Tests of fedcluster.algorithms: each method against what its paper says it does."""

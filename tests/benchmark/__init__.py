@@ -1,0 +1,1 @@
+"""Tests of fedcluster.benchmark: the `fedcluster benchmark` command and its page."""

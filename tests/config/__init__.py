@@ -1,0 +1,1 @@
+"""Tests of fedcluster.config: parsing, validation, bounds, ranges and the shipped configs."""

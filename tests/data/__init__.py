@@ -1,0 +1,1 @@
+"""Tests of fedcluster.data: sources, scenarios, shifts and the federation cache."""

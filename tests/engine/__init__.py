@@ -1,0 +1,1 @@
+"""Tests of fedcluster.engine: training paths, devices, memory, evaluation, distributed runs and faults."""

@@ -1,0 +1,1 @@
+"""Tests of fedcluster.flower: the Flower apps, nodes, simulation and deployment."""

@@ -1,0 +1,1 @@
+"""Tests of fedcluster.models: the model zoo."""

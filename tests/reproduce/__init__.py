@@ -1,0 +1,1 @@
+"""Tests of fedcluster.reproduce: `fedcluster reproduce`, its experiments, run store, queue and pages."""

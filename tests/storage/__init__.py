@@ -1,0 +1,1 @@
+"""Tests of fedcluster.storage: state files, atomic writes and run folders."""

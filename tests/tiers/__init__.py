@@ -1,0 +1,1 @@
+"""Tests of fedcluster.tiers: the tier parts the clustered methods are built from."""

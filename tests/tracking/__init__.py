@@ -1,0 +1,1 @@
+"""Tests of fedcluster.tracking: run directories' pictures, compare, and the experiment trackers."""
