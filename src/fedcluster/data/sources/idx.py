@@ -54,7 +54,7 @@ def read_idx(path: str | Path) -> np.ndarray:
                             "download it again") from None
 
 
-def _read_idx_stream(stream: BinaryIO, path: Path, gz_size: int | None) -> np.ndarray:
+def _read_idx_stream(stream: BinaryIO | gzip.GzipFile, path: Path, gz_size: int | None) -> np.ndarray:
     magic = stream.read(4)
     if len(magic) < 4 or magic[0] != 0 or magic[1] != 0 or magic[2] not in _IDX_TYPES:
         raise DataFileError(f"{path} is not an idx file (bad magic number {magic.hex() or 'none'}); "

@@ -32,6 +32,7 @@ def load_share(cfg: RunConfig, params: Any, rank: int, world: int, device: torch
             raise
     stats = broadcast_stats(fed.info.get("normalization") if fed is not None else None, failed, device)
     if rank == 0:
+        assert fed is not None  # built, or the error was raised above
         return fed
     key = cache_key(cfg, params)
     path = cache_path(cfg, params, key)

@@ -124,12 +124,13 @@ def client_outputs(module: nn.Module, local: Params, split: Split, clients: np.n
         rows = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)] or [np.zeros(0, np.int64)])
         group = np.repeat(np.arange(len(clients)), hi - lo)
         return inference.StackForward(module).grouped(local, split.x, rows, group), rows
-    outs, rows = [], []
+    outs: list[torch.Tensor] = []
+    parts: list[np.ndarray] = []
     for i, c in enumerate(clients):
         lo, hi = int(split.ptr[c]), int(split.ptr[c + 1])
         if hi > lo:
             outs.append(model_outputs(module, {n: v[i] for n, v in local.items()}, split.x[lo:hi]))
-            rows.append(np.arange(lo, hi))
+            parts.append(np.arange(lo, hi))
     if not outs:
         return torch.zeros(0, device=split.x.device), np.zeros(0, np.int64)
-    return torch.cat(outs, 1), np.concatenate(rows)
+    return torch.cat(outs, 1), np.concatenate(parts)

@@ -86,7 +86,7 @@ class ClientMomentum:
         return torch.as_tensor([self.rows[k] for k in keys], dtype=torch.int64, device=self.device)
 
     def state_dict(self) -> dict[str, Any]:
-        keys = np.array(sorted(self.rows, key=self.rows.get), dtype=np.int64).reshape(-1, 3)
+        keys = np.array(sorted(self.rows, key=lambda key: self.rows[key]), dtype=np.int64).reshape(-1, 3)
         return {"keys": keys, "buffers": dict(self.buffers)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

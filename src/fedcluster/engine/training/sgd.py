@@ -20,7 +20,7 @@ def sgd_step(params: list[torch.Tensor], grads: list[torch.Tensor], solver: Solv
     """One SGD step of ``params`` in place from ``grads`` (not modified): d = g + λθ (+ μ(θ − anchor)), then, with
     momentum buffers ``bufs`` (updated in place), b ← m·b + d and d = b; θ ← θ − lr·d. ``anchors`` (the proximal
     centres) are read only when ``solver.prox_mu`` is set."""
-    d = grads
+    d: list[torch.Tensor] | tuple[torch.Tensor, ...] = grads
     if solver.weight_decay:
         d = torch._foreach_add(d, params, alpha=solver.weight_decay)
     if solver.prox_mu:
