@@ -13,7 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 from fedcluster.engine.runner import Run
 
 SEEDS = [0, 1, 2]
-DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 BASE = ["progress=false", "threads=1", "checkpoint_every=1000"]
 
 
