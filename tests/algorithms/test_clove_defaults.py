@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from method_runs import played
 from sklearn.metrics import adjusted_rand_score
 
 from fedcluster.engine.runner import Run
+from tests.support.method_runs import played
 
 SEEDS = [0, 1, 2]
 DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
