@@ -106,6 +106,19 @@ def test_every_result_setting_changes_the_key_and_nothing_else_does() -> None:
     assert run_key(base, "another federation") != key
 
 
+def test_a_methods_own_version_changes_its_keys_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raising one method's version retrains that method's runs (a new key) and leaves every other key as it was."""
+    from fedcluster.reproduce import run_store
+
+    ifca, clove = replace(_base(), algorithm="ifca"), replace(_base(), algorithm="clove")
+    before = {"ifca": run_key(ifca, "f"), "clove": run_key(clove, "f")}
+    monkeypatch.setitem(run_store.METHOD_VERSIONS, "clove", run_store.METHOD_VERSIONS["clove"] + 1)
+    assert run_key(ifca, "f") == before["ifca"]
+    assert run_key(clove, "f") != before["clove"]
+    monkeypatch.setitem(run_store.METHOD_VERSIONS, "ifca", 1)  # version 1: the key of a method never raised
+    assert run_key(ifca, "f") == before["ifca"]
+
+
 def test_one_changed_sample_changes_the_federation_digest() -> None:
     from fedcluster.reproduce.run_common import federation
 

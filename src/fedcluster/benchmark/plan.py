@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from fedcluster.benchmark.methods import CHOOSE_K, BenchMethod
 from fedcluster.benchmark.taxonomy import BenchBudget, Scenario
-from fedcluster.reproduce.run_store import NOT_RESULT_KEYS, RESULT_VERSION
+from fedcluster.reproduce.run_store import NOT_RESULT_KEYS, RESULT_VERSION, method_version
 from fedcluster.reproduce.spec import Budget, Experiment, Method, Setting
 
 NAME = "benchmark"
@@ -46,7 +46,9 @@ def make(scenarios: Sequence[Scenario], methods: Sequence[BenchMethod], budget: 
 
 def pair_key(exp: Benchmark, setting: Setting, method: Method) -> str:
     """What decides one (scenario, method) cell on every seed: its overrides, the data kept, --set and --choose-k."""
-    text = json.dumps({"v": RESULT_VERSION, "setting": [list(setting.overrides), sorted(setting.params.items())],
+    algorithm = next((o.split("=", 1)[1] for o in method.overrides if o.startswith("algorithm=")), "")
+    text = json.dumps({"v": RESULT_VERSION, **method_version(algorithm),
+                       "setting": [list(setting.overrides), sorted(setting.params.items())],
                        "method": list(method.overrides),
                        "extra": [o for o in exp.extra if o.split("=", 1)[0].strip() not in NOT_RESULT_KEYS],
                        "choose_k": list(CHOOSE_K) if exp.choose_k and method.label in exp.fixed_k else []},

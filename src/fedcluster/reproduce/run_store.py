@@ -4,7 +4,8 @@ A run is stored under a key made from everything that decides its result: the re
 key but those that only say where or how fast it runs: ``out``, ``progress``, checkpoints, tracking, the engine,
 workers, threads and ranks, which give the same numbers), a digest of the federation it trained on (every sample,
 label, split and ground truth, so that another data file, shrink or merge is another run) and
-:data:`RESULT_VERSION`, raised whenever a change of fedcluster changes any run's numbers. Two experiments whose
+:data:`RESULT_VERSION`, raised whenever a change of fedcluster changes any run's numbers (or, when only one
+method's numbers change, that method's entry in :data:`METHOD_VERSIONS`). Two experiments whose
 runs resolve to the same configuration on the same federation share one stored run.
 
 The thread count is not part of the key: on the CPU another count may round a few last bits differently, and the
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     from fedcluster.data.federation import Federation
 
 RESULT_VERSION = 1  # raise it with any change that alters a run's numbers (a new key then trains afresh)
+# a method's own version, raised with a change that alters only that method's runs (its runs then train afresh,
+# every other key stays as it was); a method not named here is at version 1
+METHOD_VERSIONS: dict[str, int] = {
+    "clove": 2,  # one k-means++ start a round, as the CLoVE authors' code (was ten)
+}
 # keys that decide where or how fast a run goes, never its numbers (the engines give the same rounds.csv)
 NOT_RESULT_KEYS = frozenset({"out", "progress", "checkpoint_every", "tracking", "tracking_uri", "tracking_experiment",
                              "tensorboard_dir", "engine", "workers", "threads", "ranks", "chunk_mb"})
@@ -103,9 +109,15 @@ def federation_digest(fed: Federation) -> str:
 def run_key(cfg: RunConfig, federation: str) -> str:
     """The store key of a run of ``cfg`` on the federation whose :func:`federation_digest` is ``federation``."""
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in NOT_RESULT_KEYS}
-    text = json.dumps({"v": RESULT_VERSION, "config": settings, "federation": federation}, sort_keys=True,
-                      default=str)
+    versions = {"v": RESULT_VERSION, **method_version(cfg.algorithm)}
+    text = json.dumps({**versions, "config": settings, "federation": federation}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def method_version(algorithm: str) -> dict[str, int]:
+    """The key entry of ``algorithm``'s own version: none at version 1 (so that its keys stay as they were)."""
+    version = METHOD_VERSIONS.get(algorithm, 1)
+    return {} if version == 1 else {"method_v": version}
 
 
 class RunStore:
