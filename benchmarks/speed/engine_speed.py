@@ -43,12 +43,12 @@ from _synthetic import synthetic_federation  # benchmarks/_synthetic.py (on the 
 from torch.utils.data import DataLoader, TensorDataset
 
 from fedcluster.config.run_config import load_raw, resolve
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.device import configure, device_name, resolve_device
 from fedcluster.engine.memory import footprint
 from fedcluster.engine.params import get_params, repeat
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.kernels import auto_path
 from fedcluster.errors import UserError
 from fedcluster.models import build_model
@@ -119,10 +119,10 @@ def train_table(args: argparse.Namespace, device: torch.device) -> None:
         fp = footprint(model, shape)
         fast = auto_path(name, device, args.precision, activation_bytes=fp and fp.activations)
         wanted = [fast if p == "fast" else p for p in args.paths.split(",")]
-        trainers = {p: Trainer(model, xd, yd, ptr, "classification", seed=0, path=p, precision=args.precision)
+        trainers = {p: LocalTrainer(model, xd, yd, ptr, "classification", seed=0, path=p, precision=args.precision)
                     for p in dict.fromkeys(wanted) if p != "framework"}
 
-        def timed(tr: Trainer, i=init, c=clients) -> None:
+        def timed(tr: LocalTrainer, i=init, c=clients) -> None:
             tr.train(i, c, solver, 0)
             sync(device)
 

@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 import fedcluster
-from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.remote import RemoteTrainer
 from fedcluster.engine.distributed.sharded import ShardedTrainer
-from fedcluster.engine.protocol import Backend
+from fedcluster.engine.protocol import Trainer
+from fedcluster.engine.trainers.local import LocalTrainer
+from fedcluster.engine.trainers.remote import RemoteTrainer
 
 ROOT = Path(fedcluster.__file__).parent
 
@@ -25,11 +25,11 @@ def _data() -> tuple[nn.Module, torch.Tensor, torch.Tensor, np.ndarray]:
 
 def test_every_backend_offers_the_protocol() -> None:
     module, x, y, ptr = _data()
-    backends = [Trainer(module, x, y, ptr, "classification", seed=0),
+    backends = [LocalTrainer(module, x, y, ptr, "classification", seed=0),
                 ShardedTrainer(module, x, y, ptr, "classification", seed=0),
                 RemoteTrainer(module, x, y, ptr, "classification", 0, send=lambda requests: [])]
     for backend in backends:
-        assert isinstance(backend, Backend), type(backend).__name__
+        assert isinstance(backend, Trainer), type(backend).__name__
         backend.close()
 
 
@@ -43,7 +43,7 @@ def _backend_calls(path: Path) -> set[tuple[str, int]]:
 
 
 def test_the_methods_ask_their_backend_only_for_the_protocol() -> None:
-    offered = {name for name in vars(Backend) if not name.startswith("_")}
+    offered = {name for name in vars(Trainer) if not name.startswith("_")}
     calls = {(f"{p.relative_to(ROOT)}:{line}", member)
              for folder in ("algorithms", "tiers") for p in sorted((ROOT / folder).rglob("*.py"))
              for member, line in _backend_calls(p)}

@@ -11,9 +11,9 @@ import torch
 import yaml
 
 from fedcluster.app.cli import main
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.models.base import build_model
 
 PTR = np.array([0, 40, 100, 160])
@@ -33,7 +33,7 @@ def _train(channels_last: bool) -> tuple[dict[str, torch.Tensor], list[bool]]:
     conv = next(m for m in module.modules() if isinstance(m, torch.nn.Conv2d))
     conv.register_forward_hook(lambda _m, _i, out: seen.append(out.is_contiguous(memory_format=torch.channels_last)
                                                                and not out.is_contiguous()))
-    t = Trainer(module, x, y, PTR, "classification", seed=0, path="sequential", channels_last=channels_last)
+    t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="sequential", channels_last=channels_last)
     out = t.train(stack([get_params(module)]), np.arange(3), SOLVER, 0, init_index=np.zeros(3, dtype=np.int64))
     return {k: v.clone() for k, v in out.items()}, seen
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fedcluster.engine import memory
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.evaluation.inference import inference_rows
 from fedcluster.engine.memory import FREE_SHARE, balanced_chunk, footprint, free_bytes, inference_row_bytes
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.models import build_model
 
 GIB = 2**30
@@ -23,7 +23,7 @@ def test_a_big_model_on_70_gib_trains_many_units_per_call(name: str, least: int,
     many units each (a chunk of one unit would make the fast path a slow sequential loop)."""
     monkeypatch.setattr(memory, "device_memory", lambda device: memory.DeviceMemory("H100", 70 * GIB, 80 * GIB))
     x, y = torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,))
-    tr = Trainer(build_model(name, (3, 32, 32), 10), x, y, np.array([0, 2, 4]), "classification", seed=0)
+    tr = LocalTrainer(build_model(name, (3, 32, 32), 10), x, y, np.array([0, 2, 4]), "classification", seed=0)
     chunk = tr.chunk_size(32, 100)
     calls = -(-100 // chunk)
     assert chunk >= least, chunk
@@ -51,7 +51,7 @@ def test_free_memory_counts_the_allocators_unused_cache(monkeypatch: pytest.Monk
 
 def test_chunk_mb_sizes_the_calls_on_any_device() -> None:
     x, y = torch.rand(4, 1, 8, 8), torch.randint(0, 10, (4,))
-    tr = Trainer(build_model("cnn", (1, 8, 8), 10), x, y, np.array([0, 2, 4]), "classification", seed=0,
+    tr = LocalTrainer(build_model("cnn", (1, 8, 8), 10), x, y, np.array([0, 2, 4]), "classification", seed=0,
                  chunk_mb=1.0)
     step = footprint(tr.module, (1, 8, 8)).step_bytes(32)
     assert tr.chunk_size(32) == max(1, 2**20 // step)  # chunk_mb wins, on the CPU too

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fedcluster.app.cli import main
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import Params, get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.kernels import per_sample_loss
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
@@ -36,7 +36,7 @@ def _data() -> tuple[torch.Tensor, torch.Tensor, torch.nn.Module, Params]:
 def _three_rounds(path: str, mode: str, max_units: int = 64) -> tuple[Params, Params]:
     """Round 0 and round 2 of the same start (two cluster models, client 1 trains both), round 1 in between."""
     x, y, module, init = _data()
-    t = Trainer(module, x, y, PTR, "classification", seed=0, path=path, client_momentum=mode, max_units=max_units)
+    t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path=path, client_momentum=mode, max_units=max_units)
     clients, models = np.array([0, 1, 2, 3, 1]), np.array([0, 1, 0, 1, 0])
     first = t.train(init, clients, SOLVER, 0, init_index=models)
     t.train(first, clients, SOLVER, 1)  # units without init_index: per-client starting points
@@ -60,11 +60,11 @@ def test_reset_carries_nothing_between_rounds() -> None:
     """client_momentum=reset (the default): a round's training does not depend on the rounds before it."""
     x, y, module, init = _data()
     clients, models = np.array([0, 1, 2, 3, 1]), np.array([0, 1, 0, 1, 0])
-    t = Trainer(module, x, y, PTR, "classification", seed=0, path="dense")
+    t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="dense")
     assert t.momentum is None
     t.train(init, clients, SOLVER, 0, init_index=models)
     after = t.train(init, clients, SOLVER, 2, init_index=models)
-    fresh = Trainer(module, x, y, PTR, "classification", seed=0, path="dense").train(init, clients, SOLVER, 2,
+    fresh = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="dense").train(init, clients, SOLVER, 2,
                                                                                      init_index=models)
     assert _gap(after, fresh) == 0.0
 
@@ -83,7 +83,7 @@ def test_sequential_keep_equals_one_persistent_torch_optimizer() -> None:
     FedRC paper's code: one optimizer per client and model), each round restarting from the server's model."""
     x, y, module, init = _data()
     one = {k: v[:1] for k, v in init.items()}
-    t = Trainer(module, x, y, PTR, "classification", seed=0, path="sequential", client_momentum="keep")
+    t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="sequential", client_momentum="keep")
     clients = np.array([2])
     t.train(one, clients, SOLVER, 0)
     got = t.train(one, clients, SOLVER, 1)
@@ -114,7 +114,7 @@ def test_dense_keeps_joined_head_buffers_like_the_reference() -> None:
     packed = {k: v[:1] for k, v in get_params_stack(heads).items()}
     out = {}
     for path in ("sequential", "dense"):
-        t = Trainer(module, x, y, PTR, "classification", seed=0, path=path, client_momentum="keep")
+        t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path=path, client_momentum="keep")
         s = t.sibling(heads, MultiHeadLoss("classification"))
         clients = np.array([0, 1, 2])
         w = [np.ones((int(n), 2), dtype=np.float32) for n in np.diff(PTR)[clients]]
@@ -169,11 +169,11 @@ def test_training_outside_the_rounds_keeps_no_buffer() -> None:
     """Evaluation-time training (stream 1, FedRC-FT's fine-tuning) starts from zero and leaves the buffers alone."""
     x, y, module, init = _data()
     clients, models = np.array([0, 1, 2, 3, 1]), np.array([0, 1, 0, 1, 0])
-    t = Trainer(module, x, y, PTR, "classification", seed=0, path="dense", client_momentum="keep")
+    t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="dense", client_momentum="keep")
     t.train(init, clients, SOLVER, 0, init_index=models)
     kept = {k: v.clone() for k, v in t.momentum.buffers.items()}
     tuned = t.train(init, clients, SOLVER, 1, init_index=models, stream=1)
-    fresh = Trainer(module, x, y, PTR, "classification", seed=0, path="dense").train(
+    fresh = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="dense").train(
         init, clients, SOLVER, 1, init_index=models, stream=1)
     assert _gap(tuned, fresh) == 0.0
     assert _gap(t.momentum.buffers, kept) == 0.0

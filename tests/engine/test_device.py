@@ -17,13 +17,13 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
 from fedcluster.engine.algorithm import Context
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.device import check_engine, resolve_device
 from fedcluster.engine.memory import MAX_UNITS, budget_bytes, chunk_units, footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run, evaluate
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.kernels import auto_path
 from fedcluster.engine.transfer import state_to_device
 from fedcluster.errors import ConfigError
@@ -120,7 +120,7 @@ def test_every_algorithm_called_directly_keeps_its_tensors_on_the_device(tmp_pat
     device = fed.train.x.device
     torch.manual_seed(cfg.seed)
     module = build_model(cfg.model, fed.input_shape, fed.output_dim, typed["model"]).to(device)
-    trainer = Trainer(module, fed.train.x, fed.train.y, fed.train.ptr, fed.task, seed=cfg.seed, path="vectorized")
+    trainer = LocalTrainer(module, fed.train.x, fed.train.y, fed.train.ptr, fed.task, seed=cfg.seed, path="vectorized")
     solver = Solver(lr=cfg.lr, epochs=cfg.local_epochs, batch_size=cfg.batch_size, momentum=cfg.momentum)
     alg = ALGORITHMS.get(cfg.algorithm).obj(Context(cfg, fed, module, trainer, solver), typed["algorithm"])
     stream = participation_stream(fed.num_clients, cfg.cohort_size(), cfg.rounds, cfg.seed)
@@ -197,13 +197,13 @@ def test_trainer_computes_on_its_datas_device() -> None:
     path = "vectorized"
     module, x, y, ptr, init = _setup(model="mlp")
     meta = {k: v.to("meta") for k, v in init.items()}
-    tr = Trainer(module, x.to("meta"), y.to("meta"), ptr, "classification", seed=0, path=path)
+    tr = LocalTrainer(module, x.to("meta"), y.to("meta"), ptr, "classification", seed=0, path=path)
     out = tr.train(meta, np.arange(4), Solver(lr=0.1, batch_size=16, momentum=0.9, prox_mu=0.1), 0,
                    weights=[np.ones(n, dtype=np.float32) for n in np.diff(ptr)])
     assert {v.device.type for v in out.values()} == {"meta"}
     assert {p.device.type for p in tr.module.parameters()} == {"meta"}
     with pytest.raises(ValueError, match="runs on the CPU only"):
-        Trainer(module, x.to("meta"), y.to("meta"), ptr, "classification", seed=0, path="pool")
+        LocalTrainer(module, x.to("meta"), y.to("meta"), ptr, "classification", seed=0, path="pool")
 
 
 def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
@@ -211,7 +211,7 @@ def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
     solver = Solver(lr=0.05, batch_size=16)
     out = {}
     for path, prec in (("vectorized", "fp32"), ("vectorized", "bf16"), ("sequential", "bf16")):
-        tr = Trainer(module, x, y, ptr, "classification", seed=0, path=path, precision=prec)
+        tr = LocalTrainer(module, x, y, ptr, "classification", seed=0, path=path, precision=prec)
         out[path, prec] = tr.train(init, np.arange(4), solver, 0)
     fp32, bf16 = out["vectorized", "fp32"], out["vectorized", "bf16"]
     assert all(v.dtype == torch.float32 for v in bf16.values())  # fp32 master weights
@@ -220,7 +220,7 @@ def test_bf16_autocast_trains_close_to_fp32_but_not_equal() -> None:
         torch.testing.assert_close(bf16[k], fp32[k], rtol=0.05, atol=0.02)
         torch.testing.assert_close(out["sequential", "bf16"][k], bf16[k], rtol=0.05, atol=0.02)
     with pytest.raises(ValueError, match="precision"):
-        Trainer(module, x, y, ptr, "classification", seed=0, precision="fp16")
+        LocalTrainer(module, x, y, ptr, "classification", seed=0, precision="fp16")
 
 
 # Units per chunk at benchmarks/speed/engine_speed.py's setting (1×28×28 inputs, 10 classes, batch 32) as measured
@@ -250,10 +250,10 @@ def test_cpu_chunk_sizes_at_the_benchmark_setting_are_pinned(model: str) -> None
             assert chunk_units(repeat(get_params(module), 2)) == units, (t, units)
     finally:
         torch.set_num_threads(threads)
-    tr = Trainer(module, x, y, ptr, "classification", seed=0)
+    tr = LocalTrainer(module, x, y, ptr, "classification", seed=0)
     assert tr.chunk_size(32) == 256 and tr.max_units == 256  # no budget on the CPU (pool-vectorized: max_units)
     for mb, units in budgeted.items():
-        assert Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=mb).chunk_size(32) == units, mb
+        assert LocalTrainer(module, x, y, ptr, "classification", seed=0, chunk_mb=mb).chunk_size(32) == units, mb
 
 
 def test_memory_budget_chunks_give_the_same_models() -> None:
@@ -266,10 +266,10 @@ def test_memory_budget_chunks_give_the_same_models() -> None:
     assert chunk_units(3 * per_unit, per_unit) == 3 and chunk_units(1, per_unit) == 1
     assert budget_bytes(torch.device("cpu"), None) is None  # no budget on the CPU: the trainer keeps max_units
     assert budget_bytes(torch.device("cpu"), 1.5) == int(1.5 * 2**20)
-    assert Trainer(module, x, y, ptr, "classification", seed=0).chunk_size(16) == MAX_UNITS
+    assert LocalTrainer(module, x, y, ptr, "classification", seed=0).chunk_size(16) == MAX_UNITS
     solver = Solver(lr=0.05, batch_size=16, momentum=0.9)
-    whole = Trainer(module, x, y, ptr, "classification", seed=0).train(init, np.arange(4), solver, 0)
-    tr = Trainer(module, x, y, ptr, "classification", seed=0, chunk_mb=1.5 * per_unit / 2**20)
+    whole = LocalTrainer(module, x, y, ptr, "classification", seed=0).train(init, np.arange(4), solver, 0)
+    tr = LocalTrainer(module, x, y, ptr, "classification", seed=0, chunk_mb=1.5 * per_unit / 2**20)
     assert tr.chunk_size(16) == 1
     chunked = tr.train(init, np.arange(4), solver, 0)
     for k in whole:

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training import kernels
 from fedcluster.engine.training.pooling import ChannelsLastMaxPool2d, fast_pooling
 from fedcluster.models.base import build_model
@@ -65,7 +65,7 @@ def _train(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[dict[str, torch
     for m in module.modules():
         if isinstance(m, nn.MaxPool2d):
             m.register_forward_hook(lambda m, _i, _o: seen.append(type(m)))
-    t = Trainer(module, x, y, np.array([0, 70, 160]), "classification", seed=0, path="sequential",
+    t = LocalTrainer(module, x, y, np.array([0, 70, 160]), "classification", seed=0, path="sequential",
                 client_momentum="keep")
     solver = Solver(lr=0.05, momentum=0.9, weight_decay=5e-4, batch_size=32)
     init = stack([get_params(module)])

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 
-import fedcluster.engine.backends.local as local_backend
+import fedcluster.engine.trainers.local as local_backend
 import fedcluster.storage.atomic as atomic
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve

@@ -14,11 +14,11 @@ import torch
 
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.data.build import build_federation
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.memory import footprint
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.runner import Run
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training import looped
 from fedcluster.engine.training.kernels import auto_path
 from fedcluster.models import build_model
@@ -37,14 +37,14 @@ def one_thread():
 
 
 def _train(path: str, model: str = "light-cnn", momentum: str = "reset", rounds: int = 1, device: str = "cpu"
-           ) -> tuple[dict, Trainer]:
+           ) -> tuple[dict, LocalTrainer]:
     gen = torch.Generator().manual_seed(0)
     sizes = np.array([11, 17, 3])
     x = torch.randn(int(sizes.sum()), 1, 8, 8, generator=gen).to(device)
     y = torch.randint(0, 4, (len(x),), generator=gen).to(device)
     torch.manual_seed(0)
     module = build_model(model, (1, 8, 8), 4)
-    trainer = Trainer(module, x, y, np.concatenate([[0], np.cumsum(sizes)]), "classification", seed=0, path=path,
+    trainer = LocalTrainer(module, x, y, np.concatenate([[0], np.cumsum(sizes)]), "classification", seed=0, path=path,
                       client_momentum=momentum)
     models = stack([get_params(build_model(model, (1, 8, 8), 4)) for _ in range(2)])
     models = {k: v.to(device) for k, v in models.items()}

@@ -20,7 +20,7 @@ import torch
 from fedcluster.app.cli import main
 from fedcluster.config.run_config import load_raw, resolve
 from fedcluster.engine import budget, memory
-from fedcluster.engine.backends.local import Trainer
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.models.base import build_model
 from fedcluster.reproduce.specs_fedrc import PAPER_CNN
 
@@ -69,7 +69,7 @@ def test_the_h100_case_fedrc_900_units_of_the_paper_cnn_runs_with_a_smaller_chun
     assert est.units == 0 and est.held < 1 * GIB  # FedRC streams: no per-unit result is held for the round
     # the trainer's chunk at training time: from the same plan, within the memory left
     module = build_model(cfg.model, (1, 28, 28), 10, typed["model"])
-    tr = Trainer(module, torch.rand(2, 1, 28, 28), torch.randint(0, 10, (2,)), np.array([0, 1, 2]),
+    tr = LocalTrainer(module, torch.rand(2, 1, 28, 28), torch.randint(0, 10, (2,)), np.array([0, 1, 2]),
                  "classification", seed=0)
     chunk = tr.chunk_size(128, 900, streamed=True)
     assert 1 <= chunk < 900 and chunk * est.unit <= available * memory.FREE_SHARE

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.models import build_model
 
@@ -36,7 +36,7 @@ def _multi_train(path: str, model_name: str, solver: Solver, weights_fn):
     init = stack([get_params(module) for _ in SIZES])
     clients = np.arange(len(SIZES))
     weights = [weights_fn(s) for s in SIZES]
-    parent = Trainer(base, x, y, ptr, "classification", seed=3, path=path, workers=2)
+    parent = LocalTrainer(base, x, y, ptr, "classification", seed=3, path=path, workers=2)
     tr = parent.sibling(module, MultiHeadLoss("classification"))
     assert (tr.dense is not None) == (path == "dense")  # the dense path really runs (no silent fallback)
     try:
@@ -90,7 +90,7 @@ def test_one_hot_weights_train_one_head_like_a_plain_model() -> None:
     multi = _multi_train("vectorized", "mlp", solver, lambda n: np.tile(onehot, (n, 1)))
     x, y, ptr, base = _setup("mlp")
     init = stack([get_params(base) for _ in SIZES])
-    tr = Trainer(base, x, y, ptr, "classification", seed=3, path="vectorized")
+    tr = LocalTrainer(base, x, y, ptr, "classification", seed=3, path="vectorized")
     plain = tr.train(init, np.arange(len(SIZES)), solver, round_=1)
     bodies, heads = unpack(multi, K)
     for n, v in bodies.items():

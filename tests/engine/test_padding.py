@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training import kernels
 from fedcluster.engine.training.kernels import PAD_TOLERANCE, step_groups
 
@@ -41,17 +41,17 @@ def computed_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return rows
 
 
-def _trainer(sizes: list[int], features: int = 6) -> Trainer:
+def _trainer(sizes: list[int], features: int = 6) -> LocalTrainer:
     gen = torch.Generator().manual_seed(0)
     n = int(sum(sizes))
     x, y = torch.randn(n, features, generator=gen), torch.randint(0, 3, (n,), generator=gen)
     torch.manual_seed(0)  # the same starting model whatever ran before in this process (tests compare two trainers)
     module = nn.Sequential(nn.Linear(features, 8), nn.ReLU(), nn.Linear(8, 3))
     ptr = np.concatenate([[0], np.cumsum(sizes)])
-    return Trainer(module, x, y, ptr, "classification", seed=0, path="vectorized")
+    return LocalTrainer(module, x, y, ptr, "classification", seed=0, path="vectorized")
 
 
-def _train(trainer: Trainer, k: int, solver: Solver) -> dict[str, torch.Tensor]:
+def _train(trainer: LocalTrainer, k: int, solver: Solver) -> dict[str, torch.Tensor]:
     torch.manual_seed(1)
     models = stack([get_params(trainer.module) for _ in range(k)])
     m = len(trainer.sizes)

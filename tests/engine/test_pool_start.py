@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training import pool
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
 from fedcluster.models import build_model
@@ -27,7 +27,7 @@ def _train(path: str, multihead: bool = False, rounds: int = 2) -> list[dict[str
     x, y, ptr = _data()
     torch.manual_seed(1)
     base = build_model("light-cnn", (1, 8, 8), 10)
-    tr = Trainer(base, x, y, ptr, "classification", seed=3, path=path, workers=2)
+    tr = LocalTrainer(base, x, y, ptr, "classification", seed=3, path=path, workers=2)
     module, unit = base, tr
     if multihead:
         module = MultiHead(base, 3)

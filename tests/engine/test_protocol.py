@@ -11,10 +11,10 @@ import torch
 
 from fedcluster.config.run_config import RunConfig, load_raw, resolve
 from fedcluster.data.federation import Federation
-from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.remote import ClientsFailed, RemoteTrainer, Request, node_trainer, serve
 from fedcluster.engine.placement import Placement
 from fedcluster.engine.runner import Run
+from fedcluster.engine.trainers.local import LocalTrainer
+from fedcluster.engine.trainers.remote import ClientsFailed, RemoteTrainer, Request, node_trainer, serve
 from tests.algorithms.test_clustered import _one_thread  # noqa: F401  (autouse: one intra-op thread for tiny models)
 
 
@@ -24,11 +24,11 @@ class Loopback(Placement):
     def __init__(self) -> None:
         self.requests: list[Request] = []
 
-    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
-                device: torch.device) -> Trainer:
+    def trainer(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> LocalTrainer:
         nodes = {c: node_trainer(module, *fed.train.client(c), c, fed.num_clients, fed.task, cfg.seed, cfg.engine)
                  for c in range(fed.num_clients)}
-        siblings: dict[int, dict[int, Trainer]] = {c: {} for c in nodes}
+        siblings: dict[int, dict[int, LocalTrainer]] = {c: {} for c in nodes}
 
         def send(requests: list[Request]) -> list[dict[str, np.ndarray]]:
             self.requests += requests
@@ -53,7 +53,7 @@ def test_per_client_requests_equal_in_process(extra: list[str], tmp_path: Path) 
     ref.execute()
     cfg2, typed2 = _config(tmp_path, "b", extra)
     loopback = Loopback()
-    rem = Run(cfg2, typed2, backend=loopback)
+    rem = Run(cfg2, typed2, placement=loopback)
     rem.execute()
     assert loopback.requests, "the remote trainer must have been used"
     np.testing.assert_array_equal(rem.alg.assignment(), ref.alg.assignment())
@@ -65,7 +65,7 @@ def test_per_client_requests_equal_in_process(extra: list[str], tmp_path: Path) 
 def test_requests_carry_plain_arrays_and_scalars(tmp_path: Path) -> None:
     cfg, typed = _config(tmp_path, "a", ["algorithm=fedrc", "rounds=1"])
     loopback = Loopback()
-    Run(cfg, typed, backend=loopback).execute()
+    Run(cfg, typed, placement=loopback).execute()
     kinds = {r.kind for r in loopback.requests}
     assert kinds == {"train", "losses"}
     for r in loopback.requests:
@@ -77,10 +77,16 @@ def test_requests_carry_plain_arrays_and_scalars(tmp_path: Path) -> None:
 
 def test_loss_requests_refuse_partial_clients(tmp_path: Path) -> None:
     cfg, typed = _config(tmp_path, "a", ["algorithm=ifca"])
-    run = Run(cfg, typed, backend=Loopback())
+    run = Run(cfg, typed, placement=Loopback())
     ptr = run.fed.train.ptr
     with pytest.raises(ValueError, match="every training row"):
         run.ctx.trainer.losses(run.alg.models, np.arange(ptr[0], ptr[1] - 1))
+
+
+def test_the_placement_keyword_keeps_its_earlier_name(tmp_path: Path) -> None:
+    cfg, typed = _config(tmp_path, "b", ["algorithm=ifca"])
+    loopback = Loopback()
+    assert Run(cfg, typed, backend=loopback).placement is loopback
 
 
 def test_a_failing_transport_raises_clients_failed() -> None:
@@ -98,7 +104,7 @@ def test_a_failing_transport_raises_clients_failed() -> None:
 def test_the_divergence_watch_sees_units_trained_on_nodes(tmp_path: Path) -> None:
     """A node whose local training blew up (its reply holds NaN) is reported by the watch, as in process."""
     cfg, typed = _config(tmp_path, "nan", ["algorithm=fedavg"])
-    run = Run(cfg, typed, backend=Loopback())
+    run = Run(cfg, typed, placement=Loopback())
     tr = run.ctx.trainer
     inner = tr.send
 

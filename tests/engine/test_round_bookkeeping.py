@@ -1,6 +1,6 @@
 """The training round's bookkeeping does not change its numbers: the sequential path trains in its result rows and
 in the kept momentum buffers in place and reuses its result stack across folded calls, the non-finite watch reduces
-unit by unit on the CPU, and the CPU E-step re-freezes kept traces (engine.backends.local, engine.training,
+unit by unit on the CPU, and the CPU E-step re-freezes kept traces (engine.trainers.local, engine.training,
 engine.evaluation.inference)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.evaluation.inference import StackForward, _frozen
 from fedcluster.engine.params import Params, get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.momentum import ClientMomentum
 from fedcluster.models.base import build_model
 
@@ -50,8 +50,8 @@ def test_folded_sequential_rounds_equal_fresh_training_with_kept_momentum() -> N
     (a fresh stack each call): every unit and every kept buffer bit for bit."""
     x, y, module, init = _data()
     clients, models = np.array([0, 1, 2, 3, 1]), np.array([0, 1, 0, 1, 0])
-    folded = Trainer(module, x, y, PTR, "classification", seed=0, path="sequential", client_momentum="keep")
-    fresh = Trainer(module, x, y, PTR, "classification", seed=0, path="sequential", client_momentum="keep")
+    folded = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="sequential", client_momentum="keep")
+    fresh = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="sequential", client_momentum="keep")
     for round_ in range(3):
         kept = _Kept()
         folded.train_folded(kept, init, clients, SOLVER, round_, init_index=models)
@@ -83,7 +83,7 @@ def test_momentum_gather_hands_out_views_for_consecutive_keys_only() -> None:
 
 def test_watch_finds_the_non_finite_units_and_their_peaks() -> None:
     x, y, module, init = _data()
-    t = Trainer(module, x, y, PTR, "classification", seed=0, path="sequential")
+    t = LocalTrainer(module, x, y, PTR, "classification", seed=0, path="sequential")
     out = {k: torch.randn(4, *v.shape[1:], device=x.device) for k, v in init.items()}
     first = next(iter(out))
     out[first][1].view(-1)[3] = float("nan")

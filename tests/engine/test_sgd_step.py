@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.sgd import sgd_step
 from fedcluster.models import build_model
 from tests.support.operator_count import OperatorCount
@@ -54,7 +54,7 @@ def _update_ops_per_step(path: str, hidden: list[int]) -> float:
     y = torch.randint(0, 3, (len(x),), generator=gen)
     torch.manual_seed(0)
     module = build_model("mlp", (6,), 3, {"hidden": hidden})
-    trainer = Trainer(module, x, y, np.concatenate([[0], np.cumsum(sizes)]), "classification", seed=0, path=path)
+    trainer = LocalTrainer(module, x, y, np.concatenate([[0], np.cumsum(sizes)]), "classification", seed=0, path=path)
     models = stack([get_params(module)] * len(sizes))
     counter = OperatorCount()
     with counter:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.models import build_model
 
@@ -19,14 +19,14 @@ SIZES = [37, 64, 5, 90]
 SOLVER = Solver(lr=0.1, epochs=2, batch_size=16, prox_mu=0.1)
 
 
-def _trainer(path: str, model_name: str) -> tuple[Trainer, dict[str, torch.Tensor]]:
+def _trainer(path: str, model_name: str) -> tuple[LocalTrainer, dict[str, torch.Tensor]]:
     g = torch.Generator().manual_seed(0)
     n = sum(SIZES)
     x, y = torch.rand(n, 1, 8, 8, generator=g), torch.randint(0, 10, (n,), generator=g)
     torch.manual_seed(1)
     module = build_model(model_name, (1, 8, 8), 10)
     init = stack([get_params(module)] * len(SIZES))
-    return Trainer(module, x, y, np.concatenate([[0], np.cumsum(SIZES)]), "classification", seed=3, path=path,
+    return LocalTrainer(module, x, y, np.concatenate([[0], np.cumsum(SIZES)]), "classification", seed=3, path=path,
                    workers=2), init
 
 

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from fedcluster.app.cli import main
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.models.base import build_model
 from fedcluster.tiers.aggregation import ClusterSums, ModelSums, cluster_update, server_update
 
@@ -37,9 +37,9 @@ class HeldUnits:
         self.watched: list[tuple[weakref.ref, int]] = []
         self.peak = 0
         self.calls = 0
-        train = Trainer._train
+        train = LocalTrainer._train
 
-        def watched_train(trainer: Trainer, *args: Any, **kwargs: Any) -> Any:
+        def watched_train(trainer: LocalTrainer, *args: Any, **kwargs: Any) -> Any:
             out = train(trainer, *args, **kwargs)
             first = next(iter(out.values()))
             self.watched.append((weakref.ref(first), len(first)))
@@ -47,10 +47,10 @@ class HeldUnits:
             self.peak = max(self.peak, sum(n for ref, n in self.watched if ref() is not None))
             return out
 
-        monkeypatch.setattr(Trainer, "_train", watched_train)
+        monkeypatch.setattr(LocalTrainer, "_train", watched_train)
 
 
-def whole_cohort(trainer: Trainer, sums: Any, init: Any, clients: np.ndarray, solver: Solver, round_: int,
+def whole_cohort(trainer: LocalTrainer, sums: Any, init: Any, clients: np.ndarray, solver: Solver, round_: int,
                  weights: Any = None, stream: int = 0, init_index: Any = None) -> None:
     """The path without the fold: the cohort trained in one call, every unit held, then aggregated."""
     sums.add(0, len(clients), trainer.train(init, clients, solver, round_, weights=weights, stream=stream,
@@ -91,7 +91,7 @@ def test_held_units_do_not_grow_with_the_cohort_and_results_equal_the_whole_coho
         peaks[clients] = held.peak
     with monkeypatch.context() as m:
         held = HeldUnits(m)
-        m.setattr(Trainer, "train_folded", whole_cohort)
+        m.setattr(LocalTrainer, "train_folded", whole_cohort)
         whole = _run([*METHODS[method], "num_clients=12"], tmp_path / "w12")
     units = 12 * (1 if method in ("fedavg", "ifca") else 3)
     assert held.peak == units  # without the fold every trained unit of the round is held at once
@@ -106,7 +106,7 @@ def test_the_fold_adds_up_to_the_cluster_update(pairs: bool) -> None:
     torch.manual_seed(0)
     x, y = torch.rand(60, 1, 6, 6, device=DEVICE), torch.randint(0, 4, (60,), device=DEVICE)
     module = build_model("mlp", (1, 6, 6), 4, None)
-    tr = Trainer(module, x, y, np.arange(0, 61, 6), "classification", seed=0, max_units=4)
+    tr = LocalTrainer(module, x, y, np.arange(0, 61, 6), "classification", seed=0, max_units=4)
     k, clients = 3, np.arange(10)
     models = {n: torch.stack([p.detach() + 0.01 * i for i in range(k)]) for n, p in module.named_parameters()}
     solver = Solver(lr=0.1, epochs=1, batch_size=4, momentum=0.9)

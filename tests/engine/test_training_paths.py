@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, repeat, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.dense import dense_layers
 from fedcluster.engine.training.multihead import MultiHead
@@ -46,7 +46,7 @@ def _train(path: str, model_name: str, shape, solver: Solver, units_per_client: 
     if weighted:
         rng = np.random.default_rng(0)
         weights = [rng.random(sizes[c]).astype(np.float32) for c in clients]
-    tr = Trainer(module, x, y, ptr, task, seed=3, path=path, workers=2)
+    tr = LocalTrainer(module, x, y, ptr, task, seed=3, path=path, workers=2)
     assert (tr.dense is not None) == (path == "dense")  # the dense path really runs (no silent fallback)
     try:
         return tr.train(init, clients, solver, round_=2, weights=weights)
@@ -110,7 +110,7 @@ def test_training_changes_models_and_zero_weights_freeze_them() -> None:
     x, y, ptr = _data(sizes, (1, 8, 8))
     module = build_model("logistic", (1, 8, 8), 10)
     init = repeat(get_params(module), 2)
-    tr = Trainer(module, x, y, ptr, "classification", seed=0)
+    tr = LocalTrainer(module, x, y, ptr, "classification", seed=0)
     out = tr.train(init, np.array([0, 1]), solver, 0, weights=[np.zeros(20), np.ones(30)])
     for k in init:
         torch.testing.assert_close(out[k][0], init[k][0])  # γ = 0: the unit sees no data
@@ -173,7 +173,7 @@ def test_schedule_max_steps() -> None:
 
 def test_nonfinite_units_are_found_and_an_overflowing_sum_is_no_false_alarm() -> None:
     x, y, ptr = _data([3, 3], (1, 8, 8))
-    tr = Trainer(build_model("logistic", (1, 8, 8), 10), x, y, ptr, "classification", seed=0)
+    tr = LocalTrainer(build_model("logistic", (1, 8, 8), 10), x, y, ptr, "classification", seed=0)
     out = {"w": torch.ones(5, 3, 2), "b": torch.ones(5, 2)}
     out["w"][1, 0, 1] = float("nan")
     out["b"][2, 1] = float("-inf")
@@ -201,7 +201,7 @@ def test_shared_starting_points_train_exactly_like_copies(path: str, solver: Sol
     copies = {n: v[torch.as_tensor(index)] for n, v in models.items()}
     rng = np.random.default_rng(0)
     weights = [rng.random(sizes[c]).astype(np.float32) for c in clients]
-    tr = Trainer(module, x, y, ptr, "classification", seed=3, path=path, workers=2, max_units=3)
+    tr = LocalTrainer(module, x, y, ptr, "classification", seed=3, path=path, workers=2, max_units=3)
     try:
         ref = tr.train(copies, clients, solver, 2, weights=weights)
         shared = tr.train(models, clients, solver, 2, weights=weights, init_index=index)

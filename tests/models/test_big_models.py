@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import get_params, stack
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.errors import ConfigError
 from fedcluster.models import build_model
 
@@ -99,7 +99,7 @@ def _tiny_round(name: str, paths: tuple[str, ...]) -> tuple[dict, dict]:
     solver = Solver(lr=0.05, batch_size=4, momentum=0.9)
     out = {}
     for path in paths:
-        tr = Trainer(module, x, y, ptr, "classification", seed=0, path=path)
+        tr = LocalTrainer(module, x, y, ptr, "classification", seed=0, path=path)
         out[path] = tr.train(init, np.array([0, 1]), solver, 0, weights=[np.ones(4), np.linspace(0, 1, 2)])
     return init, out
 

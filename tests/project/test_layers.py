@@ -145,8 +145,8 @@ def test_the_lower_tiers_never_reach_the_split_rules() -> None:
 ENGINE_ROOMS = {  # room -> floor
     "shared": 0,  # engine/<module>.py in ENGINE_SHARED: parameters, host-to-device copies, memory, devices
     "training": 1, "evaluation": 1,  # engine/training/, engine/evaluation/: local training; scores and forwards
-    "contract": 2,  # engine/<module>.py in ENGINE_CONTRACT: what methods and backends agree on
-    "backends": 3,  # engine/backends/: where clients' work runs in this process or on remote nodes
+    "contract": 2,  # engine/<module>.py in ENGINE_CONTRACT: what methods and trainers agree on
+    "trainers": 3,  # engine/trainers/: the clients' work in this process or on remote nodes
     "distributed": 4,  # engine/distributed/: a run over the ranks of a torchrun job
     "loop": 5,  # every other engine/<module>.py: the run loop, its callbacks and its evaluation step
 }
@@ -194,11 +194,11 @@ def test_every_engine_folder_is_a_room() -> None:
     folders = {p.name for p in (ROOT / "engine").iterdir() if p.is_dir() and any(p.glob("*.py"))}
     assert folders <= set(ENGINE_ROOMS), folders - set(ENGINE_ROOMS)
     assert engine_room("fedcluster.engine.runner") == "loop" and engine_room("fedcluster.engine.params") == "shared"
-    assert engine_room("fedcluster.engine.backends.local") == "backends" and engine_room("fedcluster.data") is None
+    assert engine_room("fedcluster.engine.trainers.local") == "trainers" and engine_room("fedcluster.data") is None
 
 
 def test_the_run_loop_is_given_where_clients_work_not_subclassed() -> None:
-    """Where the clients work is a placement passed as ``Run(..., backend=...)``; no module subclasses the loop."""
+    """Where the clients work is a placement passed as ``Run(..., placement=...)``; no module subclasses the loop."""
     subclasses = [f"{p.relative_to(ROOT)}:{node.lineno} {node.name}" for p in sorted(ROOT.rglob("*.py"))
                   for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)
                   and any(isinstance(b, ast.Name) and b.id == "Run" for b in node.bases)]

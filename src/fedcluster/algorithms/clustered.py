@@ -40,12 +40,12 @@ from fedcluster.algorithms.parts import required
 from fedcluster.algorithms.round_plan import RoundPlan
 from fedcluster.config.ranges import RangeChecked, ranged
 from fedcluster.data.federation import Split
-from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.evaluation.prediction import tier_weights, untrained_omega
 from fedcluster.engine.evaluation.scores import client_outputs
 from fedcluster.engine.params import Params, distances
-from fedcluster.engine.protocol import Backend
+from fedcluster.engine.protocol import Trainer
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.fold import train_into
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss, pack, unpack
 from fedcluster.engine.transfer import to_device
 from fedcluster.errors import UserError
@@ -109,7 +109,7 @@ class ClusteredAlgorithm(ClusterMethod):
         self.weighting: Weighting = required(weighting, Weighting, "weighting (tier 2)")
         self.omega = np.full((fed.num_clients, k), 1.0 / k)
         self.gamma = np.full((len(fed.train.y), k), 1.0 / k, dtype=np.float32)
-        self._multi: Backend | None = None
+        self._multi: Trainer | None = None
         self.estimated = np.zeros(fed.num_clients, dtype=bool)  # Ω row set by a round (or known: oracle)
         self._scoring: tuple[tuple[int, int], np.ndarray] | None = None
         self._labels: np.ndarray | None = None  # the training labels on the host, copied once (not every round)
@@ -208,7 +208,7 @@ class ClusteredAlgorithm(ClusterMethod):
     def train_aggregate_single(self, clients: np.ndarray, cluster: np.ndarray, weights: np.ndarray, round_: int,
                                solver: Solver | None = None) -> None:
         """:meth:`train_single` from the clients' clusters, then :meth:`aggregate` with weights A [m, K]; without a
-        shared body each chunk of trained clients is folded into the K sums as it finishes (engine.backends.fold)."""
+        shared body each chunk of trained clients is folded into the K sums as it finishes (engine.trainers.fold)."""
         if self.split:
             self.aggregate(self.train_single(clients, cluster, round_, solver), weights)
             return
@@ -220,7 +220,7 @@ class ClusteredAlgorithm(ClusterMethod):
     def train_aggregate_pairs(self, clients: np.ndarray, gamma: np.ndarray, weights: np.ndarray, round_: int,
                               solver: Solver | None = None) -> None:
         """:meth:`train_pairs` with weights γ, then :meth:`aggregate` with weights A [m, K]; without a shared body
-        each chunk of trained pairs is folded into the K sums as it finishes (engine.backends.fold)."""
+        each chunk of trained pairs is folded into the K sums as it finishes (engine.trainers.fold)."""
         if self.split:
             self.aggregate(self.train_pairs(clients, gamma, round_, solver), weights)
             return

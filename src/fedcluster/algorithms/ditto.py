@@ -39,7 +39,7 @@ from fedcluster.algorithms.base import Context, RoundResult
 from fedcluster.algorithms.personal import PersonalAlgorithm
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
-from fedcluster.engine.backends.fold import train_into
+from fedcluster.engine.trainers.fold import train_into
 from fedcluster.errors import ConfigError
 from fedcluster.tiers.aggregation import ModelSums
 

@@ -15,8 +15,8 @@ import numpy as np
 from fedcluster.algorithms.base import Algorithm, Context, RoundResult
 from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.ranges import RangeChecked, ranged
-from fedcluster.engine.backends.fold import train_into
 from fedcluster.engine.params import num_bytes
+from fedcluster.engine.trainers.fold import train_into
 from fedcluster.tiers.aggregation import ModelSums
 
 FEDAVG_PAPER = ("H. Brendan McMahan, Eider Moore, Daniel Ramage, Seth Hampson, Blaise Agüera y Arcas. "

@@ -12,7 +12,7 @@ Two kinds, by what trains:
 
 ``gamma`` and ``omega`` are what the round records as γ and Ω of the cohort (a hard plan's one-hot rows once joined;
 FedRC-TrHC's hard plan keeps its soft E-step). With A known before training (``folds``) the round folds each
-trained chunk into the K weighted sums (engine.backends.fold) and keeps no trained model.
+trained chunk into the K weighted sums (engine.trainers.fold) and keeps no trained model.
 
 Communication is the plan's too: the models each client receives (``sent``: one count for every client, or one per
 client) and uploads (``uploaded``), a table sent both ways (``table``: FedRC's C_{y,k} down and F_i up, FedGMM's

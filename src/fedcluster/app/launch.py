@@ -29,7 +29,7 @@ LAUNCHED = "FEDCLUSTER_LAUNCHED"  # set by :func:`launch` in its ranks: they lea
 def new_run(cfg: RunConfig, typed: dict[str, Any], **kwargs: Any) -> Run:
     """The run loop for this process: under torchrun with this rank's clients (:class:`Ranks`), else with every
     client in this process."""
-    return Run(cfg, typed, backend=Ranks() if in_torchrun() else None, **kwargs)
+    return Run(cfg, typed, placement=Ranks() if in_torchrun() else None, **kwargs)
 
 
 def follower_resume(path: Path, overrides: list[str]) -> tuple[RunConfig, dict[str, Any]]:
@@ -122,5 +122,5 @@ def resume_follower(path: Path, overrides: list[str]) -> int:
     if run_dir.checkpoint.exists() and (path / "summary.json").is_file() \
             and int(run_dir.load_checkpoint()["round"]) == cfg.rounds:
         return 0
-    Run(cfg, typed, resume=True, run_dir=run_dir, backend=Ranks()).execute()
+    Run(cfg, typed, resume=True, run_dir=run_dir, placement=Ranks()).execute()
     return 0

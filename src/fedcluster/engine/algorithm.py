@@ -20,7 +20,7 @@ from fedcluster.data.federation import Federation, Split
 from fedcluster.engine.evaluation import prediction as predicting
 from fedcluster.engine.evaluation.inference import StackForward
 from fedcluster.engine.params import Params, get_params, num_units, stack
-from fedcluster.engine.protocol import Backend, RoundResult
+from fedcluster.engine.protocol import RoundResult, Trainer
 from fedcluster.engine.solver import Solver
 from fedcluster.engine.transfer import to_device
 from fedcluster.models.base import SplitModel, build_model
@@ -36,7 +36,7 @@ class Context:
     cfg: RunConfig
     fed: Federation
     module: SplitModel
-    trainer: Backend
+    trainer: Trainer
     solver: Solver
 
     @property
@@ -90,7 +90,7 @@ class Algorithm(ABC):
 
     def reads_every_input(self) -> str | None:
         """What in the method's parameters makes the server read clients' inputs row by row, beyond the per-client
-        computations it asks of the trainer (``Backend.per_client``, ``losses``); None when nothing does.
+        computations it asks of the trainer (``Trainer.per_client``, ``losses``); None when nothing does.
         A run spread over processes, where each process holds only its clients' inputs, refuses it."""
         return None
 

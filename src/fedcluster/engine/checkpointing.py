@@ -17,7 +17,7 @@ from fedcluster.config.run_config import RunConfig, dump_config
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.callbacks import RoundCallback, RoundEnd, Row
-from fedcluster.engine.protocol import Backend
+from fedcluster.engine.protocol import Trainer
 from fedcluster.engine.transfer import state_to_device
 from fedcluster.tracking.checkpoint_schema import CheckpointSchemaError, check_algorithm_state
 from fedcluster.tracking.run_dir import RunDir
@@ -27,7 +27,7 @@ class Checkpointing(RoundCallback):
     """Writes the checkpoint every ``checkpoint_every`` rounds and after the last; ``last`` is the round of the
     newest one (the round a resumed run started from, before any)."""
 
-    def __init__(self, run_dir: RunDir, cfg: RunConfig, alg: Algorithm, trainer: Backend, first: int) -> None:
+    def __init__(self, run_dir: RunDir, cfg: RunConfig, alg: Algorithm, trainer: Trainer, first: int) -> None:
         self.dir, self.cfg, self.alg, self.trainer = run_dir, cfg, alg, trainer
         self.last = first
 
@@ -44,7 +44,7 @@ class Checkpointing(RoundCallback):
 
 
 def restore(run_dir: RunDir, cfg: RunConfig, alg: Algorithm, module: torch.nn.Module, fed: Federation,
-            trainer: Backend, device: torch.device) -> tuple[int, float, list[Row]]:
+            trainer: Trainer, device: torch.device) -> tuple[int, float, list[Row]]:
     """A resumed run's round to continue from, seconds so far and rows kept: the method's state (and the clients'
     momentum buffers) loaded from the checkpoint, checked against this run first; round 0 (with a note) when the
     run stopped before its first checkpoint. The run directory then holds the rows up to that round only and the
@@ -81,7 +81,7 @@ def check_state(alg: Algorithm, state: dict[str, Any], rounds: int, module: torc
                                     "was modified): start the run again with another out=")
 
 
-def load_momentum(state: dict[str, Any], run_dir: RunDir, trainer: Backend, device: torch.device) -> None:
+def load_momentum(state: dict[str, Any], run_dir: RunDir, trainer: Trainer, device: torch.device) -> None:
     """The clients' kept momentum buffers of a checkpoint (client_momentum=keep), refused in one line when
     absent or malformed: a resume without them would not continue the run it says it continues."""
     saved = state.get("client_momentum")

@@ -35,7 +35,7 @@ import torch
 from fedcluster.engine.algorithm import Algorithm
 from fedcluster.engine.callbacks import RoundCallback
 from fedcluster.engine.params import Params
-from fedcluster.engine.protocol import Backend
+from fedcluster.engine.protocol import Trainer
 from fedcluster.errors import DivergedError
 
 GROWTH = 1e3  # rule 2: model norm over the reference norm
@@ -67,7 +67,7 @@ class DivergenceWatch(RoundCallback):
     :meth:`after_evaluation` (:meth:`on_played`: either, as the round loop's callback). ``unscored``: the losses
     that are NaN by design (a split without samples), never read."""
 
-    def __init__(self, alg: Algorithm, trainer: Backend, task: str, num_classes: int,
+    def __init__(self, alg: Algorithm, trainer: Trainer, task: str, num_classes: int,
                  unscored: tuple[str, ...] = ()) -> None:
         self.alg, self.trainer, self.unscored = alg, trainer, unscored
         norms = model_stats(alg.models)[1].cpu().tolist()  # once per run

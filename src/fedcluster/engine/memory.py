@@ -20,7 +20,7 @@ the caller reads the free memory once, splits it (:func:`worker_share`) and give
 ``FEDCLUSTER_DEVICE_MEMORY_MB``; :func:`device_memory` then counts at most that share, less what the process has
 allocated, as available, so that N workers never over-commit the card.
 
-Users: :meth:`fedcluster.engine.backends.local.Trainer.chunk_size` (units per vectorised call, at training time),
+Users: :meth:`fedcluster.engine.trainers.local.LocalTrainer.chunk_size` (units per vectorised call, at training time),
 :func:`estimate_training` + :func:`fedcluster.engine.budget.fit_run` (the early refusal), and the inference row
 budget (:func:`free_bytes`).
 """

@@ -1,9 +1,9 @@
-"""Where a run's clients work: the part the run loop is given (``Run(cfg, typed, backend=...)``) instead of being
+"""Where a run's clients work: the part the run loop is given (``Run(cfg, typed, placement=...)``) instead of being
 subclassed.
 
 The loop (:class:`~fedcluster.engine.runner.Run`) builds the federation, the model and the method itself and asks
 its placement, at fixed points, for what depends on where the clients run: the run directory this process writes
-(:meth:`Placement.prepare`), the part of the federation it holds, the backend that does the clients' work, a check
+(:meth:`Placement.prepare`), the part of the federation it holds, the trainer that does the clients' work, a check
 of the method, how a round is played and whether this process writes the results. Three exist:
 
 * :class:`~fedcluster.engine.in_process.InProcess` – every client in this process (the default);
@@ -22,13 +22,13 @@ import torch
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm
-from fedcluster.engine.protocol import Backend, RoundResult
+from fedcluster.engine.protocol import RoundResult, Trainer
 from fedcluster.errors import UserError
 from fedcluster.tracking.run_dir import RunDir
 
 
 class Placement(ABC):
-    """Where the clients' work of a run runs (module docstring); each hook but :meth:`backend` keeps the
+    """Where the clients' work of a run runs (module docstring); each hook but :meth:`trainer` keeps the
     in-process behaviour unless a placement overrides it."""
 
     lead = True  # this process writes the run directory's results (rounds, checkpoints, summary, tracking)
@@ -46,9 +46,9 @@ class Placement(ABC):
         return fed
 
     @abstractmethod
-    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
-                device: torch.device) -> Backend:
-        """The backend that does the clients' work (local training, E-step losses, per-client computations) with
+    def trainer(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> Trainer:
+        """The trainer that does the clients' work (local training, E-step losses, per-client computations) with
         ``module`` on the engine path ``path``."""
 
     def check(self, alg: Algorithm, cfg: RunConfig) -> None:  # noqa: B027  (a hook: nothing to refuse here)
@@ -63,9 +63,9 @@ class Placement(ABC):
             raise UserError(f"scenario={cfg.scenario} changes the clients' concepts during the run, which "
                             f"{self.where} cannot follow; run it in one process (without ranks or Flower)")
 
-    def data_changed(self, trainer: Backend, clients: np.ndarray) -> None:  # noqa: B027  (a hook)
+    def data_changed(self, trainer: Trainer, clients: np.ndarray) -> None:  # noqa: B027  (a hook)
         """The labels of ``clients`` changed in place (a drifting federation's new round): refresh what the
-        backend keeps of them."""
+        trainer keeps of them."""
 
     def play_round(self, alg: Algorithm, round_: int, clients: np.ndarray) -> RoundResult:
         """One round of ``alg`` with its sampled ``clients``."""

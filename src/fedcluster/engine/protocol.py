@@ -1,12 +1,12 @@
 """The engine's contract: what a backend does for the algorithms and the round loop (the clients' side of a round,
-:class:`Backend`) and what a round returns (:class:`RoundResult`). Every room of the engine may import it.
+:class:`Trainer`) and what a round returns (:class:`RoundResult`). Every room of the engine may import it.
 
 An algorithm asks its backend (``ctx.trainer``) for the clients' work and never learns where that work runs:
 
-* :class:`~fedcluster.engine.backends.local.Trainer` – in this process, one call for a whole cohort;
+* :class:`~fedcluster.engine.trainers.local.LocalTrainer` – in this process, one call for a whole cohort;
 * :class:`~fedcluster.engine.distributed.sharded.ShardedTrainer` – each rank of a torchrun job trains its own
   clients and one ``all_reduce`` gives every rank the cohort's results;
-* :class:`~fedcluster.engine.backends.remote.RemoteTrainer` – one request per client, carried to the client's
+* :class:`~fedcluster.engine.trainers.remote.RemoteTrainer` – one request per client, carried to the client's
   node by a transport (``fedcluster.flower`` supplies one).
 
 Everything else (aggregation, Ω and γ, clustering, splits and merges) is the server's and runs on the results.
@@ -39,7 +39,7 @@ class RoundResult:
 
 
 @runtime_checkable
-class Backend(Protocol):
+class Trainer(Protocol):
     """The clients' work of a round, as the algorithms (train, losses, per_client, sibling) and the round loop
     (momentum state, divergence peaks, close) ask for it."""
 
@@ -68,7 +68,7 @@ class Backend(Protocol):
         the clients' data are."""
         ...
 
-    def sibling(self, module: nn.Module, loss: LossFn) -> Backend:
+    def sibling(self, module: nn.Module, loss: LossFn) -> Trainer:
         """A backend on the same clients with another module and per-sample loss (closed with this one)."""
         ...
 

@@ -2,7 +2,7 @@
 the loop's callbacks (the divergence watch, rounds.csv and clusters.jsonl, tracking, progress, checkpoints:
 :mod:`fedcluster.engine.callbacks`); a resumed run first restores its checkpoint
 (:mod:`fedcluster.engine.checkpointing`). Where the clients work is a part the loop is given
-(``backend=``, :mod:`fedcluster.engine.placement`): in this process by default, on the ranks of a torchrun job, or
+(``placement=``, :mod:`fedcluster.engine.placement`): in this process by default, on the ranks of a torchrun job, or
 on Flower nodes."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from fedcluster.engine.interrupts import sigint_held
 from fedcluster.engine.memory import model_footprint
 from fedcluster.engine.params import state_bytes
 from fedcluster.engine.placement import Placement
-from fedcluster.engine.protocol import Backend, RoundResult
+from fedcluster.engine.protocol import RoundResult, Trainer
 from fedcluster.engine.round_evaluation import device_scores, evaluate, to_host  # noqa: F401  (re-exported)
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
@@ -86,15 +86,16 @@ def versions(device: torch.device | None = None) -> dict[str, str]:
 
 
 class Run:
-    """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict. ``backend`` is where the clients
-    work (:class:`~fedcluster.engine.placement.Placement`; default: in this process), ``callbacks`` are called
-    after the loop's own each round."""
+    """One experiment: ``Run(cfg, typed).execute()`` returns the summary dict. ``placement`` is where the clients
+    work (:class:`~fedcluster.engine.placement.Placement`; default: in this process; ``backend`` is its earlier
+    name, still accepted), ``callbacks`` are called after the loop's own each round."""
 
     def __init__(self, cfg: RunConfig, typed: dict[str, Any], resume: bool = False,
                  fed: Federation | None = None, run_dir: RunDir | None = None,
-                 callbacks: Sequence[RoundCallback] = (), backend: Placement | None = None) -> None:
+                 callbacks: Sequence[RoundCallback] = (), placement: Placement | None = None,
+                 backend: Placement | None = None) -> None:
         self.cfg, self.typed, self.resume = cfg, typed, resume
-        self.placement = backend if backend is not None else InProcess()
+        self.placement = placement or backend or InProcess()
         run_dir = self.placement.prepare(cfg, run_dir)
         self.announcement: str | None = None  # printed once the trackers have started (the CLI's summary)
         self.user_callbacks = list(callbacks)  # called after the run's own, each round's files already written
@@ -174,9 +175,9 @@ class Run:
         """The part of the federation this process keeps (the placement's: all of it, or a rank's clients)."""
         return self.placement.hold(fed)
 
-    def make_trainer(self, module: torch.nn.Module) -> Backend:
+    def make_trainer(self, module: torch.nn.Module) -> Trainer:
         """The clients' work (local training, E-step losses, per-client computations), from the placement."""
-        return self.placement.backend(module, self.fed, self.cfg, self.engine_path, self.device)
+        return self.placement.trainer(module, self.fed, self.cfg, self.engine_path, self.device)
 
     def play_round(self, t: int) -> RoundResult:
         """One round with this round's sampled clients, as the placement plays it."""
@@ -184,7 +185,7 @@ class Run:
 
     def follow_drift(self, t: int) -> None:
         """A drifting federation moves to the concepts of round t + 1 before it is played (data.drift): the
-        clients that change are relabelled in place, the placement refreshes what its backend holds of them and
+        clients that change are relabelled in place, the placement refreshes what its trainer holds of them and
         the method drops what it cached from their labels; a static federation is left alone."""
         if self.drift is None:
             return

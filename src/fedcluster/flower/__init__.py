@@ -1,5 +1,5 @@
 """Run any fedcluster method on Flower (``flwr``): a ServerApp with the method's server side and a ClientApp
-with the in-process engine's client work (engine.backends.remote), for simulations and real deployments; or,
+with the in-process engine's client work (engine.trainers.remote), for simulations and real deployments; or,
 inside a user's own Flower app, :class:`ClusteredStrategy` (the method as a strategy) with
 :class:`ClusteredClient` (the user's model and data on each node).
 

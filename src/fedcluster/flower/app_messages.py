@@ -4,7 +4,7 @@
 Their message types carry fedcluster's own action names, so a user's ClientApp keeps its plain ``train`` and
 ``evaluate`` functions beside them: ``query.fedcluster_hello`` (a node reports its data), ``train.fedcluster``
 (local training of units) and ``query.fedcluster_losses`` (an E-step's per-sample losses). Requests are
-:mod:`fedcluster.flower.records` contents (engine.backends.remote requests); the run's settings travel beside
+:mod:`fedcluster.flower.records` contents (engine.trainers.remote requests); the run's settings travel beside
 each request as JSON in the ``run`` record.
 """
 

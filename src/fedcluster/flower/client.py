@@ -1,6 +1,6 @@
 """The client side of :class:`~fedcluster.flower.strategy.ClusteredStrategy` for a user's own ClientApp: the user's
 model and their own training data (a DataLoader, a Dataset or tensors), served with the in-process engine's
-client code (engine.backends.remote.serve), so a fedcluster method trains here exactly as in ``fedcluster run``.
+client code (engine.trainers.remote.serve), so a fedcluster method trains here exactly as in ``fedcluster run``.
 
 ::
 
@@ -28,8 +28,8 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.clientapp import ClientApp
 from torch import nn
 
-from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.remote import Request, node_trainer, serve
+from fedcluster.engine.trainers.local import LocalTrainer
+from fedcluster.engine.trainers.remote import Request, node_trainer, serve
 from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import LABELS, NODE, RunSettings
 from fedcluster.flower.records import to_record
@@ -84,8 +84,8 @@ def _batches(data: TrainData) -> list[tuple[torch.Tensor, torch.Tensor]]:
 @dataclass
 class _NodeState:
     key: tuple[str, int]
-    trainer: Trainer
-    siblings: dict[int, Trainer] = field(default_factory=dict)
+    trainer: LocalTrainer
+    siblings: dict[int, LocalTrainer] = field(default_factory=dict)
 
 
 class ClusteredClient:

@@ -1,6 +1,6 @@
 """A node's work on its partition: build the run's seeded federation from the resolved config, keep this
 partition's training rows, answer ``hello`` and the clients' requests with the in-process engine's client
-code (engine.backends.remote.serve). Run either in the ClientApp process itself or, kept warm across messages, in
+code (engine.trainers.remote.serve). Run either in the ClientApp process itself or, kept warm across messages, in
 the ``fedcluster flower node`` process (:mod:`fedcluster.flower.worker`)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from fedcluster.engine.backends.local import Trainer
-from fedcluster.engine.backends.remote import Arrays, Request, node_trainer, serve
+from fedcluster.engine.trainers.local import LocalTrainer
+from fedcluster.engine.trainers.remote import Arrays, Request, node_trainer, serve
 from fedcluster.engine.training.kernels import auto_path
 
 
@@ -22,8 +22,8 @@ from fedcluster.engine.training.kernels import auto_path
 class NodeData:
     partition: int
     true_cluster: int
-    trainer: Trainer
-    siblings: dict[int, Trainer] = field(default_factory=dict)
+    trainer: LocalTrainer
+    siblings: dict[int, LocalTrainer] = field(default_factory=dict)
 
 
 _CACHE: dict[tuple[str, int], NodeData] = {}

@@ -1,11 +1,11 @@
-"""engine.backends.remote requests and replies as Flower records (ArrayRecord + ConfigRecord; no pickle)."""
+"""engine.trainers.remote requests and replies as Flower records (ArrayRecord + ConfigRecord; no pickle)."""
 
 from __future__ import annotations
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from fedcluster.engine.backends.remote import Arrays, Request
+from fedcluster.engine.trainers.remote import Arrays, Request
 from fedcluster.flower.wire import ARRAYS, RUN, TASK
 
 

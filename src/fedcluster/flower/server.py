@@ -2,7 +2,7 @@
 
 :class:`FlowerNodes` places the clients of the in-process :class:`~fedcluster.engine.runner.Run` (same round loop,
 metrics, run directory, checkpoints) on the nodes: its backend is an
-:class:`~fedcluster.engine.backends.remote.RemoteTrainer` whose requests :class:`NodeLink` carries to the nodes, and
+:class:`~fedcluster.engine.trainers.remote.RemoteTrainer` whose requests :class:`NodeLink` carries to the nodes, and
 each round first drops the sampled clients whose
 node is not connected; a round in which a node fails (error or no reply within ``timeout``) is replayed
 from the state before it without that node, as long as ``min_clients`` remain (else it is skipped and the
@@ -31,10 +31,10 @@ from fedcluster.config.bounds import MAX_WAIT_SECONDS
 from fedcluster.config.run_config import RunConfig
 from fedcluster.data.federation import Federation
 from fedcluster.engine.algorithm import Algorithm
-from fedcluster.engine.backends.remote import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
 from fedcluster.engine.placement import Placement
-from fedcluster.engine.protocol import Backend, RoundResult
+from fedcluster.engine.protocol import RoundResult, Trainer
 from fedcluster.engine.runner import Run
+from fedcluster.engine.trainers.remote import LOSSES, Arrays, ClientsFailed, RemoteTrainer, Request
 from fedcluster.errors import ConfigError
 from fedcluster.flower.records import RUN, from_record, request_content, wire_bytes
 
@@ -147,7 +147,7 @@ class NodeLink:
 
 class FlowerNodes(Placement):
     """The run loop's clients on Flower nodes (see the module docstring): ``Run(cfg, typed,
-    backend=FlowerNodes(link))``."""
+    placement=FlowerNodes(link))``."""
 
     where = "Flower, whose nodes each build and keep their own data,"
 
@@ -155,8 +155,8 @@ class FlowerNodes(Placement):
         self.link = link
         self.true_cluster = np.zeros(0, dtype=np.int64)  # the server federation's tags, to check the nodes' against
 
-    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
-                device: torch.device) -> Backend:
+    def trainer(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> Trainer:
         if cfg.client_momentum == "keep":
             raise ConfigError("client_momentum=keep is not offered on Flower (the nodes keep no state between "
                               "rounds); use client_momentum=reset, or `fedcluster run`")
@@ -208,5 +208,5 @@ def serve_run(grid: Grid, config_yaml: str, options: FlowerOptions) -> dict[str,
 
     cfg, typed = resolve_text(config_yaml)
     link = NodeLink(grid, config_yaml, options)
-    run = Run(cfg, typed, backend=FlowerNodes(link))
+    run = Run(cfg, typed, placement=FlowerNodes(link))
     return run.execute()

@@ -6,7 +6,7 @@
 
 The method runs unchanged, unaware of Flower: its server side here, driven round by round through
 :func:`~fedcluster.flower.server.replayed_round` (the same fault handling as ``fedcluster flower serve``), and its
-clients' work (local training, E-step losses) sent as engine.backends.remote requests to the user's ClientApps,
+clients' work (local training, E-step losses) sent as engine.trainers.remote requests to the user's ClientApps,
 where :class:`~fedcluster.flower.client.ClusteredClient` answers them with the user's model and data. A
 fedcluster round is not one configure/aggregate exchange (IFCA asks for losses and then for training; CFL trains,
 then splits), so the strategy runs its rounds in :meth:`ClusteredStrategy.start`, as Flower's own ``start`` does.
@@ -37,10 +37,10 @@ from fedcluster.catalog.registry import ALGORITHMS
 from fedcluster.config.run_config import RunConfig, load
 from fedcluster.data.sharded import NotHeldError
 from fedcluster.engine.algorithm import Algorithm, Context
-from fedcluster.engine.backends.remote import RemoteTrainer
 from fedcluster.engine.params import Params, get_params, stack
 from fedcluster.engine.sampling import participation_stream
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.remote import RemoteTrainer
 from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import CLUSTER_KEY, RunSettings
 from fedcluster.flower.server import FlowerOptions, exchange, replayed_round

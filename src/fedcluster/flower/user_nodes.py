@@ -15,7 +15,7 @@ from flwr.serverapp import Grid
 
 from fedcluster.data.federation import Federation, Split
 from fedcluster.data.sharded import ShardedSplit
-from fedcluster.engine.backends.remote import Arrays, ClientsFailed, Request
+from fedcluster.engine.trainers.remote import Arrays, ClientsFailed, Request
 from fedcluster.errors import UserError
 from fedcluster.flower.app_messages import HELLO_TYPE, LABELS, LOSSES_TYPE, NODE, TRAIN_TYPE
 from fedcluster.flower.server import FlowerOptions, NodeLink, exchange

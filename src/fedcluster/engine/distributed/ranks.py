@@ -35,14 +35,14 @@ from fedcluster.engine.distributed.sharded import ShardedTrainer
 from fedcluster.engine.distributed.shares import load_share, own_clients
 from fedcluster.engine.distributed.state import check_same_state, share_state
 from fedcluster.engine.placement import Placement
-from fedcluster.engine.protocol import Backend, RoundResult
+from fedcluster.engine.protocol import RoundResult, Trainer
 from fedcluster.errors import ConfigError, UserError
 from fedcluster.tracking.run_dir import RunDir, default_run_dir
 
 
 class Ranks(Placement):
     """This rank of a torchrun job: its clients' inputs and work, rank 0's state after each round, rank 0 the only
-    writer (module docstring). ``Run(cfg, typed, backend=Ranks())``."""
+    writer (module docstring). ``Run(cfg, typed, placement=Ranks())``."""
 
     where = "a run over ranks (torchrun), whose ranks each hold their clients' labels,"
 
@@ -74,8 +74,8 @@ class Ranks(Placement):
         """Only this rank's clients' inputs."""
         return own_clients(fed, self.rank, self.world)
 
-    def backend(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
-                device: torch.device) -> Backend:
+    def trainer(self, module: torch.nn.Module, fed: Federation, cfg: RunConfig, path: str,
+                device: torch.device) -> Trainer:
         if cfg.client_momentum == "keep":
             raise ConfigError("client_momentum=keep runs in one process: use ranks=1 (the ranks would each hold "
                               "only their own clients' buffers)")

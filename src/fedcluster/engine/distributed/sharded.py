@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from fedcluster.data.sharded import ShardedSplit
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.distributed.group import all_reduce_sum, rank, world_size
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 
 
 def owned(clients: np.ndarray, rank_: int, world: int) -> np.ndarray:
@@ -32,14 +32,14 @@ def owned(clients: np.ndarray, rank_: int, world: int) -> np.ndarray:
     return np.flatnonzero(np.asarray(clients, dtype=np.int64) % world == rank_)
 
 
-class ShardedTrainer(Trainer):
-    """A :class:`Trainer` that trains only this rank's clients and gathers every rank's results (module
+class ShardedTrainer(LocalTrainer):
+    """A :class:`LocalTrainer` that trains only this rank's clients and gathers every rank's results (module
     docstring); the algorithms call it as they call the in-process one. Its ``x``/``y``/``ptr`` are the held
     clients' rows (``split.local()``); ``split`` maps the algorithms' global rows to them."""
 
     split: ShardedSplit | None = None
 
-    def sibling(self, module: torch.nn.Module, loss: Any) -> Trainer:
+    def sibling(self, module: torch.nn.Module, loss: Any) -> LocalTrainer:
         t = super().sibling(module, loss)
         t.split = self.split  # type: ignore[attr-defined]
         return t

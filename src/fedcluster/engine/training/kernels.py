@@ -10,7 +10,7 @@ E-step responsibilities γ_{i,j;k} for FedEM/FedRC). The paths:
 * ``dense`` (:mod:`fedcluster.engine.training.dense`) and ``unit-loop``
   (:mod:`fedcluster.engine.training.looped`), and ``pool``,
   the sequential path split over worker processes by the in-process backend
-  (:mod:`fedcluster.engine.backends.local`).
+  (:mod:`fedcluster.engine.trainers.local`).
 
 A :class:`Batch` holds one training call's units on the device of the federation's tensors: batches,
 parameters and updates stay there. ``precision="bf16"`` runs forward and backward under ``torch.autocast``

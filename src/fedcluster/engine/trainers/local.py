@@ -1,6 +1,6 @@
-"""The in-process backend: one :class:`Trainer` call trains a whole cohort's units in this process.
+"""The in-process backend: one :class:`LocalTrainer` call trains a whole cohort's units in this process.
 
-It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.protocol.Backend`:
+It serves the clients' work an algorithm asks for (:class:`~fedcluster.engine.protocol.Trainer`:
 local training, the E-step's per-sample losses, per-client computations) with the engine path named by
 ``engine=`` (:data:`PATHS`, one row each: what it runs and where it may run) — the training kernels of
 :mod:`fedcluster.engine.training.kernels` (``sequential``, ``vectorized``, ``dense``, ``unit-loop``) or the ``pool``
@@ -10,10 +10,10 @@ and scale better over processes than over intra-op threads).
 
 The trainer works on the device of the federation's tensors it is given (the run moves them once). On a GPU the
 vectorised path is the fast path; its units are trained in chunks sized by the memory plan
-(:class:`~fedcluster.engine.backends.chunks.ChunkPlanner`). For methods whose aggregation weights are known before
-training, :meth:`Trainer.train_folded` adds each chunk's trained models to the K weighted sums as the chunk
-finishes (engine.backends.fold). Which units came back non-finite is kept by a
-:class:`~fedcluster.engine.backends.watch.NonFiniteWatch` for the runner's divergence check.
+(:class:`~fedcluster.engine.trainers.chunks.ChunkPlanner`). For methods whose aggregation weights are known before
+training, :meth:`LocalTrainer.train_folded` adds each chunk's trained models to the K weighted sums as the chunk
+finishes (engine.trainers.fold). Which units came back non-finite is kept by a
+:class:`~fedcluster.engine.trainers.watch.NonFiniteWatch` for the runner's divergence check.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import torch
 from torch import nn
 
 from fedcluster.data.federation import Split
-from fedcluster.engine.backends.chunks import ChunkPlanner
-from fedcluster.engine.backends.watch import NonFiniteWatch
 from fedcluster.engine.evaluation.inference import StackForward
 from fedcluster.engine.evaluation.scores import per_sample_losses
 from fedcluster.engine.memory import MAX_UNITS
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.chunks import ChunkPlanner
+from fedcluster.engine.trainers.watch import NonFiniteWatch
 from fedcluster.engine.training.batches import make_schedule
 from fedcluster.engine.training.dense import dense_layers, train_dense
 from fedcluster.engine.training.kernels import (
@@ -65,29 +65,29 @@ class Call:
     reuse: bool
 
 
-def _sequential(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+def _sequential(t: LocalTrainer, batch: Batch, solver: Solver, call: Call) -> Params:
     return train_sequential(t.module, t.x, t.y, batch, solver, t.loss, t.channels_last, t.precision,
                             t._reused_out(batch) if call.reuse else None)
 
 
-def _vectorized(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+def _vectorized(t: LocalTrainer, batch: Batch, solver: Solver, call: Call) -> Params:
     return train_vectorized(t.module, t.x, t.y, batch, solver, t.loss,
                             call.chunk or t.chunk_size(solver.batch_size, call.units), t.precision)
 
 
-def _pool(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+def _pool(t: LocalTrainer, batch: Batch, solver: Solver, call: Call) -> Params:
     if call.recording:  # per-step losses: the sequential kernel in this process
         return _sequential(t, batch, solver, call) if t.path == "pool" else _vectorized(t, batch, solver, call)
     return t.pool().train(batch, solver)
 
 
-def _dense(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+def _dense(t: LocalTrainer, batch: Batch, solver: Solver, call: Call) -> Params:
     if t.dense is None:  # a model or loss the hand-written path does not know: vectorised
         return _vectorized(t, batch, solver, call)
     return train_dense(t.dense, t.x, t.y, batch, solver, t.task)
 
 
-def _unit_loop(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
+def _unit_loop(t: LocalTrainer, batch: Batch, solver: Solver, call: Call) -> Params:
     if batch.weight.dim() != 3 or call.recording:  # one weight per sample only (per-head weights: vectorised)
         return _vectorized(t, batch, solver, call)
     from fedcluster.engine.training.looped import train_looped  # imports this module
@@ -99,7 +99,7 @@ def _unit_loop(t: Trainer, batch: Batch, solver: Solver, call: Call) -> Params:
 class Path:
     """One engine path: the function that trains a call's units, and where it may run."""
 
-    train: Callable[[Trainer, Batch, Solver, Call], Params]
+    train: Callable[[LocalTrainer, Batch, Solver, Call], Params]
     cpu_only: bool = False
     fp32_only: bool = False
     keeps_momentum: bool = True  # client_momentum=keep offered
@@ -115,7 +115,7 @@ PATHS: dict[str, Path] = {  # ``engine=``'s paths (``auto`` is resolved before a
 }
 
 
-class Trainer:
+class LocalTrainer:
     """Trains stacks of units on a federation's training data with one of the three paths."""
 
     def __init__(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, task: str,
@@ -151,14 +151,14 @@ class Trainer:
         self.max_units = max_units
         self.planner = ChunkPlanner(self.module, x, max_units, chunk_mb)
         self._pool: TrainingPool | None = None
-        self._siblings: list[Trainer] = []
+        self._siblings: list[LocalTrainer] = []
         self.watch = NonFiniteWatch()  # read by engine.divergence once per round
         # the hand-written dense path (Flatten/Linear/ReLU models only; others fall back to vectorized)
         self.dense = dense_layers(module) if path == "dense" else None
         self._forward: StackForward | None = None  # inference forward of the E-step losses
         self._scratch: Params | None = None  # the sequential path's result stack, reused call after call
 
-    def sibling(self, module: nn.Module, loss: LossFn) -> Trainer:
+    def sibling(self, module: nn.Module, loss: LossFn) -> LocalTrainer:
         """A trainer on the same data and path with another module and per-sample loss (closed with
         this one); e.g. a shared body with K heads whose loss returns [batch, K]."""
         t = type(self)(module, self.x, self.y, self.ptr, self.task, self.seed, self.path, self.workers,

@@ -2,11 +2,11 @@
 
 The boundary: a client computes (1) local training of its units, i.e. model copies it trains on its own
 data with optional per-sample weights, a proximal anchor, a solver, a round and a stream
-(:meth:`Trainer.train`), and (2) the E-step's per-sample losses of K models on its training data
-(:meth:`Trainer.losses`). Everything else (aggregation, Ω and γ, C_{y,k}, split/merge/remove, distances)
+(:meth:`LocalTrainer.train`), and (2) the E-step's per-sample losses of K models on its training data
+(:meth:`LocalTrainer.losses`). Everything else (aggregation, Ω and γ, C_{y,k}, split/merge/remove, distances)
 is the server's. In process one trainer serves a whole cohort in one call. :class:`RemoteTrainer` cuts
 the same call into one :class:`Request` per client, a transport (``fedcluster.flower``) carries it to the
-client's node, the node answers with :func:`serve` (the same ``Trainer`` call on its own partition), and
+client's node, the node answers with :func:`serve` (the same ``LocalTrainer`` call on its own partition), and
 the replies are put back in unit order. A request is named numpy arrays plus a flat config of
 int/float/str/bool: nothing on the wire needs pickle.
 """
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedcluster.engine.backends.local import Trainer
 from fedcluster.engine.params import Params
 from fedcluster.engine.solver import Solver
+from fedcluster.engine.trainers.local import LocalTrainer
 from fedcluster.engine.training.kernels import LossFn
 from fedcluster.engine.training.multihead import MultiHead, MultiHeadLoss
 
@@ -98,8 +98,8 @@ def loss_requests(models: Params, rows: np.ndarray, ptr: np.ndarray, shared_body
     return out
 
 
-class RemoteTrainer(Trainer):
-    """A :class:`Trainer` whose work is done by the clients' nodes through ``send``; the algorithms call it
+class RemoteTrainer(LocalTrainer):
+    """A :class:`LocalTrainer` whose work is done by the clients' nodes through ``send``; the algorithms call it
     exactly as they call the in-process one."""
 
     def __init__(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor, ptr: np.ndarray, task: str, seed: int,
@@ -107,7 +107,7 @@ class RemoteTrainer(Trainer):
         super().__init__(module, x, y, ptr, task, seed, path="sequential")
         self.send, self.heads = send, heads
 
-    def sibling(self, module: nn.Module, loss: LossFn) -> Trainer:
+    def sibling(self, module: nn.Module, loss: LossFn) -> LocalTrainer:
         if not isinstance(module, MultiHead):
             raise NotImplementedError("remote training knows the plain model and engine.training.multihead's MultiHead")
         return RemoteTrainer(self.module, self.x, self.y, self.ptr, self.task, self.seed, self.send,
@@ -158,12 +158,12 @@ class RemoteTrainer(Trainer):
 
 # -- client side ----------------------------------------------------------------------------------------
 def node_trainer(module: nn.Module, x: torch.Tensor, y: torch.Tensor, client: int, num_clients: int, task: str,
-                 seed: int, path: str, channels_last: bool = False) -> Trainer:
+                 seed: int, path: str, channels_last: bool = False) -> LocalTrainer:
     """A trainer that holds one client's data only (rows ``x``/``y``) under its federation-wide id, so its
     batch schedule (seeded by seed, round, client, stream) is the in-process engine's."""
     ptr = np.zeros(num_clients + 1, dtype=np.int64)
     ptr[client + 1:] = len(x)
-    return Trainer(module, x, y, ptr, task, seed=seed, path=path, workers=1, channels_last=channels_last)
+    return LocalTrainer(module, x, y, ptr, task, seed=seed, path=path, workers=1, channels_last=channels_last)
 
 
 def _params(arrays: Arrays, prefix: str, device: torch.device) -> Params:
@@ -171,7 +171,7 @@ def _params(arrays: Arrays, prefix: str, device: torch.device) -> Params:
             if k.startswith(prefix)}
 
 
-def serve(trainer: Trainer, request: Request, siblings: dict[int, Trainer] | None = None) -> Arrays:
+def serve(trainer: LocalTrainer, request: Request, siblings: dict[int, LocalTrainer] | None = None) -> Arrays:
     """Answer one request on this node's ``trainer`` (``siblings`` caches the multi-head trainers)."""
     c, cfg, device = request.client, request.config, trainer.x.device
     if request.kind == LOSSES:
