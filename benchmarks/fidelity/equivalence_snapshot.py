@@ -3,6 +3,7 @@ the vectorised, dense and sequential engines and on 2 ranks; the run files are s
 so that a refactoring can be checked to change no number.
 
     python benchmarks/fidelity/equivalence_snapshot.py snapshot OUT [--only SUBSTRING] [--no-ranks]
+        [--engines vectorized,dense,sequential|none]
     python benchmarks/fidelity/equivalence_snapshot.py compare BASELINE NEW [--tol 1e-6]
 
 ``snapshot`` writes ``OUT/<engine>/<case>/{rounds.csv,clients.csv,summary.json,clusters.jsonl}`` (``seconds``,
@@ -147,13 +148,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def snapshot(out: Path, only: str | None, ranks: bool) -> None:
+def snapshot(out: Path, only: str | None, ranks: bool, engines: tuple[str, ...] = ENGINES) -> None:
     main = _main_of_cli()
     cases = {k: v for k, v in CASES.items() if only is None or only in k}
     scratch = Path(tempfile.mkdtemp(prefix="equiv-"))
     os.environ.setdefault("FEDCLUSTER_CACHE", str(scratch / "cache"))
     failed = []
-    for engine in ENGINES:
+    for engine in engines:
         for label in cases:
             run_dir = scratch / engine / label
             code = main(["run", *_args(label), f"engine={engine}", f"out={run_dir}"])
@@ -293,12 +294,17 @@ if __name__ == "__main__":
     s.add_argument("out", type=Path)
     s.add_argument("--only")
     s.add_argument("--no-ranks", action="store_true")
+    s.add_argument("--engines", default=",".join(ENGINES), help="comma-separated engines to run, or none (ranks only)")
     c = sub.add_parser("compare")
     c.add_argument("base", type=Path)
     c.add_argument("new", type=Path)
     c.add_argument("--tol", type=float, default=1e-6)
     args = parser.parse_args()
     if args.mode == "snapshot":
-        snapshot(args.out, args.only, not args.no_ranks)
+        chosen = () if args.engines == "none" else tuple(args.engines.split(","))
+        unknown = sorted(set(chosen) - set(ENGINES))
+        if unknown:
+            parser.error(f"unknown engine(s) {', '.join(unknown)}: choose from {', '.join(ENGINES)} or none")
+        snapshot(args.out, args.only, not args.no_ranks, chosen)
     else:
         sys.exit(compare(args.base, args.new, args.tol))
